@@ -1,0 +1,45 @@
+//! `postal-import`: load or refresh the postal dataset (cli.md).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(
+    name = "postal-import",
+    version,
+    about = "Load or refresh the GeoNames postal-code dataset"
+)]
+struct Cli {
+    /// SQLite database file.
+    #[arg(long, env = "POSTAL_DB", default_value = "data/postal.db")]
+    db: PathBuf,
+    /// countryInfo.txt path or URL (default: beside the first source, else upstream).
+    #[arg(long)]
+    country_info: Option<String>,
+    /// GeoNames postal-code files: .txt, .zip, a directory, or an http(s) URL
+    /// (default: upstream allCountries.zip).
+    sources: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let options = postal::import::Options {
+        db: cli.db,
+        sources: cli.sources,
+        country_info: cli.country_info,
+        progress: std::io::stderr().is_terminal(),
+    };
+    match postal::import::run(&options) {
+        Ok(summary) => {
+            println!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("postal-import: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

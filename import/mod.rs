@@ -1,0 +1,148 @@
+//! The GeoNames formats and where they come from; `postal-import` and `postal serve` run it.
+//!
+//! [`run`] reads every source into memory (parsing, folding place names, the timezone of
+//! each record's coordinates), checks the share of bad lines, then hands the whole
+//! dataset to `db::dataset::replace`, which swaps it in with one transaction.
+
+pub mod country_info;
+pub mod geonames;
+pub mod source;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::db;
+
+/// Upstream locations (`../shared/geonames/README.md`).
+pub const UPSTREAM_POSTAL_CODES: &str = "https://download.geonames.org/export/zip/allCountries.zip";
+pub const UPSTREAM_COUNTRY_INFO: &str = "https://download.geonames.org/export/dump/countryInfo.txt";
+
+/// More than this share of bad lines fails the import (cli.md).
+pub const MAX_BAD_SHARE: f64 = 0.01;
+/// At most this many bad lines are reported one by one.
+pub const MAX_REPORTED: usize = 20;
+
+pub struct Options {
+    pub db: PathBuf,
+    /// Files, zips, directories or URLs; empty means upstream `allCountries.zip`.
+    pub sources: Vec<String>,
+    /// `countryInfo.txt` path or URL; `None`: beside the first source, else upstream.
+    pub country_info: Option<String>,
+    /// Draw progress bars on stderr (they are hidden anyway when it is not a terminal).
+    pub progress: bool,
+}
+
+#[derive(Debug)]
+pub struct Summary {
+    pub records: usize,
+    pub countries: usize,
+    pub bad_lines: usize,
+    pub seconds: f64,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "imported {} records, {} countries in {:.1} s",
+            self.records, self.countries, self.seconds
+        )
+    }
+}
+
+/// Imports `options.sources` into `options.db`, replacing the postal data in one
+/// transaction. Bad lines are reported on stderr; over [`MAX_BAD_SHARE`] of them the
+/// import fails and the database keeps its old data.
+pub fn run(options: &Options) -> Result<Summary> {
+    let started = Instant::now();
+    let mut conn = db::open(&options.db)?;
+    // A large page cache keeps the index rebuild of 1.6 M rows in memory.
+    conn.pragma_update(None, "cache_size", -1_000_000)?;
+
+    let sources = if options.sources.is_empty() {
+        vec![UPSTREAM_POSTAL_CODES.to_string()]
+    } else {
+        options.sources.clone()
+    };
+    let staging = tempfile::tempdir().context("creating a directory for downloads")?;
+    let mut inputs = Vec::new();
+    for s in &sources {
+        inputs.extend(source::resolve(s, staging.path(), options.progress)?);
+    }
+    if inputs.is_empty() {
+        bail!(
+            "no postal-code files (.txt or .zip) found in {}",
+            sources.join(", ")
+        );
+    }
+    let country_info_source = match &options.country_info {
+        Some(s) => s.clone(),
+        None => source::country_info_beside(&sources[0])
+            .unwrap_or_else(|| UPSTREAM_COUNTRY_INFO.to_string()),
+    };
+    let countries = country_info::read(&mut source::open_text(
+        &country_info_source,
+        staging.path(),
+        options.progress,
+    )?)
+    .with_context(|| format!("reading {country_info_source}"))?;
+
+    let mut reader = geonames::Reader::new(&countries);
+    for input in &inputs {
+        input.read_each(options.progress, |name, r| reader.read(name, r))?;
+    }
+    let parsed = reader.finish();
+    for bad in parsed.bad.iter().take(MAX_REPORTED) {
+        eprintln!("{bad}");
+    }
+    if parsed.bad_count > MAX_REPORTED {
+        eprintln!("... and {} more bad lines", parsed.bad_count - MAX_REPORTED);
+    }
+    let lines = parsed.records.len() + parsed.bad_count;
+    if parsed.bad_count as f64 > lines as f64 * MAX_BAD_SHARE {
+        bail!(
+            "{} of {} lines are bad (more than {}%): import abandoned, the database keeps its old data",
+            parsed.bad_count,
+            lines,
+            MAX_BAD_SHARE * 100.0
+        );
+    }
+    if parsed.records.is_empty() {
+        bail!(
+            "the sources hold no postal-code records: import abandoned, the database keeps its old data"
+        );
+    }
+
+    let bar = bar(
+        options.progress,
+        parsed.records.len() as u64,
+        "writing {pos}/{len} rows",
+    );
+    db::dataset::replace(&mut conn, &countries, &parsed.records, |n| {
+        bar.set_position(n)
+    })?;
+    bar.finish_and_clear();
+    Ok(Summary {
+        records: parsed.records.len(),
+        countries: parsed.countries,
+        bad_lines: parsed.bad_count,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// A progress bar on stderr, drawn only when asked for and stderr is a terminal.
+pub(crate) fn bar(enabled: bool, len: u64, template: &str) -> ProgressBar {
+    let target = if enabled {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let style = ProgressStyle::with_template(&format!(
+        "{{spinner}} {template} [{{bar:30}}] {{per_sec}} ETA {{eta}}"
+    ))
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    ProgressBar::with_draw_target(Some(len), target).with_style(style)
+}

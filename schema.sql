@@ -1,0 +1,87 @@
+-- The one schema of the service: postal data, accounts, keys, ledger, rate-limit counters.
+-- `db::open` applies this whole file in one IMMEDIATE transaction when the file's
+-- `PRAGMA user_version` is 0 (a new file), so two processes opening a new file at once
+-- cannot both apply it. The last statement sets the version; a later change of schema
+-- adds a numbered migration in `src/db/mod.rs` rather than editing a released version.
+
+---------------------------------------------------------------------------------------
+-- Postal data. Owned by `postal-import`, which replaces the rows of these three tables
+-- (and the per-country columns of `countries`) in one transaction; nothing else writes them.
+---------------------------------------------------------------------------------------
+
+-- All 252 ISO 3166-1 alpha-2 codes of GeoNames' countryInfo.txt, whether or not any
+-- postal data is loaded for them, with what the API needs to know about a country
+-- without scanning `postal_codes`.
+CREATE TABLE countries (
+    code          TEXT PRIMARY KEY,          -- 'US'
+    name          TEXT NOT NULL,             -- 'United States'
+    postal_format TEXT NOT NULL,             -- '#####-####', '' when the country has none
+    postal_regex  TEXT NOT NULL,             -- '^\d{5}(-\d{4})?$', '' when none
+    record_count  INTEGER NOT NULL DEFAULT 0,
+    -- Distinct shapes of the country's stored compact keys, space-separated and sorted
+    -- ('A9 A99 AA9 AA99 A9A AA9A' for GB): a letter is written 'A', a digit '9'. A
+    -- query whose key has one of these shapes is well-formed (decisions.md, invalid_format).
+    key_shapes    TEXT NOT NULL DEFAULT '',
+    -- This country's rows of `places` are ids place_first..place_last (NULL when none),
+    -- so a trigram search is bounded to one country by a rowid range.
+    place_first   INTEGER,
+    place_last    INTEGER
+) STRICT, WITHOUT ROWID;
+
+-- One row per line of the GeoNames files. `id` is the line's order in the source (files
+-- in the order given), so "the first record of a code" is the lowest id.
+CREATE TABLE postal_codes (
+    id           INTEGER PRIMARY KEY,
+    country      TEXT NOT NULL,   -- ISO alpha-2, upper case
+    postal_code  TEXT NOT NULL,   -- as the data writes it: '100-0001', 'SW1A', 'LV-1001'
+    compact_key  TEXT NOT NULL,   -- upper case, spaces and hyphens removed: '1000001', 'LV1001'
+    place_name   TEXT NOT NULL,
+    place_folded TEXT NOT NULL,   -- place_name through `domain::text::fold`: 'munchen'
+    admin_name1  TEXT,            -- empty source columns are NULL
+    admin_code1  TEXT,
+    admin_name2  TEXT,
+    admin_code2  TEXT,
+    admin_name3  TEXT,
+    admin_code3  TEXT,
+    latitude     REAL,
+    longitude    REAL,
+    accuracy     INTEGER,
+    timezone     TEXT             -- IANA zone at (latitude, longitude), computed at import
+) STRICT;
+
+-- Lookups: (country, compact_key) -> rows in source order (the rowid ends every index entry).
+CREATE INDEX postal_codes_by_key ON postal_codes (country, compact_key);
+-- /api/city exact match: (country, folded place name) -> rows.
+CREATE INDEX postal_codes_by_place ON postal_codes (country, place_folded);
+
+-- Distinct folded place names, grouped by country (see countries.place_first/last).
+CREATE TABLE places (
+    id          INTEGER PRIMARY KEY,
+    country     TEXT NOT NULL,
+    name_folded TEXT NOT NULL
+) STRICT;
+
+-- How /api/city uses these indexes:
+--  1. exact: fold the query (`domain::text::fold`: deunicode, lower case, punctuation
+--     dropped, so 'Zürich', 'ZURICH' and 'zurich' meet) and read
+--     `postal_codes WHERE country = ? AND place_folded = ?` through postal_codes_by_place;
+--     the state / ST filter is applied to those rows.
+--  2. fuzzy, only when 1 finds nothing: the query's trigrams, OR-ed, against
+--     `places_trigram` restricted to the country's rowid range and ranked by bm25, give a
+--     few dozen candidate names; Rust scores them by edit distance and keeps the best one
+--     if it is close enough, then answers as in 1 with that name.
+-- The trigram index is over folded names, so accents and case cost nothing at query time
+-- (SQLite's own remove_diacritics leaves Ł, ß, Ø, Þ alone; deunicode does not).
+CREATE VIRTUAL TABLE places_trigram USING fts5(
+    name_folded,
+    content = 'places',
+    content_rowid = 'id',
+    tokenize = 'trigram'
+);
+
+---------------------------------------------------------------------------------------
+-- Money: accounts, API keys, ledger, rate-limit counters. Owned by `db::accounts` and
+-- `db::billing`; `postal-import` never touches them.
+---------------------------------------------------------------------------------------
+
+PRAGMA user_version = 1;

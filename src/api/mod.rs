@@ -1,0 +1,1 @@
+//! The HTTP API: poem + poem-openapi, exact to `postal-api.md`.

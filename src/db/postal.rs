@@ -1,0 +1,1 @@
+//! Reads of the postal data: lookup by key, city search, validation.

@@ -1,0 +1,102 @@
+//! `CountryCode`: an ISO 3166-1 alpha-2 code from GeoNames' countryInfo.txt.
+
+use std::fmt;
+
+/// The 252 codes of GeoNames' `countryInfo.txt`, sorted (decisions.md: a `country` must be
+/// one of them). Kept here so that parsing a request needs no database; the test
+/// `iso_codes_equal_those_of_country_info` compares this list with the shared file.
+pub const ISO_CODES: [&str; 252] = [
+    "AD", "AE", "AF", "AG", "AI", "AL", "AM", "AN", "AO", "AQ", "AR", "AS", "AT", "AU", "AW", "AX",
+    "AZ", "BA", "BB", "BD", "BE", "BF", "BG", "BH", "BI", "BJ", "BL", "BM", "BN", "BO", "BQ", "BR",
+    "BS", "BT", "BV", "BW", "BY", "BZ", "CA", "CC", "CD", "CF", "CG", "CH", "CI", "CK", "CL", "CM",
+    "CN", "CO", "CR", "CS", "CU", "CV", "CW", "CX", "CY", "CZ", "DE", "DJ", "DK", "DM", "DO", "DZ",
+    "EC", "EE", "EG", "EH", "ER", "ES", "ET", "FI", "FJ", "FK", "FM", "FO", "FR", "GA", "GB", "GD",
+    "GE", "GF", "GG", "GH", "GI", "GL", "GM", "GN", "GP", "GQ", "GR", "GS", "GT", "GU", "GW", "GY",
+    "HK", "HM", "HN", "HR", "HT", "HU", "ID", "IE", "IL", "IM", "IN", "IO", "IQ", "IR", "IS", "IT",
+    "JE", "JM", "JO", "JP", "KE", "KG", "KH", "KI", "KM", "KN", "KP", "KR", "KW", "KY", "KZ", "LA",
+    "LB", "LC", "LI", "LK", "LR", "LS", "LT", "LU", "LV", "LY", "MA", "MC", "MD", "ME", "MF", "MG",
+    "MH", "MK", "ML", "MM", "MN", "MO", "MP", "MQ", "MR", "MS", "MT", "MU", "MV", "MW", "MX", "MY",
+    "MZ", "NA", "NC", "NE", "NF", "NG", "NI", "NL", "NO", "NP", "NR", "NU", "NZ", "OM", "PA", "PE",
+    "PF", "PG", "PH", "PK", "PL", "PM", "PN", "PR", "PS", "PT", "PW", "PY", "QA", "RE", "RO", "RS",
+    "RU", "RW", "SA", "SB", "SC", "SD", "SE", "SG", "SH", "SI", "SJ", "SK", "SL", "SM", "SN", "SO",
+    "SR", "SS", "ST", "SV", "SX", "SY", "SZ", "TC", "TD", "TF", "TG", "TH", "TJ", "TK", "TL", "TM",
+    "TN", "TO", "TR", "TT", "TV", "TW", "TZ", "UA", "UG", "UM", "US", "UY", "UZ", "VA", "VC", "VE",
+    "VG", "VI", "VN", "VU", "WF", "WS", "XK", "YE", "YT", "ZA", "ZM", "ZW",
+];
+
+/// A valid ISO 3166-1 alpha-2 code, upper case. Whether postal data is loaded for it is
+/// a question for the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CountryCode([u8; 2]);
+
+impl CountryCode {
+    pub const US: CountryCode = CountryCode(*b"US");
+
+    /// Trims and upper-cases `input`; `None` unless it is one of [`ISO_CODES`].
+    pub fn parse(input: &str) -> Option<CountryCode> {
+        let trimmed = input.trim();
+        let bytes = trimmed.as_bytes();
+        if bytes.len() != 2 || !bytes.iter().all(u8::is_ascii_alphabetic) {
+            return None;
+        }
+        let code = [bytes[0].to_ascii_uppercase(), bytes[1].to_ascii_uppercase()];
+        ISO_CODES
+            .binary_search_by(|c| c.as_bytes().cmp(&code[..]))
+            .ok()
+            .map(|_| CountryCode(code))
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII letters are ever stored.
+        std::str::from_utf8(&self.0).unwrap_or("??")
+    }
+}
+
+impl fmt::Display for CountryCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_trimmed_and_case_insensitive() {
+        for input in ["DE", "de", "De", " dE "] {
+            assert_eq!(
+                CountryCode::parse(input).map(|c| c.to_string()),
+                Some("DE".into())
+            );
+        }
+    }
+
+    #[test]
+    fn codes_outside_the_iso_list_are_rejected() {
+        for input in ["D", "DEU", "XX", "ZZ", "1A", "D-", "ÄÖ"] {
+            assert_eq!(CountryCode::parse(input), None, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn the_list_is_sorted_so_binary_search_works() {
+        assert!(ISO_CODES.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn iso_codes_equal_those_of_country_info() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/geonames/countryInfo.txt"
+        );
+        let text = std::fs::read_to_string(path).expect("../shared/geonames/countryInfo.txt");
+        let mut from_file: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| l.split('\t').next().unwrap_or(""))
+            .collect();
+        from_file.sort_unstable();
+        assert_eq!(from_file, ISO_CODES.to_vec());
+    }
+}

@@ -1,0 +1,217 @@
+//! Postal-code normalisation: from what a caller sends to the compact key stored in the data.
+//!
+//! decisions.md, "Postal codes: normalisation": input is trimmed and upper-cased; matching
+//! ignores spaces and hyphens, so every stored code is also indexed by its compact form
+//! (`db` column `compact_key`); then a per-country rule maps the accepted long forms to
+//! the stored key (GB full postcode -> outcode, CA -> FSA, ...).
+
+use super::country::CountryCode;
+
+/// A postal code as a caller sent it, already mapped to the compact key to look up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostalQuery {
+    /// Trimmed, upper-cased input, for the country's `Postal Code Regex`.
+    input: String,
+    /// Compact key after the country rule: what `postal_codes.compact_key` holds.
+    key: String,
+}
+
+impl PostalQuery {
+    /// `None` when the input is `invalid_format` whatever the country's data: characters
+    /// other than ASCII letters, digits, spaces and hyphens, or nothing but spaces and
+    /// hyphens.
+    pub fn parse(country: CountryCode, input: &str) -> Option<PostalQuery> {
+        let input = input.trim().to_ascii_uppercase();
+        if !input
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b' ' || b == b'-')
+        {
+            return None;
+        }
+        let compact = compact(&input);
+        if compact.is_empty() {
+            return None;
+        }
+        let key = country_rule(country, compact);
+        Some(PostalQuery { input, key })
+    }
+
+    /// The compact key to match against `postal_codes.compact_key`.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// decisions.md, `invalid_format`: well-formed when the key has the shape of some
+    /// stored key of the country (`key_shapes`, space-separated, from `countries`), or
+    /// when the input matches the country's `Postal Code Regex`.
+    pub fn is_well_formed(&self, key_shapes: &str, regex: Option<&regex::Regex>) -> bool {
+        let shape = shape(&self.key);
+        key_shapes.split(' ').any(|s| s == shape) || regex.is_some_and(|r| r.is_match(&self.input))
+    }
+}
+
+/// Upper case with spaces and hyphens removed: `lv-1001` -> `LV1001`. The import stores
+/// every code's compact form with this same function.
+pub fn compact(code: &str) -> String {
+    code.chars()
+        .filter(|c| *c != ' ' && *c != '-')
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
+}
+
+/// The shape of a code: every ASCII letter `A`, every digit `9`, anything else kept
+/// (`SW1A` -> `AA9A`).
+pub fn shape(code: &str) -> String {
+    code.chars()
+        .map(|c| match c {
+            c if c.is_ascii_alphabetic() => 'A',
+            c if c.is_ascii_digit() => '9',
+            c => c,
+        })
+        .collect()
+}
+
+/// A `zipcode` sent as a JSON integer: zero-padded to the length of the country's codes
+/// when every stored key of the country is digits of one length (US `2134` -> `02134`);
+/// otherwise the digits as they are. `key_shapes` as in [`PostalQuery::is_well_formed`].
+pub fn integer_zipcode(value: u64, key_shapes: &str) -> String {
+    let digits = value.to_string();
+    let mut shapes = key_shapes.split(' ').filter(|s| !s.is_empty());
+    let Some(first) = shapes.next() else {
+        return digits;
+    };
+    let fixed_digits = first.bytes().all(|b| b == b'9')
+        && shapes.all(|s| s.len() == first.len() && s.bytes().all(|b| b == b'9'));
+    if fixed_digits && digits.len() < first.len() {
+        format!("{digits:0>width$}", width = first.len())
+    } else {
+        digits
+    }
+}
+
+/// The canonical form of a stored code that the API shows (`normalized` in bulk results,
+/// `meta.postalCode`): the data's own form, except JP, written as seven digits without
+/// its hyphen as postal-api.md does.
+pub fn canonical(country: CountryCode, stored: &str) -> String {
+    if country.as_str() == "JP" {
+        compact(stored)
+    } else {
+        stored.to_string()
+    }
+}
+
+/// The per-country table of decisions.md: long forms -> the stored key.
+fn country_rule(country: CountryCode, compact: String) -> String {
+    let shape = shape(&compact);
+    match country.as_str() {
+        // `02134-1234`, `021341234` -> `02134`
+        "US" if shape == "999999999" => compact[..5].to_string(),
+        // full postcode -> outward code: drop a trailing inward code `9AA`
+        "GB" | "IM" | "JE" | "GG" if compact.len() >= 5 && shape.ends_with("9AA") => {
+            compact[..compact.len() - 3].to_string()
+        }
+        // `K1A0B1` -> FSA `K1A`
+        "CA" if compact.len() == 6 => compact[..3].to_string(),
+        // Eircode `D02X285` -> routing key `D02`
+        "IE" if compact.len() == 7 => compact[..3].to_string(),
+        // `1012AB` -> `1012`
+        "NL" if shape == "9999AA" => compact[..4].to_string(),
+        // CPA `C1425ABC` -> `1425`
+        "AR" if shape == "A9999AAA" => compact[1..5].to_string(),
+        // `VLT1117` -> `VLT`
+        "MT" if shape == "AAA9999" => compact[..3].to_string(),
+        // `1001` -> `LV1001` (stored `LV-1001`)
+        "LV" | "MD" if shape == "9999" => format!("{}{compact}", country.as_str()),
+        _ => compact,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(country: &str, input: &str) -> Option<String> {
+        let country = CountryCode::parse(country).expect("test country");
+        PostalQuery::parse(country, input).map(|q| q.key().to_string())
+    }
+
+    #[test]
+    fn spaces_and_hyphens_never_decide_a_match() {
+        assert_eq!(key("SE", "100 05").as_deref(), Some("10005"));
+        assert_eq!(key("PT", "1000-001").as_deref(), Some("1000001"));
+        assert_eq!(key("LV", "lv-1001").as_deref(), Some("LV1001"));
+        assert_eq!(key("PL", " 00-950 ").as_deref(), Some("00950"));
+    }
+
+    #[test]
+    fn us_zip_plus_four_keeps_the_first_five_digits() {
+        assert_eq!(key("US", "02134-1234").as_deref(), Some("02134"));
+        assert_eq!(key("US", "021341234").as_deref(), Some("02134"));
+        assert_eq!(key("US", "02134").as_deref(), Some("02134"));
+        assert_eq!(key("US", "0213412").as_deref(), Some("0213412"));
+    }
+
+    #[test]
+    fn a_full_british_postcode_becomes_its_outcode() {
+        for input in ["SW1A 1AA", "sw1a1aa", "SW1A"] {
+            assert_eq!(key("GB", input).as_deref(), Some("SW1A"), "{input}");
+        }
+        assert_eq!(key("GB", "M1 1AE").as_deref(), Some("M1"));
+        assert_eq!(key("IM", "IM1 1AA").as_deref(), Some("IM1"));
+    }
+
+    #[test]
+    fn long_forms_of_other_countries_map_to_their_stored_keys() {
+        assert_eq!(key("CA", "K1A 0B1").as_deref(), Some("K1A"));
+        assert_eq!(key("IE", "D02 X285").as_deref(), Some("D02"));
+        assert_eq!(key("NL", "1012 AB").as_deref(), Some("1012"));
+        assert_eq!(key("AR", "C1425ABC").as_deref(), Some("1425"));
+        assert_eq!(key("MT", "VLT 1117").as_deref(), Some("VLT"));
+        assert_eq!(key("MD", "2001").as_deref(), Some("MD2001"));
+        assert_eq!(key("JP", "100-0001").as_deref(), Some("1000001"));
+    }
+
+    #[test]
+    fn characters_outside_letters_digits_spaces_and_hyphens_are_invalid() {
+        for input in ["902!0", "9021_0", "Ⅸ", "90210.", "", " - "] {
+            assert_eq!(key("US", input), None, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn shape_writes_letters_as_a_and_digits_as_nine() {
+        assert_eq!(shape("SW1A"), "AA9A");
+        assert_eq!(shape("LV1001"), "AA9999");
+    }
+
+    #[test]
+    fn well_formed_means_a_stored_shape_or_the_country_regex() {
+        let us = CountryCode::US;
+        let regex = regex::Regex::new(r"^\d{5}(-\d{4})?$").ok();
+        let check = |input: &str| {
+            PostalQuery::parse(us, input)
+                .unwrap()
+                .is_well_formed("99999", regex.as_ref())
+        };
+        assert!(check("99999"));
+        assert!(!check("ABCDE"));
+        assert!(!check("123456"));
+        assert!(!check("1234"));
+    }
+
+    #[test]
+    fn integer_zipcodes_keep_leading_zeros_where_codes_have_a_fixed_digit_length() {
+        assert_eq!(integer_zipcode(2134, "99999"), "02134");
+        assert_eq!(integer_zipcode(90210, "99999"), "90210");
+        assert_eq!(integer_zipcode(1000001, "9999999"), "1000001");
+        assert_eq!(integer_zipcode(950, "99999 AA9"), "950");
+        assert_eq!(integer_zipcode(7, ""), "7");
+    }
+
+    #[test]
+    fn japanese_codes_are_shown_without_their_hyphen() {
+        let jp = CountryCode::parse("JP").unwrap();
+        assert_eq!(canonical(jp, "100-0001"), "1000001");
+        assert_eq!(canonical(CountryCode::US, "02134"), "02134");
+    }
+}

@@ -1,0 +1,36 @@
+//! postal: a self-hosted postal-code data service, billed per query.
+//!
+//! One SQLite file holds everything (postal data, accounts, keys, ledger, rate-limit
+//! counters); its schema is `schema.sql`. Two binaries use this library: `postal`
+//! (`src/main.rs`: serve the HTTP API, administer accounts) and `postal-import`
+//! (`import/main.rs`: load or refresh the GeoNames dataset).
+//!
+//! The path of a request, and where each step lives:
+//!
+//! 1. **accept**: `api` (poem + poem-openapi) receives `POST /api/<operation>`; the
+//!    contract extractor turns any body into either the endpoint's request type or the
+//!    contract's `400 {"error": ...}` / `413`.
+//! 2. **parse**: the handler turns fields into `domain` types (`CountryCode`,
+//!    `PostalQuery`, ...): once built they are valid.
+//! 3. **authenticate**: `domain::api_key` hashes the key; `db::accounts` finds the
+//!    account behind the hash (401 when unknown or revoked).
+//! 4. **answer**: `db::postal` reads the postal data (lookup, city search, validation).
+//! 5. **bill**: `db::billing` charges the account: balance and rate-limit windows are
+//!    checked and the charge recorded in the ledger in one transaction, many requests per
+//!    commit (group commit); 402 / 429 when refused. Nothing is charged for an error.
+//! 6. **respond**: `api` maps the result and the envelope (balance, performance,
+//!    rateLimit) to JSON; every error leaves through one `ApiError`.
+//!
+//! Modules:
+//! - [`domain`]: the rules, no I/O: country codes, postal-code normalisation, text
+//!   folding, money, rate-limit windows, API keys.
+//! - [`db`]: SQL and transactions; the only code with SQL strings.
+//! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt) and
+//!   their sources (file, zip, directory, URL); writes through `db::dataset`.
+//! - [`api`]: HTTP, JSON shapes, OpenAPI, status codes.
+
+pub mod api;
+pub mod db;
+pub mod domain;
+#[path = "../import/mod.rs"]
+pub mod import;
