@@ -1,1 +1,243 @@
 //! The HTTP API: poem + poem-openapi, exact to `postal-api.md`.
+//!
+//! Where each request's work runs (the first performance decision of the API):
+//! - **Short reads run on the async worker.** Authentication, the balance/limit pre-check
+//!   and a lookup are indexed SQLite reads of a few microseconds; handing each to
+//!   `spawn_blocking` costs more than the read itself (stack.md section 4: 19 µs a round
+//!   trip, 17k instead of 30k requests/s). They take a pooled connection inline.
+//! - **Long reads go to the blocking pool**: a bulk of 1,000 records and the fuzzy city
+//!   search take milliseconds and would stall the other requests of their worker.
+//! - **Charges go to the billing thread** (`db::billing`) through a channel; the handler
+//!   awaits the answer, so a worker never blocks on a commit, and one commit carries all
+//!   the charges that arrived meanwhile.
+
+mod contract;
+mod endpoints;
+mod envelope;
+mod error;
+mod types;
+
+use std::future::Future;
+use std::path::Path;
+use std::time::{Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use poem::http::StatusCode;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::{Endpoint, EndpointExt, Response, Route, Server};
+use poem_openapi::OpenApiService;
+use rusqlite::Connection;
+
+pub use endpoints::PostalApi;
+pub use error::ApiError;
+
+use crate::db;
+use crate::db::accounts::{AccountStatus, Caller};
+use crate::db::billing::{Billing, Charge, Charged, Refusal};
+use crate::domain::api_key::hash_presented_key;
+use endpoints::Billed;
+use envelope::Timings;
+
+/// Title of the OpenAPI document.
+pub const TITLE: &str = "postal: postal-code data API";
+
+/// What the handlers share: the read pool and the billing writer.
+pub struct State {
+    pool: db::Pool,
+    billing: Billing,
+}
+
+impl State {
+    pub fn new(pool: db::Pool, billing: Billing) -> State {
+        State { pool, billing }
+    }
+
+    /// A short read on a pooled connection, on the calling thread.
+    fn read<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R, ApiError> {
+        let conn = self.pool.get().map_err(|e| ApiError::internal(e.into()))?;
+        f(&conn).map_err(ApiError::internal)
+    }
+
+    /// A long read on the blocking pool.
+    async fn read_blocking<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<R> + Send + 'static,
+    ) -> Result<R, ApiError> {
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = pool.get()?;
+            f(&conn)
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.into()))?
+        .map_err(ApiError::internal)
+    }
+
+    /// 401 unless the key exists and is not revoked.
+    fn authenticate(&self, api_key: &str, timings: &mut Timings) -> Result<Caller, ApiError> {
+        let t = Instant::now();
+        let hash = hash_presented_key(api_key);
+        let caller = self.read(|c| db::accounts::authenticate(c, &hash));
+        timings.auth += t.elapsed();
+        caller?.ok_or_else(ApiError::invalid_api_key)
+    }
+
+    /// 402 / 429 before any work, so that a request which would end in 404 still
+    /// answers 402 or 429 first (decisions.md, order of checks). Nothing is written.
+    fn precheck(
+        &self,
+        caller: &Caller,
+        queries: u64,
+        texts: Billed,
+        timings: &mut Timings,
+    ) -> Result<(), ApiError> {
+        let t = Instant::now();
+        let verdict = self.read(|c| db::accounts::check(c, caller, queries, SystemTime::now()));
+        timings.rate_limit_check += t.elapsed();
+        verdict?
+            .map(|_| ())
+            .map_err(|refusal| refused(refusal, texts))
+    }
+
+    /// Charges `queries` durably (group commit) and answers the new balance and windows.
+    async fn charge(
+        &self,
+        caller: &Caller,
+        queries: u64,
+        endpoint: &'static str,
+        texts: Billed,
+        timings: &mut Timings,
+    ) -> Result<Charged, ApiError> {
+        let t = Instant::now();
+        let charge = Charge {
+            caller: *caller,
+            queries,
+            endpoint,
+        };
+        let verdict = self.billing.charge(charge).await;
+        timings.balance += t.elapsed();
+        verdict
+            .map_err(ApiError::internal)?
+            .map_err(|refusal| refused(refusal, texts))
+    }
+
+    /// Balance and windows as they are (the free /api/aboutapi).
+    fn status(&self, caller: &Caller) -> Result<AccountStatus, ApiError> {
+        self.read(|c| db::accounts::status(c, caller.account_id, SystemTime::now()))
+    }
+}
+
+fn refused(refusal: Refusal, texts: Billed) -> ApiError {
+    match refusal {
+        Refusal::InvalidKey => ApiError::invalid_api_key(),
+        Refusal::InsufficientBalance => ApiError::payment_required(texts.insufficient()),
+        Refusal::RateLimited { retry_after_secs } => {
+            ApiError::rate_limited(texts.rate_limited(), retry_after_secs)
+        }
+    }
+}
+
+/// The OpenAPI service over `state` (`None`: only to generate the document).
+pub fn service(state: Option<State>) -> OpenApiService<PostalApi, ()> {
+    OpenApiService::new(PostalApi { state }, TITLE, env!("CARGO_PKG_VERSION")).description(
+        "Look up, validate and search postal codes of 120 countries (GeoNames data, CC BY 4.0). \
+             Every request is a POST with a JSON body carrying your `apiKey`; every answered query \
+             costs 0.000028 USD from your prepaid balance.",
+    )
+}
+
+/// The OpenAPI document as committed in `openapi.yaml`.
+pub fn spec_yaml() -> String {
+    service(None).spec_yaml()
+}
+
+/// The OpenAPI document as served at `/openapi.json`.
+pub fn spec_json() -> String {
+    service(None).spec()
+}
+
+/// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, and JSON
+/// bodies for 404 / 405.
+pub fn app(state: State) -> impl Endpoint {
+    let api = service(Some(state));
+    let docs = api.swagger_ui();
+    let spec = api.spec_endpoint();
+    Route::new()
+        .nest("/", api)
+        .nest("/docs", docs)
+        .at("/openapi.json", spec)
+        .catch_all_error(|err: poem::Error| async move {
+            if err.is_from_response() {
+                return err.into_response();
+            }
+            let (status, text) = match err.status() {
+                StatusCode::NOT_FOUND => (StatusCode::NOT_FOUND, "Not found"),
+                StatusCode::METHOD_NOT_ALLOWED => {
+                    (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed")
+                }
+                StatusCode::PAYLOAD_TOO_LARGE => {
+                    (StatusCode::PAYLOAD_TOO_LARGE, "Request body too large")
+                }
+                StatusCode::BAD_REQUEST => (StatusCode::BAD_REQUEST, contract::INVALID_JSON),
+                _ => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error"),
+            };
+            json_error(status, text)
+        })
+}
+
+fn json_error(status: StatusCode, text: &str) -> Response {
+    Response::builder()
+        .status(status)
+        .content_type("application/json")
+        .body(serde_json::json!({ "error": text }).to_string())
+}
+
+/// Serves the API on `listen` until Ctrl-C or SIGTERM.
+pub async fn serve(db_path: &Path, listen: &str) -> Result<()> {
+    let acceptor = TcpListener::bind(listen.to_string())
+        .into_acceptor()
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    tracing::info!("listening on http://{listen} (Swagger UI at /docs)");
+    serve_with(acceptor, db_path, shutdown_signal()).await
+}
+
+/// Serves the API on `acceptor` until `shutdown` completes; in-flight requests finish
+/// (30 s at most) and pending charges are committed before it returns.
+pub async fn serve_with(
+    acceptor: impl Acceptor + 'static,
+    db_path: &Path,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let pool = db::pool(db_path, 16)?;
+    let billing = Billing::start(db_path)?;
+    let app = app(State::new(pool, billing.clone()));
+    Server::new_with_acceptor(acceptor)
+        .run_with_graceful_shutdown(app, shutdown, Some(std::time::Duration::from_secs(30)))
+        .await
+        .context("serving HTTP")?;
+    billing.shutdown();
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}

@@ -1,1 +1,367 @@
-//! Reads of the postal data: lookup by key, city search, validation.
+//! Reads of the postal data: lookup by key, validation, city search.
+//!
+//! Every function here is one short read on the caller's connection; the caller decides
+//! on which thread it runs (see `api`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, LazyLock, RwLock};
+
+use anyhow::Result;
+use regex::Regex;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::domain::postal_code::{ZipInput, canonical};
+use crate::domain::text::fold;
+use crate::domain::{CountryCode, PostalQuery};
+
+/// What the service knows of a country with loaded data (a row of `countries`).
+#[derive(Debug, Clone)]
+pub struct CountryData {
+    pub record_count: i64,
+    pub key_shapes: String,
+    pub postal_regex: Option<Arc<Regex>>,
+    /// Rowid range of the country's names in `places` / `places_trigram`.
+    pub places: Option<(i64, i64)>,
+}
+
+/// One stored record (a line of the GeoNames file).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlaceRecord {
+    pub postal_code: String,
+    pub place_name: String,
+    pub admin_name1: Option<String>,
+    pub admin_code1: Option<String>,
+    pub admin_name2: Option<String>,
+    pub admin_code2: Option<String>,
+    pub admin_name3: Option<String>,
+    pub admin_code3: Option<String>,
+    pub latitude: Option<f64>,
+    pub longitude: Option<f64>,
+    pub accuracy: Option<i64>,
+    pub timezone: Option<String>,
+}
+
+/// The country's data, or `None` when nothing is loaded for it (a valid ISO code without
+/// data answers like an unknown postal code, decisions.md).
+pub fn country(conn: &Connection, country: CountryCode) -> Result<Option<CountryData>> {
+    let row = conn
+        .prepare_cached(
+            "SELECT record_count, key_shapes, postal_regex, place_first, place_last
+             FROM countries WHERE code = ?1 AND record_count > 0",
+        )?
+        .query_row([country.as_str()], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<i64>>(3)?,
+                r.get::<_, Option<i64>>(4)?,
+            ))
+        })
+        .optional()?;
+    Ok(row.map(
+        |(record_count, key_shapes, regex, first, last)| CountryData {
+            record_count,
+            key_shapes,
+            postal_regex: compiled(&regex),
+            places: first.zip(last),
+        },
+    ))
+}
+
+/// The first record (in source order) of a postal code, after normalisation.
+pub fn lookup(
+    conn: &Connection,
+    country: CountryCode,
+    zipcode: &ZipInput,
+) -> Result<Option<PlaceRecord>> {
+    let Some(data) = self::country(conn, country)? else {
+        return Ok(None);
+    };
+    let Some(query) = PostalQuery::parse(country, &zipcode.text(&data.key_shapes)) else {
+        return Ok(None);
+    };
+    first_record(conn, country, query.key())
+}
+
+/// Whether a postal code exists in the country's data.
+pub fn exists(conn: &Connection, country: CountryCode, zipcode: &ZipInput) -> Result<bool> {
+    let Some(data) = self::country(conn, country)? else {
+        return Ok(false);
+    };
+    let Some(query) = PostalQuery::parse(country, &zipcode.text(&data.key_shapes)) else {
+        return Ok(false);
+    };
+    Ok(stored_code(conn, country, query.key())?.is_some())
+}
+
+/// The verdict on one record of `/api/validate-bulk`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Found; the canonical stored key (`normalized`).
+    Valid(String),
+    NotFound,
+    InvalidFormat,
+    UnknownCountry,
+}
+
+/// Checks many codes in one read transaction, in order.
+pub fn check_codes(conn: &Connection, codes: &[(CountryCode, String)]) -> Result<Vec<Verdict>> {
+    let mut countries: HashMap<CountryCode, Option<CountryData>> = HashMap::new();
+    let mut verdicts = Vec::with_capacity(codes.len());
+    let tx = conn.unchecked_transaction()?; // one snapshot for the whole batch
+    for (country, input) in codes {
+        if !countries.contains_key(country) {
+            countries.insert(*country, self::country(&tx, *country)?);
+        }
+        let Some(data) = &countries[country] else {
+            verdicts.push(Verdict::UnknownCountry);
+            continue;
+        };
+        let Some(query) = PostalQuery::parse(*country, input) else {
+            verdicts.push(Verdict::InvalidFormat);
+            continue;
+        };
+        let verdict = match stored_code(&tx, *country, query.key())? {
+            Some(stored) => Verdict::Valid(canonical(*country, &stored)),
+            None if query.is_well_formed(&data.key_shapes, data.postal_regex.as_deref()) => {
+                Verdict::NotFound
+            }
+            None => Verdict::InvalidFormat,
+        };
+        verdicts.push(verdict);
+    }
+    tx.finish()?;
+    Ok(verdicts)
+}
+
+fn first_record(conn: &Connection, country: CountryCode, key: &str) -> Result<Option<PlaceRecord>> {
+    let record = conn
+        .prepare_cached(
+            "SELECT postal_code, place_name, admin_name1, admin_code1, admin_name2, admin_code2,
+                    admin_name3, admin_code3, latitude, longitude, accuracy, timezone
+             FROM postal_codes WHERE country = ?1 AND compact_key = ?2
+             ORDER BY id LIMIT 1",
+        )?
+        .query_row(params![country.as_str(), key], |r| {
+            Ok(PlaceRecord {
+                postal_code: r.get(0)?,
+                place_name: r.get(1)?,
+                admin_name1: r.get(2)?,
+                admin_code1: r.get(3)?,
+                admin_name2: r.get(4)?,
+                admin_code2: r.get(5)?,
+                admin_name3: r.get(6)?,
+                admin_code3: r.get(7)?,
+                latitude: r.get(8)?,
+                longitude: r.get(9)?,
+                accuracy: r.get(10)?,
+                timezone: r.get(11)?,
+            })
+        })
+        .optional()?;
+    Ok(record)
+}
+
+fn stored_code(conn: &Connection, country: CountryCode, key: &str) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT postal_code FROM postal_codes WHERE country = ?1 AND compact_key = ?2
+             ORDER BY id LIMIT 1",
+        )?
+        .query_row(params![country.as_str(), key], |r| r.get(0))
+        .optional()?)
+}
+
+/// countryInfo.txt's regexes, compiled once per pattern. A pattern the `regex` crate
+/// cannot compile counts as absent (only the stored shapes then decide).
+fn compiled(pattern: &str) -> Option<Arc<Regex>> {
+    static CACHE: LazyLock<RwLock<HashMap<String, Option<Arc<Regex>>>>> =
+        LazyLock::new(Default::default);
+    if pattern.is_empty() {
+        return None;
+    }
+    if let Some(hit) = CACHE.read().ok()?.get(pattern) {
+        return hit.clone();
+    }
+    let regex = Regex::new(pattern).ok().map(Arc::new);
+    CACHE
+        .write()
+        .ok()?
+        .insert(pattern.to_string(), regex.clone());
+    regex
+}
+
+/// A `/api/city` question, its parts folded with `domain::text::fold`.
+#[derive(Debug, Clone)]
+pub struct CityQuery {
+    pub country: CountryCode,
+    pub city: String,
+    /// Matches admin name1 (or, for the US, also admin code1).
+    pub state: Option<String>,
+    /// Matches admin code1.
+    pub st: Option<String>,
+}
+
+/// The answer to a `/api/city` question.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CityMatch {
+    /// Canonical codes, unique and ascending.
+    pub zipcodes: Vec<String>,
+    /// Set when no name matched exactly and this close one answered instead.
+    pub fuzzy: Option<MatchedPlace>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatchedPlace {
+    pub city: String,
+    pub state: String,
+    pub st: String,
+}
+
+/// How close a name must be to answer a fuzzy query: normalised Damerau-Levenshtein
+/// similarity (1 - edits / longer length). 0.75 lets one edit through in names of four or
+/// more letters, two in eight or more (`San Fransisco`, `Pittsburg`, `Mnchen`), and keeps
+/// unrelated words out.
+pub const FUZZY_MIN_SIMILARITY: f64 = 0.75;
+/// How many trigram candidates (best bm25 first) are scored by edit distance.
+const FUZZY_CANDIDATES: i64 = 200;
+
+/// Exact match on the folded name, else the closest name (see schema.sql, `places_trigram`).
+pub fn find_city(conn: &Connection, query: &CityQuery) -> Result<Option<CityMatch>> {
+    let tx = conn.unchecked_transaction()?;
+    let exact = city_rows(&tx, query, &query.city)?;
+    if !exact.is_empty() {
+        return Ok(Some(CityMatch {
+            zipcodes: unique_sorted(query.country, &exact),
+            fuzzy: None,
+        }));
+    }
+    let Some(data) = country(&tx, query.country)? else {
+        return Ok(None);
+    };
+    let (Some((first, last)), Some(fts)) = (data.places, trigram_query(&query.city)) else {
+        return Ok(None);
+    };
+    let candidates: Vec<String> = tx
+        .prepare_cached(
+            "SELECT name_folded FROM places_trigram
+             WHERE places_trigram MATCH ?1 AND rowid BETWEEN ?2 AND ?3
+             ORDER BY rank LIMIT ?4",
+        )?
+        .query_map(params![fts, first, last, FUZZY_CANDIDATES], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut scored: Vec<(f64, usize, &String)> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            (
+                strsim::normalized_damerau_levenshtein(&query.city, name),
+                i,
+                name,
+            )
+        })
+        .filter(|(score, _, _)| *score >= FUZZY_MIN_SIMILARITY)
+        .collect();
+    // Best score first; among equals, the better trigram rank.
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, _, name) in scored {
+        let rows = city_rows(&tx, query, name)?;
+        if let Some(first_row) = rows.first() {
+            return Ok(Some(CityMatch {
+                zipcodes: unique_sorted(query.country, &rows),
+                fuzzy: Some(MatchedPlace {
+                    city: first_row.place_name.clone(),
+                    state: first_row.admin_name1.clone().unwrap_or_default(),
+                    st: first_row.admin_code1.clone().unwrap_or_default(),
+                }),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+struct CityRow {
+    postal_code: String,
+    place_name: String,
+    admin_name1: Option<String>,
+    admin_code1: Option<String>,
+}
+
+/// Rows of the folded place name `name` in the country that pass the state filters, in
+/// source order.
+fn city_rows(conn: &Connection, query: &CityQuery, name: &str) -> Result<Vec<CityRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT postal_code, place_name, admin_name1, admin_code1 FROM postal_codes
+         WHERE country = ?1 AND place_folded = ?2 ORDER BY id",
+    )?;
+    let rows = stmt.query_map(params![query.country.as_str(), name], |r| {
+        Ok(CityRow {
+            postal_code: r.get(0)?,
+            place_name: r.get(1)?,
+            admin_name1: r.get(2)?,
+            admin_code1: r.get(3)?,
+        })
+    })?;
+    let mut kept = Vec::new();
+    for row in rows {
+        let row = row?;
+        let name1 = row.admin_name1.as_deref().map(fold).unwrap_or_default();
+        let code1 = row.admin_code1.as_deref().map(fold).unwrap_or_default();
+        let us = query.country == CountryCode::US;
+        let state_ok = query
+            .state
+            .as_ref()
+            .is_none_or(|s| *s == name1 || (us && *s == code1));
+        let st_ok = query.st.as_ref().is_none_or(|s| *s == code1);
+        if state_ok && st_ok {
+            kept.push(row);
+        }
+    }
+    Ok(kept)
+}
+
+fn unique_sorted(country: CountryCode, rows: &[CityRow]) -> Vec<String> {
+    rows.iter()
+        .map(|r| canonical(country, &r.postal_code))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// The folded name's distinct trigrams as an FTS5 OR query; `None` when shorter than three.
+fn trigram_query(folded: &str) -> Option<String> {
+    let chars: Vec<char> = folded.chars().collect();
+    let trigrams: BTreeSet<String> = chars.windows(3).map(|w| w.iter().collect()).collect();
+    if trigrams.is_empty() {
+        return None;
+    }
+    // Folded names hold only [a-z0-9 ], so no quoting is needed inside the phrases.
+    Some(
+        trigrams
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(" OR "),
+    )
+}
+
+/// What the loaded dataset covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coverage {
+    pub records: i64,
+    pub countries: i64,
+}
+
+pub fn coverage(conn: &rusqlite::Connection) -> Result<Coverage> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT coalesce(sum(record_count), 0), count(*) FROM countries WHERE record_count > 0",
+        )?
+        .query_row([], |r| {
+            Ok(Coverage {
+                records: r.get(0)?,
+                countries: r.get(1)?,
+            })
+        })?)
+}

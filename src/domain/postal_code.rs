@@ -100,6 +100,23 @@ pub fn canonical(country: CountryCode, stored: &str) -> String {
     }
 }
 
+/// A `zipcode` as the request carried it: a JSON string or a JSON integer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ZipInput {
+    Text(String),
+    Integer(u64),
+}
+
+impl ZipInput {
+    /// The text to normalise; integers are zero-padded per [`integer_zipcode`].
+    pub fn text(&self, key_shapes: &str) -> String {
+        match self {
+            ZipInput::Text(s) => s.clone(),
+            ZipInput::Integer(n) => integer_zipcode(*n, key_shapes),
+        }
+    }
+}
+
 /// The per-country table of decisions.md: long forms -> the stored key.
 fn country_rule(country: CountryCode, compact: String) -> String {
     let shape = shape(&compact);

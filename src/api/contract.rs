@@ -1,0 +1,192 @@
+//! The request side of the contract: any body becomes a JSON object or the contract's
+//! 400 / 413, and fields are read with the contract's texts.
+//!
+//! poem-openapi's own `Json<T>` answers a bad body with a plain-text 400 that names no
+//! field, and a missing or non-JSON `Content-Type` with 415 (stack.md, section 2). The
+//! contract wants JSON errors with exact texts, a body parsed as JSON whatever its
+//! `Content-Type`, and the API key checked (401) before any other field (decisions.md,
+//! order of checks). So [`ContractJson`] documents the endpoint's request type `T` in the
+//! OpenAPI document but hands the handler the parsed JSON object; the handler reads
+//! `apiKey`, authenticates, then reads its other fields with the functions below.
+
+use std::marker::PhantomData;
+
+use poem::{Request, RequestBody};
+use poem_openapi::ApiExtractor;
+use poem_openapi::ApiExtractorType;
+use poem_openapi::ExtractParamOptions;
+use poem_openapi::registry::{MetaMediaType, MetaRequest, Registry};
+use poem_openapi::types::Type;
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+use crate::domain::CountryCode;
+use crate::domain::postal_code::ZipInput;
+
+/// Largest accepted body (decisions.md): 1 MiB.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// A request body that is a JSON object, documented as `T`.
+pub struct ContractJson<T> {
+    pub fields: Map<String, Value>,
+    documented: PhantomData<T>,
+}
+
+impl<'a, T: Type + Send> ApiExtractor<'a> for ContractJson<T> {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+
+    fn request_meta() -> Option<MetaRequest> {
+        Some(MetaRequest {
+            description: None,
+            required: true,
+            content: vec![MetaMediaType {
+                content_type: "application/json",
+                schema: T::schema_ref(),
+            }],
+        })
+    }
+
+    async fn from_request(
+        _request: &'a Request,
+        body: &mut RequestBody,
+        _options: ExtractParamOptions<()>,
+    ) -> poem::Result<Self> {
+        let bytes = body
+            .take()
+            .map_err(|_| ApiError::bad_request(INVALID_JSON))?
+            .into_bytes_limit(MAX_BODY_BYTES)
+            .await
+            .map_err(|e| match e {
+                poem::error::ReadBodyError::PayloadTooLarge => ApiError::too_large(),
+                _ => ApiError::bad_request(INVALID_JSON),
+            })?;
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(fields)) => Ok(ContractJson {
+                fields,
+                documented: PhantomData,
+            }),
+            _ => Err(ApiError::bad_request(INVALID_JSON).into()),
+        }
+    }
+}
+
+pub const INVALID_JSON: &str = "Invalid JSON body";
+
+impl<T> ContractJson<T> {
+    /// `apiKey`: a non-empty string, else `missing_text` (endpoints word it differently).
+    pub fn api_key(&self, missing_text: &str) -> Result<&str, ApiError> {
+        match self.fields.get("apiKey") {
+            Some(Value::String(key)) if !key.is_empty() => Ok(key),
+            _ => Err(ApiError::bad_request(missing_text)),
+        }
+    }
+
+    /// `zipcode`: a non-blank string or a non-negative JSON integer.
+    pub fn zipcode(&self) -> Result<ZipInput, ApiError> {
+        match self.fields.get("zipcode") {
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(ZipInput::Text(s.clone())),
+            Some(Value::Number(n)) if n.is_u64() => {
+                Ok(ZipInput::Integer(n.as_u64().unwrap_or_default()))
+            }
+            _ => Err(ApiError::bad_request("Missing required field: zipcode")),
+        }
+    }
+
+    /// `zipcode` exactly as sent, for echoing.
+    pub fn zipcode_echo(&self) -> Value {
+        self.fields.get("zipcode").cloned().unwrap_or(Value::Null)
+    }
+
+    /// A non-blank string field, else `400 Missing required field: <name>`.
+    pub fn required_text(&self, name: &str) -> Result<&str, ApiError> {
+        match self.fields.get(name) {
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
+            _ => Err(ApiError::bad_request(format!(
+                "Missing required field: {name}"
+            ))),
+        }
+    }
+
+    /// An optional string field; blank, `null` or another type count as absent.
+    pub fn optional_text(&self, name: &str) -> Option<&str> {
+        match self.fields.get(name) {
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s),
+            _ => None,
+        }
+    }
+
+    /// `country`: absent or `null` means US; otherwise one of the 252 ISO codes.
+    pub fn country(&self) -> Result<CountryCode, ApiError> {
+        match self.fields.get("country") {
+            None | Some(Value::Null) => Ok(CountryCode::US),
+            Some(Value::String(s)) => {
+                CountryCode::parse(s).ok_or_else(|| ApiError::bad_request("Invalid 'country'"))
+            }
+            Some(_) => Err(ApiError::bad_request("Invalid 'country'")),
+        }
+    }
+}
+
+/// One record of `/api/validate-bulk`, checked.
+pub struct BulkRecord {
+    pub postal_code: String,
+    pub country: CountryCode,
+}
+
+/// Maximum records of one bulk request.
+pub const MAX_BULK_RECORDS: usize = 1000;
+
+impl<T> ContractJson<T> {
+    /// `records`: 1 to 1,000 objects with a non-empty string `postalCode` and an ISO
+    /// `countryCode`; the lowest failing index wins, `postalCode` before `countryCode`.
+    pub fn bulk_records(&self) -> Result<Vec<BulkRecord>, ApiError> {
+        let Some(Value::Array(items)) = self.fields.get("records") else {
+            return Err(ApiError::bad_request(
+                "Missing required field: records (must be an array)",
+            ));
+        };
+        if items.is_empty() {
+            return Err(ApiError::bad_request(
+                "records array must contain at least 1 record",
+            ));
+        }
+        if items.len() > MAX_BULK_RECORDS {
+            return Err(ApiError::bad_request(
+                "records array exceeds maximum of 1000 per request",
+            ));
+        }
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let postal_code = match item.get("postalCode") {
+                    Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+                    _ => {
+                        return Err(ApiError::bad_request(format!(
+                            "records[{i}].postalCode must be a non-empty string"
+                        )));
+                    }
+                };
+                let country = item
+                    .get("countryCode")
+                    .and_then(Value::as_str)
+                    .and_then(CountryCode::parse)
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "records[{i}].countryCode must be a 2-letter ISO 3166-1 alpha-2 code"
+                        ))
+                    })?;
+                Ok(BulkRecord {
+                    postal_code,
+                    country,
+                })
+            })
+            .collect()
+    }
+}

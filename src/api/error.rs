@@ -1,0 +1,106 @@
+//! `ApiError`: the one way an error leaves the API, with the contract's status and text.
+
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object};
+
+/// Every non-2xx body: `{"error": "<text of postal-api.md>"}`.
+#[derive(Debug, Clone, Object)]
+#[oai(example)]
+pub struct ErrorBody {
+    /// The contract's error text.
+    pub error: String,
+}
+
+impl poem_openapi::types::Example for ErrorBody {
+    fn example() -> Self {
+        ErrorBody {
+            error: "ZIP code not found".to_string(),
+        }
+    }
+}
+
+/// The body of a 429: the error text and the whole seconds to wait (also in `Retry-After`).
+#[derive(Debug, Clone, Object)]
+pub struct RateLimitedBody {
+    /// `Rate limit exceeded`, or for the bulk endpoint `Rate limit would be exceeded by this bulk request`.
+    pub error: String,
+    /// Seconds until the earliest blocking window ends (>= 1).
+    #[oai(rename = "retryAfter")]
+    pub retry_after: u64,
+}
+
+/// Every error response of the API.
+#[derive(Debug, ApiResponse)]
+pub enum ApiError {
+    /// Missing or invalid parameters, or a body that is not a JSON object.
+    #[oai(status = 400)]
+    BadRequest(Json<ErrorBody>),
+    /// The API key does not exist or was revoked.
+    #[oai(status = 401)]
+    Unauthorized(Json<ErrorBody>),
+    /// The balance does not cover the cost of the request; nothing was charged.
+    #[oai(status = 402)]
+    PaymentRequired(Json<ErrorBody>),
+    /// Postal code or city not found (lookup, metacode, city); nothing was charged.
+    #[oai(status = 404)]
+    NotFound(Json<ErrorBody>),
+    /// The request body is larger than 1 MiB.
+    #[oai(status = 413)]
+    PayloadTooLarge(Json<ErrorBody>),
+    /// A rate-limit window of the account is full; nothing was charged.
+    #[oai(status = 429)]
+    TooManyRequests(
+        Json<RateLimitedBody>,
+        /// Same number as `retryAfter`.
+        #[oai(header = "Retry-After")]
+        u64,
+    ),
+    /// Internal server error; nothing was charged.
+    #[oai(status = 500)]
+    Internal(Json<ErrorBody>),
+}
+
+fn body(text: &str) -> Json<ErrorBody> {
+    Json(ErrorBody {
+        error: text.to_string(),
+    })
+}
+
+impl ApiError {
+    pub fn bad_request(text: impl AsRef<str>) -> ApiError {
+        ApiError::BadRequest(body(text.as_ref()))
+    }
+
+    pub fn invalid_api_key() -> ApiError {
+        ApiError::Unauthorized(body("Invalid API key"))
+    }
+
+    pub fn payment_required(text: &str) -> ApiError {
+        ApiError::PaymentRequired(body(text))
+    }
+
+    pub fn not_found(text: &str) -> ApiError {
+        ApiError::NotFound(body(text))
+    }
+
+    pub fn too_large() -> ApiError {
+        ApiError::PayloadTooLarge(body("Request body too large"))
+    }
+
+    pub fn rate_limited(text: &str, retry_after: u64) -> ApiError {
+        let retry_after = retry_after.max(1);
+        ApiError::TooManyRequests(
+            Json(RateLimitedBody {
+                error: text.to_string(),
+                retry_after,
+            }),
+            retry_after,
+        )
+    }
+
+    /// A failure of the service itself: logged with its cause, answered without it.
+    pub fn internal(cause: anyhow::Error) -> ApiError {
+        tracing::error!("internal error: {cause:#}");
+        ApiError::Internal(body("Internal server error"))
+    }
+}

@@ -1,0 +1,521 @@
+//! The JSON shapes of the API (postal-api.md sections 2 and 4), as OpenAPI objects, with
+//! examples taken from the real data.
+
+use std::borrow::Cow;
+
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
+use poem_openapi::types::{Example, ParseFromJSON, ParseResult, ToJSON, Type};
+use poem_openapi::{Enum, Object, Union};
+use serde_json::Value;
+
+/// A postal code sent as a JSON string or integer (`"02134"`, `2134`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZipCodeValue(pub Value);
+
+impl Type for ZipCodeValue {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> Cow<'static, str> {
+        "string_or_integer".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            one_of: vec![
+                MetaSchemaRef::Inline(Box::new(MetaSchema::new("string"))),
+                MetaSchemaRef::Inline(Box::new(MetaSchema::new("integer"))),
+            ],
+            ..MetaSchema::ANY
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(self.as_raw_value().into_iter())
+    }
+}
+
+impl ParseFromJSON for ZipCodeValue {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value {
+            Some(v @ Value::String(_)) => Ok(ZipCodeValue(v)),
+            Some(Value::Number(n)) if n.is_u64() => Ok(ZipCodeValue(Value::Number(n))),
+            Some(other) => Err(poem_openapi::types::ParseError::expected_type(other)),
+            None => Err(poem_openapi::types::ParseError::expected_input()),
+        }
+    }
+}
+
+impl ToJSON for ZipCodeValue {
+    fn to_json(&self) -> Option<Value> {
+        Some(self.0.clone())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Requests (documentation of the bodies; `contract` reads them).
+// ---------------------------------------------------------------------------------------
+
+/// Body of /api/lookup, /api/metacode, /api/metazip and /api/validate.
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct CodeRequest {
+    /// The postal code: a string, or an integer (leading zeros restored where the
+    /// country's codes are digits of one length: US `2134` is `02134`).
+    pub zipcode: ZipCodeValue,
+    /// Your API key.
+    #[oai(rename = "apiKey")]
+    pub api_key: String,
+    /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
+    pub country: Option<String>,
+}
+
+impl Example for CodeRequest {
+    fn example() -> Self {
+        CodeRequest {
+            zipcode: ZipCodeValue(Value::String("90210".into())),
+            api_key: "pk_your_api_key".into(),
+            country: Some("US".into()),
+        }
+    }
+}
+
+/// Body of /api/city.
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct CityRequest {
+    /// City or place name; case, accents and punctuation are ignored.
+    pub city: String,
+    /// Full state name (US: or its code); for US either `state` or `ST` is required.
+    pub state: Option<String>,
+    /// State abbreviation (admin code 1).
+    #[oai(rename = "ST")]
+    pub st: Option<String>,
+    /// Your API key.
+    #[oai(rename = "apiKey")]
+    pub api_key: String,
+    /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
+    pub country: Option<String>,
+}
+
+impl Example for CityRequest {
+    fn example() -> Self {
+        CityRequest {
+            city: "Beverly Hills".into(),
+            state: None,
+            st: Some("CA".into()),
+            api_key: "pk_your_api_key".into(),
+            country: Some("US".into()),
+        }
+    }
+}
+
+/// One record of a bulk request.
+#[derive(Debug, Object)]
+pub struct BulkRecordRequest {
+    /// Non-empty postal code.
+    #[oai(rename = "postalCode")]
+    pub postal_code: String,
+    /// ISO 3166-1 alpha-2 code.
+    #[oai(rename = "countryCode")]
+    pub country_code: String,
+}
+
+/// Body of /api/validate-bulk.
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct BulkRequest {
+    /// Your API key.
+    #[oai(rename = "apiKey")]
+    pub api_key: String,
+    /// 1 to 1,000 records; countries may be mixed.
+    pub records: Vec<BulkRecordRequest>,
+}
+
+impl Example for BulkRequest {
+    fn example() -> Self {
+        let record = |code: &str, country: &str| BulkRecordRequest {
+            postal_code: code.into(),
+            country_code: country.into(),
+        };
+        BulkRequest {
+            api_key: "pk_your_api_key".into(),
+            records: vec![
+                record("90210", "US"),
+                record("SW1A 1AA", "GB"),
+                record("ABCDE", "US"),
+            ],
+        }
+    }
+}
+
+/// Body of /api/aboutapi.
+#[derive(Debug, Object)]
+pub struct AboutRequest {
+    /// Your API key.
+    #[oai(rename = "apiKey")]
+    pub api_key: String,
+}
+
+// ---------------------------------------------------------------------------------------
+// The envelope (postal-api.md 2.1).
+// ---------------------------------------------------------------------------------------
+
+/// Measured time of each step, as `"<n>ms"`.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct Performance {
+    /// Finding the account behind the API key.
+    #[oai(skip_serializing_if_is_none)]
+    pub auth_time: Option<String>,
+    /// Checking the rate-limit windows.
+    #[oai(skip_serializing_if_is_none)]
+    pub rate_limit_check_time: Option<String>,
+    /// Checking and charging the balance (the charge is durable when answered).
+    #[oai(skip_serializing_if_is_none)]
+    pub balance_time: Option<String>,
+    /// Answering the question itself.
+    #[oai(skip_serializing_if_is_none)]
+    pub processing_time: Option<String>,
+    /// From the request's arrival to the response.
+    pub total_time: String,
+}
+
+/// Use of one rate-limit window.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct WindowUse {
+    /// The limit, or null when this window has none.
+    pub limit: Option<u64>,
+    /// Billed queries in the current window, this request included; null without a limit.
+    pub current: Option<u64>,
+    /// `current` is at least 80% of `limit`.
+    pub approaching_limit: bool,
+}
+
+/// Rate-limit status of the account.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct RateLimitStatus {
+    /// false unless the account enabled rate limits.
+    pub enabled: bool,
+    pub per_minute: WindowUse,
+    pub per_hour: WindowUse,
+    pub per_day: WindowUse,
+}
+
+// ---------------------------------------------------------------------------------------
+// Responses.
+// ---------------------------------------------------------------------------------------
+
+/// 200 of /api/lookup.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase", example)]
+pub struct LookupResponse {
+    /// City or place name.
+    pub city: String,
+    /// Full state name; "" outside the US.
+    pub state: String,
+    /// State abbreviation; "" outside the US.
+    #[oai(rename = "ST")]
+    pub st: String,
+    pub latitude: Option<f64>,
+    pub longitude: Option<f64>,
+    /// Balance in USD after this query.
+    pub balance: f64,
+    pub performance: Performance,
+    pub rate_limit: RateLimitStatus,
+}
+
+/// 200 of /api/city.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase", example)]
+pub struct CityResponse {
+    /// Postal codes of the city, unique and ascending.
+    pub zipcodes: Vec<String>,
+    /// The city that answered, only when no name matched exactly.
+    #[oai(skip_serializing_if_is_none)]
+    pub matched_city: Option<String>,
+    /// Its state (admin name 1), only on a fuzzy match.
+    #[oai(skip_serializing_if_is_none)]
+    pub matched_state: Option<String>,
+    /// Its state code (admin code 1), only on a fuzzy match.
+    #[oai(rename = "matchedST", skip_serializing_if_is_none)]
+    pub matched_st: Option<String>,
+    pub balance: f64,
+    pub performance: Performance,
+    pub rate_limit: RateLimitStatus,
+}
+
+/// Metadata of a US postal code.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase", skip_serializing_if_is_none)]
+pub struct UsMeta {
+    pub zipcode: String,
+    pub city: String,
+    pub state: Option<String>,
+    pub state_abbrev: Option<String>,
+    pub county: Option<String>,
+    pub latitude: Option<f64>,
+    pub longitude: Option<f64>,
+    /// IANA timezone at the coordinates.
+    pub timezone: Option<String>,
+}
+
+/// Metadata of a non-US postal code; fields without data are omitted.
+#[derive(Debug, Object)]
+#[oai(skip_serializing_if_is_none)]
+pub struct WorldMeta {
+    #[oai(rename = "postalCode")]
+    pub postal_code: String,
+    pub country: String,
+    #[oai(rename = "placeName")]
+    pub place_name: String,
+    pub latitude: Option<f64>,
+    pub longitude: Option<f64>,
+    /// IANA timezone at the coordinates.
+    pub timezone: Option<String>,
+    pub admin_name1: Option<String>,
+    pub admin_code1: Option<String>,
+    pub admin_name2: Option<String>,
+    pub admin_code2: Option<String>,
+    pub admin_name3: Option<String>,
+    pub admin_code3: Option<String>,
+    /// GeoNames accuracy of the coordinates: 1 (estimated) to 6 (centroid).
+    pub accuracy: Option<i64>,
+}
+
+/// The metadata record: US shape for US codes, otherwise the world shape.
+#[derive(Debug, Union)]
+pub enum Meta {
+    Us(UsMeta),
+    World(WorldMeta),
+}
+
+/// 200 of /api/metacode and /api/metazip.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase", example)]
+pub struct MetaResponse {
+    pub meta: Meta,
+    pub balance: f64,
+    pub performance: Performance,
+    pub rate_limit: RateLimitStatus,
+}
+
+/// 200 of /api/validate.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase", example)]
+pub struct ValidateResponse {
+    /// The postal code exists.
+    pub valid: bool,
+    /// The validated code, echoed as sent.
+    pub zipcode: ZipCodeValue,
+    /// Same as `performance.totalTime`.
+    pub response_time: String,
+    pub balance: f64,
+    pub performance: Performance,
+    pub rate_limit: RateLimitStatus,
+}
+
+/// Why a bulk record is not valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "snake_case")]
+pub enum Reason {
+    /// Well-formed, but not in the country's data.
+    NotFound,
+    /// Not a form of the country's postal codes.
+    InvalidFormat,
+    /// A valid ISO code with no data loaded.
+    UnknownCountry,
+}
+
+/// One result of /api/validate-bulk, in request order.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct BulkResult {
+    /// Echo of the input.
+    pub postal_code: String,
+    /// Echo of the input, upper case.
+    pub country_code: String,
+    pub valid: bool,
+    /// The stored key when valid (GB outcode, CA forward sortation area, ...), else null.
+    pub normalized: Option<String>,
+    /// null when valid.
+    pub reason: Option<Reason>,
+}
+
+/// 200 of /api/validate-bulk.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase", example)]
+pub struct BulkResponse {
+    pub results: Vec<BulkResult>,
+    /// Records x 0.000028 USD.
+    pub total_cost: f64,
+    pub balance: f64,
+    pub performance: Performance,
+    pub rate_limit: RateLimitStatus,
+}
+
+/// 200 of /api/aboutapi.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase", example)]
+pub struct AboutResponse {
+    #[oai(rename = "About")]
+    pub about: String,
+    /// Semantic version of the service.
+    pub version: String,
+    pub coverage: String,
+    pub usage: String,
+    pub performance: Performance,
+    pub balance: f64,
+    pub rate_limit: RateLimitStatus,
+}
+
+// ---------------------------------------------------------------------------------------
+// Examples, from the real data (GeoNames, 2026-03 snapshot).
+// ---------------------------------------------------------------------------------------
+
+fn example_performance() -> Performance {
+    Performance {
+        auth_time: Some("0.011ms".into()),
+        rate_limit_check_time: Some("0.006ms".into()),
+        balance_time: Some("0.212ms".into()),
+        processing_time: Some("0.014ms".into()),
+        total_time: "0.262ms".into(),
+    }
+}
+
+fn example_rate_limit() -> RateLimitStatus {
+    let off = || WindowUse {
+        limit: None,
+        current: None,
+        approaching_limit: false,
+    };
+    RateLimitStatus {
+        enabled: false,
+        per_minute: off(),
+        per_hour: off(),
+        per_day: off(),
+    }
+}
+
+impl Example for LookupResponse {
+    fn example() -> Self {
+        LookupResponse {
+            city: "Beverly Hills".into(),
+            state: "California".into(),
+            st: "CA".into(),
+            latitude: Some(34.0901),
+            longitude: Some(-118.4065),
+            balance: 4.999972,
+            performance: example_performance(),
+            rate_limit: example_rate_limit(),
+        }
+    }
+}
+
+impl Example for CityResponse {
+    fn example() -> Self {
+        CityResponse {
+            zipcodes: ["94102", "94103", "94104"].map(String::from).to_vec(),
+            matched_city: Some("San Francisco".into()),
+            matched_state: Some("California".into()),
+            matched_st: Some("CA".into()),
+            balance: 4.999972,
+            performance: example_performance(),
+            rate_limit: example_rate_limit(),
+        }
+    }
+}
+
+impl Example for MetaResponse {
+    fn example() -> Self {
+        MetaResponse {
+            meta: Meta::World(WorldMeta {
+                postal_code: "1000001".into(),
+                country: "JP".into(),
+                place_name: "Chiyoda".into(),
+                latitude: Some(35.6841),
+                longitude: Some(139.7521),
+                timezone: Some("Asia/Tokyo".into()),
+                admin_name1: Some("Tokyo To".into()),
+                admin_code1: Some("40".into()),
+                admin_name2: Some("Chiyoda Ku".into()),
+                admin_code2: None,
+                admin_name3: None,
+                admin_code3: None,
+                accuracy: None,
+            }),
+            balance: 4.999972,
+            performance: example_performance(),
+            rate_limit: example_rate_limit(),
+        }
+    }
+}
+
+impl Example for ValidateResponse {
+    fn example() -> Self {
+        ValidateResponse {
+            valid: true,
+            zipcode: ZipCodeValue(Value::String("SW1A 1AA".into())),
+            response_time: "0.262ms".into(),
+            balance: 4.999972,
+            performance: example_performance(),
+            rate_limit: example_rate_limit(),
+        }
+    }
+}
+
+impl Example for BulkResponse {
+    fn example() -> Self {
+        let result = |code: &str,
+                      country: &str,
+                      normalized: Option<&str>,
+                      reason: Option<Reason>| BulkResult {
+            postal_code: code.into(),
+            country_code: country.into(),
+            valid: normalized.is_some(),
+            normalized: normalized.map(String::from),
+            reason,
+        };
+        BulkResponse {
+            results: vec![
+                result("90210", "US", Some("90210"), None),
+                result("SW1A 1AA", "GB", Some("SW1A"), None),
+                result("ABCDE", "US", None, Some(Reason::InvalidFormat)),
+            ],
+            total_cost: 0.000084,
+            balance: 4.999916,
+            performance: example_performance(),
+            rate_limit: example_rate_limit(),
+        }
+    }
+}
+
+impl Example for AboutResponse {
+    fn example() -> Self {
+        AboutResponse {
+            about: "postal: postal-code lookup, validation and city search over GeoNames data, billed per query."
+                .into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            coverage: "1,648,448 postal codes in 120 countries. Data: GeoNames (CC BY 4.0)".into(),
+            usage: "POST JSON with your apiKey to /api/lookup ...".into(),
+            performance: Performance {
+                auth_time: None,
+                rate_limit_check_time: None,
+                balance_time: None,
+                processing_time: None,
+                total_time: "0.105ms".into(),
+            },
+            balance: 4.999972,
+            rate_limit: example_rate_limit(),
+        }
+    }
+}
