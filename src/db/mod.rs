@@ -18,8 +18,13 @@
 //! - **Schema once.** `open` applies `schema.sql` to a new file (user_version 0) inside an
 //!   IMMEDIATE transaction, so concurrent first opens cannot race.
 
+pub mod accounts;
+pub mod billing;
 pub mod dataset;
 pub mod postal;
+
+pub use accounts::{AccountStatus, Caller};
+pub use billing::{Billing, Charge, Charged, Refusal};
 
 use std::path::Path;
 use std::time::Duration;

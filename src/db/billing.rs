@@ -1,0 +1,334 @@
+//! The charging path: one writer thread commits many waiting charges per transaction
+//! (group commit) and answers each caller once its charge is durable.
+//!
+//! Why one writer: SQLite has one write lock per file, and with `synchronous=FULL` every
+//! commit waits for an fsync. A transaction per request would pay the lock and the fsync
+//! per request; here the writer drains every charge waiting in its channel, applies them
+//! in one `BEGIN IMMEDIATE` transaction, commits once, then answers them all. While it
+//! commits, the next batch queues up, so the batch grows with the load and the fsync is
+//! shared by everyone in it.
+//!
+//! Why it is exact:
+//! - Each charge is decided on the account's state as the transaction sees it, with the
+//!   charges before it in the same batch applied: `BEGIN IMMEDIATE` takes the write lock
+//!   before the first read, so no other process (a CLI top-up, revocation or limit change)
+//!   can commit between the read and the write. Nothing is cached across transactions.
+//! - Each charge is all or nothing: the key is checked (401), then the balance covers
+//!   N x 28 micros (402), then every window has room for N (429); a refused charge changes
+//!   nothing and the next one in the batch is decided as if it never came.
+//! - Balances, window counters and ledger rows are written in the same transaction; the
+//!   ledger gets one row per (account, endpoint) per transaction, whose `query_count` says
+//!   how many queries it covers.
+//! - Callers are answered only after the commit returned. If anything fails, the whole
+//!   transaction rolls back and every caller of the batch gets an error: nothing of it was
+//!   charged.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::SystemTime;
+
+use anyhow::{Context, anyhow};
+use rusqlite::{Connection, TransactionBehavior, params};
+use tokio::sync::oneshot;
+
+use crate::db::accounts::{self, Caller, ChargeState, unix_secs};
+use crate::domain::money::Micros;
+use crate::domain::rate_limit::RateStatus;
+
+/// Most charges in one transaction: bounds the wait of the first caller in a batch.
+const MAX_BATCH: usize = 4096;
+
+/// A request to charge `queries` billed queries of `endpoint` (e.g. `"/api/lookup"`) to
+/// the caller's account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Charge {
+    pub caller: Caller,
+    pub queries: u64,
+    pub endpoint: &'static str,
+}
+
+/// A charge that is committed: the balance right after it (in the order charges were
+/// applied) and `rateLimit` counting it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Charged {
+    pub balance: Micros,
+    pub rate: RateStatus,
+}
+
+/// Why a charge was refused (nothing was charged or counted). In the contract's order of
+/// checks: 401, then 402, then 429.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The key was revoked (or its account is gone) since it authenticated: 401.
+    #[error("Invalid API key")]
+    InvalidKey,
+    /// The balance is below N x 0.000028 USD: 402.
+    #[error("Insufficient balance")]
+    InsufficientBalance,
+    /// A window has no room for N more queries: 429, with `Retry-After`.
+    #[error("Rate limit exceeded")]
+    RateLimited { retry_after_secs: u64 },
+}
+
+/// The answer to a charge: `Err` when it could not be recorded (nothing was charged).
+pub type ChargeResult = anyhow::Result<Result<Charged, Refusal>>;
+
+enum Message {
+    Charge(Charge, oneshot::Sender<ChargeResult>),
+    Stop,
+}
+
+/// A handle on the billing writer; clone it freely. The writer stops (after committing
+/// what it has received) on [`Billing::shutdown`] or when the last handle is dropped.
+#[derive(Clone)]
+pub struct Billing {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    sender: Sender<Message>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Billing {
+    /// Opens its own connection to `path` and starts the writer thread.
+    pub fn start(path: &Path) -> anyhow::Result<Billing> {
+        let conn = super::open(path)?;
+        let (sender, receiver) = mpsc::channel();
+        let writer = thread::Builder::new()
+            .name("postal-billing".into())
+            .spawn(move || run_writer(conn, receiver))
+            .context("starting the billing writer")?;
+        Ok(Billing {
+            inner: Arc::new(Inner {
+                sender,
+                writer: Mutex::new(Some(writer)),
+            }),
+        })
+    }
+
+    /// Charges and waits (asynchronously) until the charge is durable or refused.
+    pub async fn charge(&self, charge: Charge) -> ChargeResult {
+        let answer = self.send(charge)?;
+        answer
+            .await
+            .map_err(|_| anyhow!("billing stopped before answering"))?
+    }
+
+    /// As [`Billing::charge`], blocking the thread (for threads, the CLI, benchmarks).
+    /// Panics if called from within an async runtime; use `charge` there.
+    pub fn charge_blocking(&self, charge: Charge) -> ChargeResult {
+        let answer = self.send(charge)?;
+        answer
+            .blocking_recv()
+            .map_err(|_| anyhow!("billing stopped before answering"))?
+    }
+
+    fn send(&self, charge: Charge) -> anyhow::Result<oneshot::Receiver<ChargeResult>> {
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .sender
+            .send(Message::Charge(charge, reply))
+            .map_err(|_| anyhow!("billing has stopped"))?;
+        Ok(answer)
+    }
+
+    /// Commits and answers every charge received so far, then stops the writer and waits
+    /// for it. Later charges fail with "billing has stopped". Idempotent.
+    pub fn shutdown(&self) {
+        self.inner.stop();
+    }
+}
+
+impl Inner {
+    fn stop(&self) {
+        let _ = self.sender.send(Message::Stop);
+        let writer = self.writer.lock().map(|mut w| w.take()).unwrap_or(None);
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+type Waiting = (Charge, oneshot::Sender<ChargeResult>);
+
+fn run_writer(mut conn: Connection, receiver: Receiver<Message>) {
+    let mut batch: Vec<Waiting> = Vec::new();
+    let mut stopping = false;
+    loop {
+        if !stopping {
+            match receiver.recv() {
+                Ok(message) => stopping |= take(message, &mut batch),
+                Err(_) => stopping = true,
+            }
+        }
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(message) => stopping |= take(message, &mut batch),
+                Err(_) => break,
+            }
+        }
+        if batch.is_empty() {
+            if stopping {
+                return;
+            }
+            continue;
+        }
+        settle(&mut conn, &mut batch);
+    }
+}
+
+/// Queues a charge; `true` for the stop message.
+fn take(message: Message, batch: &mut Vec<Waiting>) -> bool {
+    match message {
+        Message::Charge(charge, reply) => {
+            batch.push((charge, reply));
+            false
+        }
+        Message::Stop => true,
+    }
+}
+
+/// Applies and commits the batch, then answers every caller in it.
+fn settle(conn: &mut Connection, batch: &mut Vec<Waiting>) {
+    let charges: Vec<Charge> = batch.iter().map(|(charge, _)| *charge).collect();
+    match apply(conn, &charges, SystemTime::now()) {
+        Ok(outcomes) => {
+            for ((_, reply), outcome) in batch.drain(..).zip(outcomes) {
+                let _ = reply.send(Ok(outcome));
+            }
+        }
+        Err(e) => {
+            tracing::error!(
+                "billing transaction failed, {} charges refused: {e:#}",
+                charges.len()
+            );
+            for (_, reply) in batch.drain(..) {
+                let _ = reply.send(Err(anyhow!("the charge was not recorded: {e:#}")));
+            }
+        }
+    }
+}
+
+/// One account's state during a batch.
+struct InBatch {
+    before: Micros,
+    state: ChargeState,
+    changed: bool,
+}
+
+/// Applies `charges` in order in one transaction and commits it; returns each outcome.
+/// Public for tests and benchmarks that drive a connection directly.
+pub fn apply(
+    conn: &mut Connection,
+    charges: &[Charge],
+    now: SystemTime,
+) -> anyhow::Result<Vec<Result<Charged, Refusal>>> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .context("taking the write lock for billing")?;
+    let mut accounts: HashMap<i64, Option<InBatch>> = HashMap::new();
+    let mut keys: HashMap<Caller, bool> = HashMap::new();
+    // (account, endpoint) -> index in `rows`; a row is (account, endpoint, queries, amount).
+    let mut row_of: HashMap<(i64, &'static str), usize> = HashMap::new();
+    let mut rows: Vec<(i64, &'static str, u64, Micros)> = Vec::new();
+    let mut outcomes = Vec::with_capacity(charges.len());
+
+    for charge in charges {
+        let caller = charge.caller;
+        let active = match keys.entry(caller) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => *e.insert(accounts::key_is_active(&tx, &caller)?),
+        };
+        let account = match accounts.entry(caller.account_id) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let state = accounts::charge_state(&tx, caller.account_id)?;
+                e.insert(state.map(|state| InBatch {
+                    before: state.balance,
+                    state,
+                    changed: false,
+                }))
+            }
+        };
+        let account = match account {
+            Some(account) if active => account,
+            _ => {
+                outcomes.push(Err(Refusal::InvalidKey));
+                continue;
+            }
+        };
+        let cost = match account.state.admits(charge.queries, now) {
+            Ok(cost) => cost,
+            Err(refusal) => {
+                outcomes.push(Err(refusal));
+                continue;
+            }
+        };
+        if charge.queries > 0 {
+            account.state.balance = account
+                .state
+                .balance
+                .checked_sub(cost)
+                .context("balance arithmetic")?;
+            account.state.counters = account.state.counters.add(charge.queries, now);
+            account.changed = true;
+            let index = *row_of
+                .entry((caller.account_id, charge.endpoint))
+                .or_insert_with(|| {
+                    rows.push((caller.account_id, charge.endpoint, 0, Micros::ZERO));
+                    rows.len() - 1
+                });
+            let row = &mut rows[index];
+            row.2 += charge.queries;
+            row.3 = row.3.checked_add(cost).context("ledger arithmetic")?;
+        }
+        let status = account.state.status(now);
+        outcomes.push(Ok(Charged {
+            balance: status.balance,
+            rate: status.rate,
+        }));
+    }
+
+    for (account_id, account) in &accounts {
+        if let Some(account) = account.as_ref().filter(|a| a.changed) {
+            accounts::store_charge_state(&tx, *account_id, &account.state)?;
+        }
+    }
+    let at = unix_secs(now);
+    let mut running: HashMap<i64, Micros> = HashMap::new();
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count, endpoint)
+             VALUES (?1, ?2, 'charge', ?3, ?4, ?5, ?6)",
+        )?;
+        for (account_id, endpoint, queries, amount) in rows {
+            let balance = running.entry(account_id).or_insert_with(|| {
+                accounts[&account_id]
+                    .as_ref()
+                    .map_or(Micros::ZERO, |a| a.before)
+            });
+            *balance = balance.checked_sub(amount).context("ledger arithmetic")?;
+            insert.execute(params![
+                account_id,
+                at,
+                -amount.get(),
+                balance.get(),
+                i64::try_from(queries).unwrap_or(i64::MAX),
+                endpoint
+            ])?;
+        }
+    }
+    tx.commit().context("committing charges")?;
+    Ok(outcomes)
+}
