@@ -12,7 +12,10 @@
 //! - Each charge is decided on the account's state as the transaction sees it, with the
 //!   charges before it in the same batch applied: `BEGIN IMMEDIATE` takes the write lock
 //!   before the first read, so no other process (a CLI top-up, revocation or limit change)
-//!   can commit between the read and the write. Nothing is cached across transactions.
+//!   can commit between the read and the write. The writer remembers the accounts and
+//!   keys it read or wrote, but only uses that memory when `PRAGMA data_version` says no
+//!   other connection has committed since its own last commit (see `Known`); any outside
+//!   change (top-up, revocation, new limits) makes it read everything afresh.
 //! - Each charge is all or nothing: the key is checked (401), then the balance covers
 //!   N x 28 micros (402), then every window has room for N (429); a refused charge changes
 //!   nothing and the next one in the batch is decided as if it never came.
@@ -26,6 +29,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -92,6 +96,21 @@ pub struct Billing {
 struct Inner {
     sender: Sender<Message>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    stats: Arc<Counts>,
+}
+
+/// Totals since start: committed transactions and the charges (applied or refused) they
+/// decided. `charges / transactions` is the mean batch size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BillingStats {
+    pub transactions: u64,
+    pub charges: u64,
+}
+
+#[derive(Default)]
+struct Counts {
+    transactions: AtomicU64,
+    charges: AtomicU64,
 }
 
 impl Billing {
@@ -99,14 +118,17 @@ impl Billing {
     pub fn start(path: &Path) -> anyhow::Result<Billing> {
         let conn = super::open(path)?;
         let (sender, receiver) = mpsc::channel();
+        let stats = Arc::new(Counts::default());
+        let writer_stats = stats.clone();
         let writer = thread::Builder::new()
             .name("postal-billing".into())
-            .spawn(move || run_writer(conn, receiver))
+            .spawn(move || run_writer(conn, receiver, &writer_stats))
             .context("starting the billing writer")?;
         Ok(Billing {
             inner: Arc::new(Inner {
                 sender,
                 writer: Mutex::new(Some(writer)),
+                stats,
             }),
         })
     }
@@ -137,6 +159,13 @@ impl Billing {
         Ok(answer)
     }
 
+    pub fn stats(&self) -> BillingStats {
+        BillingStats {
+            transactions: self.inner.stats.transactions.load(Ordering::Relaxed),
+            charges: self.inner.stats.charges.load(Ordering::Relaxed),
+        }
+    }
+
     /// Commits and answers every charge received so far, then stops the writer and waits
     /// for it. Later charges fail with "billing has stopped". Idempotent.
     pub fn shutdown(&self) {
@@ -162,8 +191,9 @@ impl Drop for Inner {
 
 type Waiting = (Charge, oneshot::Sender<ChargeResult>);
 
-fn run_writer(mut conn: Connection, receiver: Receiver<Message>) {
+fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts) {
     let mut batch: Vec<Waiting> = Vec::new();
+    let mut known = Known::default();
     let mut stopping = false;
     loop {
         if !stopping {
@@ -184,7 +214,7 @@ fn run_writer(mut conn: Connection, receiver: Receiver<Message>) {
             }
             continue;
         }
-        settle(&mut conn, &mut batch);
+        settle(&mut conn, &mut known, &mut batch, stats);
     }
 }
 
@@ -200,10 +230,14 @@ fn take(message: Message, batch: &mut Vec<Waiting>) -> bool {
 }
 
 /// Applies and commits the batch, then answers every caller in it.
-fn settle(conn: &mut Connection, batch: &mut Vec<Waiting>) {
+fn settle(conn: &mut Connection, known: &mut Known, batch: &mut Vec<Waiting>, stats: &Counts) {
     let charges: Vec<Charge> = batch.iter().map(|(charge, _)| *charge).collect();
-    match apply(conn, &charges, SystemTime::now()) {
+    match apply_with(conn, known, &charges, SystemTime::now()) {
         Ok(outcomes) => {
+            stats.transactions.fetch_add(1, Ordering::Relaxed);
+            stats
+                .charges
+                .fetch_add(charges.len() as u64, Ordering::Relaxed);
             for ((_, reply), outcome) in batch.drain(..).zip(outcomes) {
                 let _ = reply.send(Ok(outcome));
             }
@@ -227,16 +261,49 @@ struct InBatch {
     changed: bool,
 }
 
+/// What the writer knows of accounts and keys as of its last commit. It stands in for
+/// re-reading them only while `PRAGMA data_version` is unchanged, i.e. while no other
+/// connection (a CLI top-up, revocation or limit change, another server) has committed
+/// since; otherwise it is dropped and everything is read again. Inside `BEGIN IMMEDIATE`
+/// nobody else can commit, so this is exactly as fresh as reading the rows, without two
+/// SELECTs per account and batch.
+#[derive(Default)]
+struct Known {
+    data_version: Option<i64>,
+    accounts: HashMap<i64, Option<ChargeState>>,
+    keys: HashMap<Caller, bool>,
+}
+
+/// Beyond this many accounts the writer forgets and starts over (bounds its memory).
+const MAX_KNOWN_ACCOUNTS: usize = 100_000;
+
 /// Applies `charges` in order in one transaction and commits it; returns each outcome.
-/// Public for tests and benchmarks that drive a connection directly.
+/// Public for tests that drive a connection directly (reads every row afresh).
 pub fn apply(
     conn: &mut Connection,
+    charges: &[Charge],
+    now: SystemTime,
+) -> anyhow::Result<Vec<Result<Charged, Refusal>>> {
+    apply_with(conn, &mut Known::default(), charges, now)
+}
+
+fn apply_with(
+    conn: &mut Connection,
+    known: &mut Known,
     charges: &[Charge],
     now: SystemTime,
 ) -> anyhow::Result<Vec<Result<Charged, Refusal>>> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .context("taking the write lock for billing")?;
+    let data_version: i64 = tx
+        .prepare_cached("PRAGMA data_version")?
+        .query_row([], |r| r.get(0))?;
+    if known.data_version.take() != Some(data_version) || known.accounts.len() > MAX_KNOWN_ACCOUNTS
+    {
+        known.accounts.clear();
+        known.keys.clear();
+    }
     let mut accounts: HashMap<i64, Option<InBatch>> = HashMap::new();
     let mut keys: HashMap<Caller, bool> = HashMap::new();
     // (account, endpoint) -> index in `rows`; a row is (account, endpoint, queries, amount).
@@ -248,12 +315,18 @@ pub fn apply(
         let caller = charge.caller;
         let active = match keys.entry(caller) {
             Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(e) => *e.insert(accounts::key_is_active(&tx, &caller)?),
+            Entry::Vacant(e) => *e.insert(match known.keys.get(&caller) {
+                Some(active) => *active,
+                None => accounts::key_is_active(&tx, &caller)?,
+            }),
         };
         let account = match accounts.entry(caller.account_id) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
-                let state = accounts::charge_state(&tx, caller.account_id)?;
+                let state = match known.accounts.get(&caller.account_id) {
+                    Some(state) => *state,
+                    None => accounts::charge_state(&tx, caller.account_id)?,
+                };
                 e.insert(state.map(|state| InBatch {
                     before: state.balance,
                     state,
@@ -330,5 +403,12 @@ pub fn apply(
         }
     }
     tx.commit().context("committing charges")?;
+    known.keys.extend(keys);
+    known.accounts.extend(
+        accounts
+            .into_iter()
+            .map(|(id, account)| (id, account.map(|a| a.state))),
+    );
+    known.data_version = Some(data_version);
     Ok(outcomes)
 }

@@ -328,3 +328,46 @@ async fn async_callers_are_answered_through_the_same_writer() {
         .await
         .unwrap();
 }
+
+#[test]
+fn changes_committed_by_others_hold_from_the_next_charge() {
+    let db = TestDb::new();
+    let account = db.account_worth(10);
+    let caller = db.caller(&account.api_key).unwrap();
+    let billing = db.billing();
+    assert_eq!(
+        billing
+            .charge_blocking(lookup(caller, 4))
+            .unwrap()
+            .unwrap()
+            .balance
+            .get(),
+        6 * 28
+    );
+    // Another process lowers the balance to 2 queries: a charge of 3 is now refused.
+    let run = db.postal(&[
+        "account",
+        "adjust",
+        &account.account_id,
+        "--usd",
+        "-0.000112",
+        "--reason",
+        "test",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        billing.charge_blocking(lookup(caller, 3)).unwrap(),
+        Err(Refusal::InsufficientBalance)
+    );
+    // Another process sets a daily limit below what was used today.
+    db.postal(&["account", "limits", &account.account_id, "--per-day", "5"]);
+    assert!(matches!(
+        billing.charge_blocking(lookup(caller, 2)).unwrap(),
+        Err(Refusal::RateLimited { .. })
+    ));
+    db.postal(&["account", "limits", &account.account_id, "--off"]);
+    let charged = billing.charge_blocking(lookup(caller, 2)).unwrap().unwrap();
+    assert_eq!(charged.balance, Micros::ZERO);
+    assert!(!charged.rate.enabled);
+    db.assert_ledger_ok();
+}
