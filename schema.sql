@@ -84,4 +84,80 @@ CREATE VIRTUAL TABLE places_trigram USING fts5(
 -- `db::billing`; `postal-import` never touches them.
 ---------------------------------------------------------------------------------------
 
+-- Times are unix seconds (UTC). Money is integer micro-dollars (1 USD = 1,000,000; a
+-- query costs 28), never floating point.
+
+-- An account: its balance, its optional rate limits and its rate-limit counters.
+-- `balance` is the cached sum of the account's ledger rows: every statement that changes
+-- it inserts the matching ledger row in the same transaction (`postal ledger verify`
+-- checks the equality), and the CHECK makes a negative balance impossible whatever the
+-- code above does.
+CREATE TABLE accounts (
+    id               INTEGER PRIMARY KEY,
+    public_id        TEXT NOT NULL UNIQUE,           -- 'acct_' + 12 base62
+    name             TEXT,
+    balance          INTEGER NOT NULL CHECK (balance >= 0),
+    created_at       INTEGER NOT NULL,
+    -- Limits in billed queries per fixed UTC window; NULL = no limit on that window,
+    -- all three NULL = rate limiting off (the default).
+    limit_per_minute INTEGER CHECK (limit_per_minute > 0),
+    limit_per_hour   INTEGER CHECK (limit_per_hour > 0),
+    limit_per_day    INTEGER CHECK (limit_per_day > 0),
+    -- Counters: (start of the window counted, billed queries in it). A start that is not
+    -- the current window's start means 0 (`domain::rate_limit::Counters`). Kept on the
+    -- account row so that a charge updates one row; persisted, so a restart resets no
+    -- window.
+    minute_start     INTEGER NOT NULL DEFAULT 0,
+    minute_count     INTEGER NOT NULL DEFAULT 0 CHECK (minute_count >= 0),
+    hour_start       INTEGER NOT NULL DEFAULT 0,
+    hour_count       INTEGER NOT NULL DEFAULT 0 CHECK (hour_count >= 0),
+    day_start        INTEGER NOT NULL DEFAULT 0,
+    day_count        INTEGER NOT NULL DEFAULT 0 CHECK (day_count >= 0)
+) STRICT;
+
+-- API keys: only the SHA-256 of the secret is stored. A revoked key stays (with its
+-- revocation time) so listings and the ledger keep their history.
+CREATE TABLE api_keys (
+    id          INTEGER PRIMARY KEY,
+    public_id   TEXT NOT NULL UNIQUE,                -- 'key_' + 12 base62
+    key_hash    BLOB NOT NULL UNIQUE CHECK (length(key_hash) = 32),
+    account_id  INTEGER NOT NULL REFERENCES accounts (id),
+    created_at  INTEGER NOT NULL,
+    revoked_at  INTEGER
+) STRICT;
+
+CREATE INDEX api_keys_by_account ON api_keys (account_id);
+
+-- Every change of a balance, append-only. `amount` is signed (a charge is negative);
+-- `balance_after` is the account's balance once this row applies. A charge row covers the
+-- `query_count` queries of one account on one endpoint committed in one transaction (the
+-- billing writer's group commit), so the ledger grows by batches, not by requests.
+CREATE TABLE ledger (
+    id            INTEGER PRIMARY KEY,
+    account_id    INTEGER NOT NULL REFERENCES accounts (id),
+    at            INTEGER NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('grant', 'topup', 'charge', 'adjustment')),
+    amount        INTEGER NOT NULL,
+    balance_after INTEGER NOT NULL CHECK (balance_after >= 0),
+    query_count   INTEGER NOT NULL DEFAULT 0 CHECK (query_count >= 0),
+    endpoint      TEXT,                              -- charges: '/api/lookup', ...
+    note          TEXT,                              -- adjustments: the reason
+    CHECK ((kind = 'charge') = (query_count > 0 AND endpoint IS NOT NULL)),
+    CHECK (kind <> 'adjustment' OR note IS NOT NULL)
+) STRICT;
+
+-- (no index by account: the billing writer appends rows of many accounts per commit, and an
+-- index would add a random page per account to every commit; verify scans the table.)
+
+CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger
+BEGIN
+    SELECT RAISE(ABORT, 'the ledger is append-only');
+END;
+
+CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger
+BEGIN
+    SELECT RAISE(ABORT, 'the ledger is append-only');
+END;
+
+
 PRAGMA user_version = 1;

@@ -14,12 +14,21 @@
 //! - **Exact money.** A balance and its ledger rows change in the same transaction, and
 //!   every transaction that changes money is `BEGIN IMMEDIATE`: it holds the write lock
 //!   from its first read, so the balance it checks is the balance it updates, whatever
-//!   other processes do.
+//!   other processes do. The `CHECK (balance >= 0)` in `schema.sql` backs this up, and
+//!   `postal ledger verify` checks balance = sum of ledger for every account.
+//! - **Durable when answered.** `synchronous=FULL`: a commit returns after the WAL is
+//!   fsynced, and the billing writer answers callers only after the commit returns. The
+//!   price is one fsync per batch, which is why charges are batched (`billing`).
 //! - **Schema once.** `open` applies `schema.sql` to a new file (user_version 0) inside an
 //!   IMMEDIATE transaction, so concurrent first opens cannot race.
 
+pub mod accounts;
+pub mod billing;
 pub mod dataset;
 pub mod postal;
+
+pub use accounts::{AccountStatus, Caller};
+pub use billing::{Billing, BillingStats, Charge, Charged, Refusal};
 
 use std::path::Path;
 use std::time::Duration;

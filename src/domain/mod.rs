@@ -1,8 +1,12 @@
 //! The rules of the service, free of I/O: parse, don't validate.
 
+pub mod api_key;
 pub mod country;
+pub mod money;
 pub mod postal_code;
+pub mod rate_limit;
 pub mod text;
 
 pub use country::CountryCode;
+pub use money::Micros;
 pub use postal_code::PostalQuery;

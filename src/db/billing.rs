@@ -1,0 +1,414 @@
+//! The charging path: one writer thread commits many waiting charges per transaction
+//! (group commit) and answers each caller once its charge is durable.
+//!
+//! Why one writer: SQLite has one write lock per file, and with `synchronous=FULL` every
+//! commit waits for an fsync. A transaction per request would pay the lock and the fsync
+//! per request; here the writer drains every charge waiting in its channel, applies them
+//! in one `BEGIN IMMEDIATE` transaction, commits once, then answers them all. While it
+//! commits, the next batch queues up, so the batch grows with the load and the fsync is
+//! shared by everyone in it.
+//!
+//! Why it is exact:
+//! - Each charge is decided on the account's state as the transaction sees it, with the
+//!   charges before it in the same batch applied: `BEGIN IMMEDIATE` takes the write lock
+//!   before the first read, so no other process (a CLI top-up, revocation or limit change)
+//!   can commit between the read and the write. The writer remembers the accounts and
+//!   keys it read or wrote, but only uses that memory when `PRAGMA data_version` says no
+//!   other connection has committed since its own last commit (see `Known`); any outside
+//!   change (top-up, revocation, new limits) makes it read everything afresh.
+//! - Each charge is all or nothing: the key is checked (401), then the balance covers
+//!   N x 28 micros (402), then every window has room for N (429); a refused charge changes
+//!   nothing and the next one in the batch is decided as if it never came.
+//! - Balances, window counters and ledger rows are written in the same transaction; the
+//!   ledger gets one row per (account, endpoint) per transaction, whose `query_count` says
+//!   how many queries it covers.
+//! - Callers are answered only after the commit returned. If anything fails, the whole
+//!   transaction rolls back and every caller of the batch gets an error: nothing of it was
+//!   charged.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::SystemTime;
+
+use anyhow::{Context, anyhow};
+use rusqlite::{Connection, TransactionBehavior, params};
+use tokio::sync::oneshot;
+
+use crate::db::accounts::{self, Caller, ChargeState, unix_secs};
+use crate::domain::money::Micros;
+use crate::domain::rate_limit::RateStatus;
+
+/// Most charges in one transaction: bounds the wait of the first caller in a batch.
+const MAX_BATCH: usize = 4096;
+
+/// A request to charge `queries` billed queries of `endpoint` (e.g. `"/api/lookup"`) to
+/// the caller's account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Charge {
+    pub caller: Caller,
+    pub queries: u64,
+    pub endpoint: &'static str,
+}
+
+/// A charge that is committed: the balance right after it (in the order charges were
+/// applied) and `rateLimit` counting it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Charged {
+    pub balance: Micros,
+    pub rate: RateStatus,
+}
+
+/// Why a charge was refused (nothing was charged or counted). In the contract's order of
+/// checks: 401, then 402, then 429.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The key was revoked (or its account is gone) since it authenticated: 401.
+    #[error("Invalid API key")]
+    InvalidKey,
+    /// The balance is below N x 0.000028 USD: 402.
+    #[error("Insufficient balance")]
+    InsufficientBalance,
+    /// A window has no room for N more queries: 429, with `Retry-After`.
+    #[error("Rate limit exceeded")]
+    RateLimited { retry_after_secs: u64 },
+}
+
+/// The answer to a charge: `Err` when it could not be recorded (nothing was charged).
+pub type ChargeResult = anyhow::Result<Result<Charged, Refusal>>;
+
+enum Message {
+    Charge(Charge, oneshot::Sender<ChargeResult>),
+    Stop,
+}
+
+/// A handle on the billing writer; clone it freely. The writer stops (after committing
+/// what it has received) on [`Billing::shutdown`] or when the last handle is dropped.
+#[derive(Clone)]
+pub struct Billing {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    sender: Sender<Message>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    stats: Arc<Counts>,
+}
+
+/// Totals since start: committed transactions and the charges (applied or refused) they
+/// decided. `charges / transactions` is the mean batch size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BillingStats {
+    pub transactions: u64,
+    pub charges: u64,
+}
+
+#[derive(Default)]
+struct Counts {
+    transactions: AtomicU64,
+    charges: AtomicU64,
+}
+
+impl Billing {
+    /// Opens its own connection to `path` and starts the writer thread.
+    pub fn start(path: &Path) -> anyhow::Result<Billing> {
+        let conn = super::open(path)?;
+        let (sender, receiver) = mpsc::channel();
+        let stats = Arc::new(Counts::default());
+        let writer_stats = stats.clone();
+        let writer = thread::Builder::new()
+            .name("postal-billing".into())
+            .spawn(move || run_writer(conn, receiver, &writer_stats))
+            .context("starting the billing writer")?;
+        Ok(Billing {
+            inner: Arc::new(Inner {
+                sender,
+                writer: Mutex::new(Some(writer)),
+                stats,
+            }),
+        })
+    }
+
+    /// Charges and waits (asynchronously) until the charge is durable or refused.
+    pub async fn charge(&self, charge: Charge) -> ChargeResult {
+        let answer = self.send(charge)?;
+        answer
+            .await
+            .map_err(|_| anyhow!("billing stopped before answering"))?
+    }
+
+    /// As [`Billing::charge`], blocking the thread (for threads, the CLI, benchmarks).
+    /// Panics if called from within an async runtime; use `charge` there.
+    pub fn charge_blocking(&self, charge: Charge) -> ChargeResult {
+        let answer = self.send(charge)?;
+        answer
+            .blocking_recv()
+            .map_err(|_| anyhow!("billing stopped before answering"))?
+    }
+
+    fn send(&self, charge: Charge) -> anyhow::Result<oneshot::Receiver<ChargeResult>> {
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .sender
+            .send(Message::Charge(charge, reply))
+            .map_err(|_| anyhow!("billing has stopped"))?;
+        Ok(answer)
+    }
+
+    pub fn stats(&self) -> BillingStats {
+        BillingStats {
+            transactions: self.inner.stats.transactions.load(Ordering::Relaxed),
+            charges: self.inner.stats.charges.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Commits and answers every charge received so far, then stops the writer and waits
+    /// for it. Later charges fail with "billing has stopped". Idempotent.
+    pub fn shutdown(&self) {
+        self.inner.stop();
+    }
+}
+
+impl Inner {
+    fn stop(&self) {
+        let _ = self.sender.send(Message::Stop);
+        let writer = self.writer.lock().map(|mut w| w.take()).unwrap_or(None);
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+type Waiting = (Charge, oneshot::Sender<ChargeResult>);
+
+fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts) {
+    let mut batch: Vec<Waiting> = Vec::new();
+    let mut known = Known::default();
+    let mut stopping = false;
+    loop {
+        if !stopping {
+            match receiver.recv() {
+                Ok(message) => stopping |= take(message, &mut batch),
+                Err(_) => stopping = true,
+            }
+        }
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(message) => stopping |= take(message, &mut batch),
+                Err(_) => break,
+            }
+        }
+        if batch.is_empty() {
+            if stopping {
+                return;
+            }
+            continue;
+        }
+        settle(&mut conn, &mut known, &mut batch, stats);
+    }
+}
+
+/// Queues a charge; `true` for the stop message.
+fn take(message: Message, batch: &mut Vec<Waiting>) -> bool {
+    match message {
+        Message::Charge(charge, reply) => {
+            batch.push((charge, reply));
+            false
+        }
+        Message::Stop => true,
+    }
+}
+
+/// Applies and commits the batch, then answers every caller in it.
+fn settle(conn: &mut Connection, known: &mut Known, batch: &mut Vec<Waiting>, stats: &Counts) {
+    let charges: Vec<Charge> = batch.iter().map(|(charge, _)| *charge).collect();
+    match apply_with(conn, known, &charges, SystemTime::now()) {
+        Ok(outcomes) => {
+            stats.transactions.fetch_add(1, Ordering::Relaxed);
+            stats
+                .charges
+                .fetch_add(charges.len() as u64, Ordering::Relaxed);
+            for ((_, reply), outcome) in batch.drain(..).zip(outcomes) {
+                let _ = reply.send(Ok(outcome));
+            }
+        }
+        Err(e) => {
+            tracing::error!(
+                "billing transaction failed, {} charges refused: {e:#}",
+                charges.len()
+            );
+            for (_, reply) in batch.drain(..) {
+                let _ = reply.send(Err(anyhow!("the charge was not recorded: {e:#}")));
+            }
+        }
+    }
+}
+
+/// One account's state during a batch.
+struct InBatch {
+    before: Micros,
+    state: ChargeState,
+    changed: bool,
+}
+
+/// What the writer knows of accounts and keys as of its last commit. It stands in for
+/// re-reading them only while `PRAGMA data_version` is unchanged, i.e. while no other
+/// connection (a CLI top-up, revocation or limit change, another server) has committed
+/// since; otherwise it is dropped and everything is read again. Inside `BEGIN IMMEDIATE`
+/// nobody else can commit, so this is exactly as fresh as reading the rows, without two
+/// SELECTs per account and batch.
+#[derive(Default)]
+struct Known {
+    data_version: Option<i64>,
+    accounts: HashMap<i64, Option<ChargeState>>,
+    keys: HashMap<Caller, bool>,
+}
+
+/// Beyond this many accounts the writer forgets and starts over (bounds its memory).
+const MAX_KNOWN_ACCOUNTS: usize = 100_000;
+
+/// Applies `charges` in order in one transaction and commits it; returns each outcome.
+/// Public for tests that drive a connection directly (reads every row afresh).
+pub fn apply(
+    conn: &mut Connection,
+    charges: &[Charge],
+    now: SystemTime,
+) -> anyhow::Result<Vec<Result<Charged, Refusal>>> {
+    apply_with(conn, &mut Known::default(), charges, now)
+}
+
+fn apply_with(
+    conn: &mut Connection,
+    known: &mut Known,
+    charges: &[Charge],
+    now: SystemTime,
+) -> anyhow::Result<Vec<Result<Charged, Refusal>>> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .context("taking the write lock for billing")?;
+    let data_version: i64 = tx
+        .prepare_cached("PRAGMA data_version")?
+        .query_row([], |r| r.get(0))?;
+    if known.data_version.take() != Some(data_version) || known.accounts.len() > MAX_KNOWN_ACCOUNTS
+    {
+        known.accounts.clear();
+        known.keys.clear();
+    }
+    let mut accounts: HashMap<i64, Option<InBatch>> = HashMap::new();
+    let mut keys: HashMap<Caller, bool> = HashMap::new();
+    // (account, endpoint) -> index in `rows`; a row is (account, endpoint, queries, amount).
+    let mut row_of: HashMap<(i64, &'static str), usize> = HashMap::new();
+    let mut rows: Vec<(i64, &'static str, u64, Micros)> = Vec::new();
+    let mut outcomes = Vec::with_capacity(charges.len());
+
+    for charge in charges {
+        let caller = charge.caller;
+        let active = match keys.entry(caller) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => *e.insert(match known.keys.get(&caller) {
+                Some(active) => *active,
+                None => accounts::key_is_active(&tx, &caller)?,
+            }),
+        };
+        let account = match accounts.entry(caller.account_id) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let state = match known.accounts.get(&caller.account_id) {
+                    Some(state) => *state,
+                    None => accounts::charge_state(&tx, caller.account_id)?,
+                };
+                e.insert(state.map(|state| InBatch {
+                    before: state.balance,
+                    state,
+                    changed: false,
+                }))
+            }
+        };
+        let account = match account {
+            Some(account) if active => account,
+            _ => {
+                outcomes.push(Err(Refusal::InvalidKey));
+                continue;
+            }
+        };
+        let cost = match account.state.admits(charge.queries, now) {
+            Ok(cost) => cost,
+            Err(refusal) => {
+                outcomes.push(Err(refusal));
+                continue;
+            }
+        };
+        if charge.queries > 0 {
+            account.state.balance = account
+                .state
+                .balance
+                .checked_sub(cost)
+                .context("balance arithmetic")?;
+            account.state.counters = account.state.counters.add(charge.queries, now);
+            account.changed = true;
+            let index = *row_of
+                .entry((caller.account_id, charge.endpoint))
+                .or_insert_with(|| {
+                    rows.push((caller.account_id, charge.endpoint, 0, Micros::ZERO));
+                    rows.len() - 1
+                });
+            let row = &mut rows[index];
+            row.2 += charge.queries;
+            row.3 = row.3.checked_add(cost).context("ledger arithmetic")?;
+        }
+        let status = account.state.status(now);
+        outcomes.push(Ok(Charged {
+            balance: status.balance,
+            rate: status.rate,
+        }));
+    }
+
+    for (account_id, account) in &accounts {
+        if let Some(account) = account.as_ref().filter(|a| a.changed) {
+            accounts::store_charge_state(&tx, *account_id, &account.state)?;
+        }
+    }
+    let at = unix_secs(now);
+    let mut running: HashMap<i64, Micros> = HashMap::new();
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count, endpoint)
+             VALUES (?1, ?2, 'charge', ?3, ?4, ?5, ?6)",
+        )?;
+        for (account_id, endpoint, queries, amount) in rows {
+            let balance = running.entry(account_id).or_insert_with(|| {
+                accounts[&account_id]
+                    .as_ref()
+                    .map_or(Micros::ZERO, |a| a.before)
+            });
+            *balance = balance.checked_sub(amount).context("ledger arithmetic")?;
+            insert.execute(params![
+                account_id,
+                at,
+                -amount.get(),
+                balance.get(),
+                i64::try_from(queries).unwrap_or(i64::MAX),
+                endpoint
+            ])?;
+        }
+    }
+    tx.commit().context("committing charges")?;
+    known.keys.extend(keys);
+    known.accounts.extend(
+        accounts
+            .into_iter()
+            .map(|(id, account)| (id, account.map(|a| a.state))),
+    );
+    known.data_version = Some(data_version);
+    Ok(outcomes)
+}

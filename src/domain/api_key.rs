@@ -1,0 +1,105 @@
+//! API keys (the secret a caller presents), their SHA-256 hash, and the public ids of
+//! keys and accounts.
+//!
+//! - A key is `pk_` + 32 base62 characters drawn from the OS-seeded CSPRNG: 190 random
+//!   bits. It is shown once, at creation; the database keeps only its SHA-256.
+//! - A key id is `key_` + 12 base62 characters, an account id `acct_` + 12: drawn
+//!   independently of the secret, so they reveal nothing of it (71 random bits, enough
+//!   that a collision, which the database's UNIQUE constraint would refuse, never happens).
+
+use rand::RngExt;
+use sha2::{Digest, Sha256};
+
+const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// The prefix of every secret key.
+pub const KEY_PREFIX: &str = "pk_";
+/// Base62 characters after the prefix: 32 x log2(62) = 190 bits.
+pub const KEY_RANDOM_CHARS: usize = 32;
+
+/// A freshly generated secret key. Not `Debug`/`Display`, so it does not end up in logs
+/// by accident: [`ApiKey::expose`] is the one way to read it.
+pub struct ApiKey(String);
+
+/// The SHA-256 of a key's text: what the database stores and looks up.
+pub type KeyHash = [u8; 32];
+
+impl ApiKey {
+    pub fn generate() -> ApiKey {
+        ApiKey(format!("{KEY_PREFIX}{}", random_base62(KEY_RANDOM_CHARS)))
+    }
+
+    /// The key's text, to show once to its owner.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn hash(&self) -> KeyHash {
+        hash_presented_key(&self.0)
+    }
+}
+
+/// The hash of whatever a caller sent as `apiKey`. Any text hashes: an unknown key is
+/// simply a hash that no row holds (401).
+pub fn hash_presented_key(presented: &str) -> KeyHash {
+    Sha256::digest(presented.as_bytes()).into()
+}
+
+/// A new public key id: `key_` + 12 base62 characters.
+pub fn new_key_id() -> String {
+    format!("key_{}", random_base62(12))
+}
+
+/// A new public account id: `acct_` + 12 base62 characters.
+pub fn new_account_id() -> String {
+    format!("acct_{}", random_base62(12))
+}
+
+fn random_base62(len: usize) -> String {
+    let mut rng = rand::rng();
+    (0..len)
+        .map(|_| char::from(BASE62[rng.random_range(0..BASE62.len())]))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn a_key_has_its_prefix_and_32_base62_characters() {
+        let key = ApiKey::generate();
+        let text = key.expose();
+        let random = text.strip_prefix(KEY_PREFIX).unwrap();
+        assert_eq!(random.len(), KEY_RANDOM_CHARS);
+        assert!(random.bytes().all(|b| b.is_ascii_alphanumeric()));
+        assert!(KEY_RANDOM_CHARS as f64 * 62_f64.log2() >= 128.0);
+    }
+
+    #[test]
+    fn generated_keys_and_ids_do_not_repeat() {
+        let keys: HashSet<String> = (0..10_000)
+            .map(|_| ApiKey::generate().expose().to_owned())
+            .collect();
+        assert_eq!(keys.len(), 10_000);
+        let ids: HashSet<String> = (0..10_000).map(|_| new_key_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+    }
+
+    #[test]
+    fn the_hash_of_a_key_is_the_sha256_of_its_text() {
+        assert_eq!(
+            hex::encode(hash_presented_key("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let key = ApiKey::generate();
+        assert_eq!(key.hash(), hash_presented_key(key.expose()));
+    }
+
+    #[test]
+    fn public_ids_have_their_prefixes() {
+        assert!(new_key_id().starts_with("key_") && new_key_id().len() == 16);
+        assert!(new_account_id().starts_with("acct_") && new_account_id().len() == 17);
+    }
+}

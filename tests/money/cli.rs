@@ -1,0 +1,299 @@
+use serde_json::{Value, json};
+
+use crate::helpers::TestDb;
+
+/// The object's keys, sorted.
+fn keys(value: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .expect("a JSON object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn account_create_prints_ids_a_key_and_the_free_grant() {
+    let db = TestDb::new();
+    let run = db.postal(&["account", "create", "--name", "Acme GmbH"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json = run.json();
+    assert_eq!(keys(&json), ["accountId", "apiKey", "balance", "keyId"]);
+    assert!(json["accountId"].as_str().unwrap().starts_with("acct_"));
+    assert!(json["keyId"].as_str().unwrap().starts_with("key_"));
+    assert!(json["apiKey"].as_str().unwrap().starts_with("pk_"));
+    assert!(run.stdout.contains("\"balance\":0.028"), "{}", run.stdout);
+    // The key is not stored, only its hash.
+    let stored: i64 = db
+        .conn()
+        .query_row(
+            "SELECT count(*) FROM api_keys WHERE key_hash = ?1",
+            [&postal::domain::api_key::hash_presented_key(json["apiKey"].as_str().unwrap())[..]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored, 1);
+}
+
+#[test]
+fn account_show_prints_name_balance_keys_and_limits() {
+    let db = TestDb::new();
+    let created = db.postal(&["account", "create", "--name", "Acme"]).json();
+    let account_id = created["accountId"].as_str().unwrap();
+    let run = db.postal(&["account", "show", account_id]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json = run.json();
+    assert_eq!(
+        keys(&json),
+        ["accountId", "balance", "keys", "name", "rateLimits"]
+    );
+    assert_eq!(json["accountId"], created["accountId"]);
+    assert_eq!(json["name"], "Acme");
+    assert_eq!(json["balance"], json!(0.028));
+    assert_eq!(
+        json["rateLimits"],
+        json!({"perMinute": null, "perHour": null, "perDay": null})
+    );
+    let keys_shown = json["keys"].as_array().unwrap();
+    assert_eq!(keys_shown.len(), 1);
+    assert_eq!(keys(&keys_shown[0]), ["createdAt", "keyId", "revoked"]);
+    assert_eq!(keys_shown[0]["keyId"], created["keyId"]);
+    assert_eq!(keys_shown[0]["revoked"], false);
+    let created_at = keys_shown[0]["createdAt"].as_str().unwrap();
+    assert_eq!(
+        created_at.len(),
+        "2026-11-22T00:03:00Z".len(),
+        "{created_at}"
+    );
+    assert!(created_at.ends_with('Z'));
+
+    let unnamed = db.create_account();
+    assert_eq!(
+        db.postal(&["account", "show", &unnamed.account_id]).json()["name"],
+        Value::Null
+    );
+}
+
+#[test]
+fn topup_credits_in_full_and_prints_the_exact_balance() {
+    let db = TestDb::new();
+    let account = db.create_account();
+    let run = db.postal(&["account", "topup", &account.account_id, "--usd", "5.00"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        format!(
+            "{{\"accountId\":\"{}\",\"balance\":5.028}}\n",
+            account.account_id
+        )
+    );
+    let run = db.postal(&[
+        "account",
+        "topup",
+        &account.account_id,
+        "--usd",
+        "12.345678",
+    ]);
+    assert_eq!(run.json()["balance"], json!(17.373678));
+}
+
+#[test]
+fn topup_below_five_dollars_is_a_usage_error() {
+    let db = TestDb::new();
+    let account = db.create_account();
+    for amount in ["4.999999", "0", "-5", "abc", "5.0000001"] {
+        let run = db.postal(&["account", "topup", &account.account_id, "--usd", amount]);
+        assert_eq!(run.code, 2, "{amount}: {}", run.stderr);
+        assert!(run.stdout.is_empty());
+        assert!(!run.stderr.is_empty());
+    }
+    assert_eq!(db.balance(&account.account_id).get(), 28_000);
+}
+
+#[test]
+fn adjust_moves_the_balance_both_ways_but_never_below_zero() {
+    let db = TestDb::new();
+    let account = db.create_account();
+    let run = db.postal(&[
+        "account",
+        "adjust",
+        &account.account_id,
+        "--usd",
+        "-0.000028",
+        "--reason",
+        "test",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(keys(&run.json()), ["accountId", "balance"]);
+    assert_eq!(run.json()["balance"], json!(0.027972));
+    let run = db.postal(&[
+        "account",
+        "adjust",
+        &account.account_id,
+        "--usd",
+        "4.972028",
+        "--reason",
+        "goodwill",
+    ]);
+    assert_eq!(run.json()["balance"], json!(5));
+    assert!(run.stdout.contains("\"balance\":5}"), "{}", run.stdout);
+
+    let run = db.postal(&[
+        "account",
+        "adjust",
+        &account.account_id,
+        "--usd=-5.000001",
+        "--reason",
+        "too much",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let run = db.postal(&["account", "adjust", &account.account_id, "--usd", "-1"]);
+    assert_eq!(run.code, 2, "a reason is required");
+    let run = db.postal(&[
+        "account",
+        "adjust",
+        &account.account_id,
+        "--usd",
+        "-5",
+        "--reason",
+        "all of it",
+    ]);
+    assert_eq!(run.json()["balance"], json!(0));
+    db.assert_ledger_ok();
+}
+
+#[test]
+fn limits_set_keep_show_and_switch_off() {
+    let db = TestDb::new();
+    let account = db.create_account();
+    let id = account.account_id.as_str();
+    let run = db.postal(&[
+        "account",
+        "limits",
+        id,
+        "--per-minute",
+        "60",
+        "--per-day",
+        "10000",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.json(),
+        json!({"perMinute": 60, "perHour": null, "perDay": 10000})
+    );
+    // Windows not given keep their limits.
+    let run = db.postal(&["account", "limits", id, "--per-hour", "1000"]);
+    assert_eq!(
+        run.json(),
+        json!({"perMinute": 60, "perHour": 1000, "perDay": 10000})
+    );
+    let run = db.postal(&["account", "limits", id]);
+    assert_eq!(
+        run.json(),
+        json!({"perMinute": 60, "perHour": 1000, "perDay": 10000})
+    );
+    assert_eq!(
+        db.postal(&["account", "show", id]).json()["rateLimits"],
+        run.json()
+    );
+    let run = db.postal(&["account", "limits", id, "--off"]);
+    assert_eq!(
+        run.json(),
+        json!({"perMinute": null, "perHour": null, "perDay": null})
+    );
+    assert_eq!(
+        db.postal(&["account", "limits", id, "--per-day", "0"]).code,
+        2
+    );
+    assert_eq!(
+        db.postal(&["account", "limits", id, "--off", "--per-day", "5"])
+            .code,
+        2
+    );
+}
+
+#[test]
+fn key_create_and_revoke() {
+    let db = TestDb::new();
+    let account = db.create_account();
+    let run = db.postal(&["key", "create", &account.account_id]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let created = run.json();
+    assert_eq!(keys(&created), ["apiKey", "keyId"]);
+    assert!(db.caller(created["apiKey"].as_str().unwrap()).is_some());
+
+    let key_id = created["keyId"].as_str().unwrap();
+    let run = db.postal(&["key", "revoke", key_id]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json(), json!({"keyId": key_id, "revoked": true}));
+    assert!(db.caller(created["apiKey"].as_str().unwrap()).is_none());
+    assert!(db.caller(&account.api_key).is_some());
+    // Again: still revoked, not an error.
+    assert_eq!(db.postal(&["key", "revoke", key_id]).code, 0);
+
+    let shown = db.postal(&["account", "show", &account.account_id]).json();
+    let revoked: Vec<bool> = shown["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["revoked"].as_bool().unwrap())
+        .collect();
+    assert_eq!(revoked, [false, true]);
+}
+
+#[test]
+fn unknown_accounts_and_keys_are_usage_errors() {
+    let db = TestDb::new();
+    for args in [
+        &["account", "show", "acct_nope"][..],
+        &["account", "topup", "acct_nope", "--usd", "5"],
+        &[
+            "account",
+            "adjust",
+            "acct_nope",
+            "--usd",
+            "1",
+            "--reason",
+            "x",
+        ],
+        &["account", "limits", "acct_nope", "--per-day", "5"],
+        &["key", "create", "acct_nope"],
+        &["key", "revoke", "key_nope"],
+        &["account", "frobnicate"],
+    ] {
+        let run = db.postal(args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "{args:?}");
+        assert!(!run.stderr.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn ledger_verify_counts_accounts_and_entries() {
+    let db = TestDb::new();
+    let run = db.postal(&["ledger", "verify"]);
+    assert_eq!(run.json(), json!({"accounts": 0, "entries": 0, "ok": true}));
+    let account = db.create_account();
+    db.create_account();
+    db.postal(&["account", "topup", &account.account_id, "--usd", "5"]);
+    let run = db.postal(&["ledger", "verify"]);
+    assert_eq!(run.code, 0);
+    assert_eq!(run.json(), json!({"accounts": 2, "entries": 3, "ok": true}));
+}
+
+#[test]
+fn the_database_defaults_to_the_postal_db_variable() {
+    let db = TestDb::new();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_postal"))
+        .args(["account", "create"])
+        .env("POSTAL_DB", &db.path)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(
+        db.postal(&["ledger", "verify"]).json()["accounts"],
+        json!(1)
+    );
+}

@@ -1,0 +1,14 @@
+//! Black-box tests of the money layer: accounts, keys, ledger, billing and the admin CLI.
+//! One test binary; each module is one topic.
+
+/// A fresh database per test, the real `postal` binary, and shortcuts.
+mod helpers;
+
+/// Charging under concurrency: exactness, all-or-nothing batches, revocation, restarts.
+mod charging;
+
+/// Every `postal account|key|ledger` command through the real binary, exact JSON shapes.
+mod cli;
+
+/// `postal ledger verify` against a tampered database.
+mod ledger;
