@@ -1,9 +1,11 @@
 //! `postal`: serve the API and administer accounts, keys and the ledger (cli.md).
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde::Serialize;
 use serde_json::Number;
@@ -135,13 +137,63 @@ fn is_bad_argument(e: &anyhow::Error) -> bool {
 fn run(cli: Cli) -> anyhow::Result<Verdict> {
     match cli.command {
         Command::Serve { listen } => {
-            let _ = (&cli.db, listen);
-            anyhow::bail!("serve: not built yet")
+            serve(&cli.db, &listen)?;
+            Ok(Verdict::Success)
         }
         Command::Account(command) => account(&cli.db, command),
         Command::Key(command) => key(&cli.db, command),
         Command::Ledger(LedgerCommand::Verify) => verify(&cli.db),
     }
+}
+
+/// Where `postal serve` finds the dataset on a fresh clone (the shared copy beside the
+/// repository); without it, the upstream files.
+const LOCAL_DATASET: &str = "../shared/geonames/allCountries.zip";
+
+/// `postal serve`: a database without postal data first gets the dataset, one without
+/// accounts gets a first account whose key is printed once; then the API runs until
+/// Ctrl-C or SIGTERM.
+fn serve(db_path: &Path, listen: &str) -> anyhow::Result<()> {
+    tracing_subscriber::fmt().with_target(false).init();
+    let mut conn = db::open(db_path)?;
+    if db::postal::coverage(&conn)?.records == 0 {
+        let local = Path::new(LOCAL_DATASET);
+        let sources = if local.exists() {
+            vec![LOCAL_DATASET.to_string()]
+        } else {
+            Vec::new()
+        };
+        let shown = sources
+            .first()
+            .map_or(postal::import::UPSTREAM_POSTAL_CODES, String::as_str);
+        eprintln!(
+            "{} holds no postal data: importing {shown}",
+            db_path.display()
+        );
+        let summary = postal::import::run(&postal::import::Options {
+            db: db_path.to_path_buf(),
+            sources,
+            country_info: None,
+            progress: std::io::stderr().is_terminal(),
+        })?;
+        eprintln!("{summary}");
+    }
+    if accounts::account_count(&conn)? == 0 {
+        let created =
+            accounts::create_account(&mut conn, Some("first account"), SystemTime::now())?;
+        println!(
+            "created account {} with API key {} (shown once; balance {} USD)",
+            created.account_id,
+            created.api_key.expose(),
+            created.balance
+        );
+    }
+    drop(conn);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(postal::api::serve(db_path, listen))
 }
 
 #[derive(Serialize)]

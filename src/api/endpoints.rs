@@ -318,7 +318,15 @@ fn meta_record(country: CountryCode, r: PlaceRecord) -> Meta {
             timezone: r.timezone,
         });
     }
-    Meta::World(WorldMeta {
+    // Mexico and Brazil: GeoNames' admin levels are state / municipality (/ city for MX).
+    let rich = matches!(country.as_str(), "MX" | "BR");
+    let rich_field = |v: &Option<String>| if rich { v.clone() } else { None };
+    let city = rich_field(&r.admin_name3).filter(|c| *c != r.place_name);
+    Meta::World(Box::new(WorldMeta {
+        admin_level1: rich_field(&r.admin_name1),
+        admin_level2: rich_field(&r.admin_name2),
+        municipality: rich_field(&r.admin_name2),
+        city,
         postal_code: canonical(country, &r.postal_code),
         country: country.to_string(),
         place_name: r.place_name,
@@ -332,7 +340,7 @@ fn meta_record(country: CountryCode, r: PlaceRecord) -> Meta {
         admin_name3: r.admin_name3,
         admin_code3: r.admin_code3,
         accuracy: r.accuracy,
-    })
+    }))
 }
 
 /// `1648448` -> `1,648,448`.
@@ -340,7 +348,7 @@ fn thousands(n: i64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

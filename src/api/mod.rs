@@ -188,7 +188,7 @@ pub fn app(state: State) -> impl Endpoint {
 fn json_error(status: StatusCode, text: &str) -> Response {
     Response::builder()
         .status(status)
-        .content_type("application/json")
+        .content_type("application/json; charset=utf-8")
         .body(serde_json::json!({ "error": text }).to_string())
 }
 

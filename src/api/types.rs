@@ -290,13 +290,23 @@ pub struct WorldMeta {
     pub admin_code3: Option<String>,
     /// GeoNames accuracy of the coordinates: 1 (estimated) to 6 (centroid).
     pub accuracy: Option<i64>,
+    /// Rich-schema countries (MX, BR): the top-level region (admin name 1).
+    #[oai(rename = "adminLevel1")]
+    pub admin_level1: Option<String>,
+    /// Rich-schema countries (MX, BR): the second-level region (admin name 2).
+    #[oai(rename = "adminLevel2")]
+    pub admin_level2: Option<String>,
+    /// Rich-schema countries (MX, BR): the municipality (admin name 2).
+    pub municipality: Option<String>,
+    /// Rich-schema countries (MX): the city (admin name 3), when distinct from placeName.
+    pub city: Option<String>,
 }
 
 /// The metadata record: US shape for US codes, otherwise the world shape.
 #[derive(Debug, Union)]
 pub enum Meta {
     Us(UsMeta),
-    World(WorldMeta),
+    World(Box<WorldMeta>),
 }
 
 /// 200 of /api/metacode and /api/metazip.
@@ -438,7 +448,7 @@ impl Example for CityResponse {
 impl Example for MetaResponse {
     fn example() -> Self {
         MetaResponse {
-            meta: Meta::World(WorldMeta {
+            meta: Meta::World(Box::new(WorldMeta {
                 postal_code: "1000001".into(),
                 country: "JP".into(),
                 place_name: "Chiyoda".into(),
@@ -452,7 +462,11 @@ impl Example for MetaResponse {
                 admin_name3: None,
                 admin_code3: None,
                 accuracy: None,
-            }),
+                admin_level1: None,
+                admin_level2: None,
+                municipality: None,
+                city: None,
+            })),
             balance: 4.999972,
             performance: example_performance(),
             rate_limit: example_rate_limit(),

@@ -439,6 +439,11 @@ pub fn verify_ledger(conn: &mut Connection) -> anyhow::Result<LedgerReport> {
 
 /// The caller behind a key's hash; `None` when no key has it or the key is revoked (the
 /// same 401 either way).
+/// How many accounts exist (`postal serve` creates the first one).
+pub fn account_count(conn: &Connection) -> anyhow::Result<i64> {
+    Ok(conn.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?)
+}
+
 pub fn authenticate(conn: &Connection, key_hash: &KeyHash) -> anyhow::Result<Option<Caller>> {
     let caller = conn
         .prepare_cached(

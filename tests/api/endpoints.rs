@@ -212,3 +212,31 @@ fn aboutapi_tells_version_and_coverage_for_free() {
     assert_eq!(reply.body["balance"], 0.028, "free");
     assert!(reply.body["performance"]["totalTime"].is_string());
 }
+
+#[test]
+fn metacode_of_a_rich_schema_country_adds_its_admin_levels() {
+    let app = spawn_app();
+    let key = app.api_key();
+    let reply = app.metacode(code(&key, json!("20000"), Some("MX")));
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(
+        reply.body["meta"],
+        json!({
+            "postalCode": "20000",
+            "country": "MX",
+            "placeName": "Zona Centro",
+            "latitude": 21.8734,
+            "longitude": -102.2806,
+            "timezone": "America/Mexico_City",
+            "admin_name1": "Aguascalientes",
+            "admin_code1": "01",
+            "admin_name2": "Aguascalientes",
+            "admin_name3": "Aguascalientes",
+            "accuracy": 1,
+            "adminLevel1": "Aguascalientes",
+            "adminLevel2": "Aguascalientes",
+            "municipality": "Aguascalientes",
+            "city": "Aguascalientes",
+        })
+    );
+}
