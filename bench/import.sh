@@ -3,6 +3,7 @@
 # times into one database in a temporary directory (run 1 into a fresh file, runs 2 and 3
 # re-import over it, which is what a refresh in production does). Prints each run's
 # seconds, the median, rows per second and the database size.
+# POSTAL_IMPORT_TIMINGS=1 bench/import.sh adds the time of each phase of every run (stderr).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
