@@ -115,3 +115,36 @@ fn more_than_one_percent_of_bad_lines_fails_with_exit_1_and_keeps_the_old_data()
     assert_eq!(record_counts(&conn), vec![("PL".to_string(), 4)]);
     assert_eq!(number(&conn, "SELECT count(*) FROM places"), 4);
 }
+
+#[test]
+fn reported_line_numbers_count_blank_lines_and_crlf_line_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("postal.db");
+    // Lines 1-200 good, 201-202 blank, 203 bad, 204-400 good, 401 bad; CRLF throughout.
+    let mut lines: Vec<String> = (1..=200).map(us_line).collect();
+    lines.extend([
+        String::new(),
+        String::new(),
+        "US\t99999\tBroken".to_string(),
+    ]);
+    lines.extend((204..=400).map(us_line));
+    lines.push(us_line(401).replace("-118.4065", "west"));
+    let file = dir.path().join("US.txt");
+    std::fs::write(&file, lines.join("\r\n") + "\r\n").unwrap();
+
+    let run = import_with_country_info(&db, &file);
+    run.assert_success();
+    assert_summary(&run, 397, 1);
+    let shown = reported(&run.stderr, &file);
+    let f = file.display();
+    assert_eq!(shown.len(), 2, "stderr: {}", run.stderr);
+    assert!(shown[0].starts_with(&format!("{f}:203: ")), "{shown:?}");
+    assert!(shown[1].starts_with(&format!("{f}:401: ")), "{shown:?}");
+    let conn = open(&db);
+    let carriage_returns_stored = number(
+        &conn,
+        "SELECT count(*) FROM postal_codes WHERE place_name LIKE '%' || char(13) || '%'
+            OR admin_code3 IS NOT NULL OR accuracy IS NOT NULL",
+    );
+    assert_eq!(carriage_returns_stored, 0, "the \\r of CRLF is not data");
+}
