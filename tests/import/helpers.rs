@@ -73,6 +73,7 @@ where
         .arg(db)
         .args(args)
         .env_remove("POSTAL_DB")
+        .env_remove("POSTAL_IMPORT_TIMINGS")
         .stdin(Stdio::null());
     command
 }
