@@ -65,18 +65,27 @@ impl Reader {
 
     /// Reads one file; `name` is how bad lines are reported.
     pub fn read(&mut self, name: &str, input: &mut dyn Read) -> Result<()> {
+        // Line numbers for bad-line reports: a record's own `position()` is where the reader
+        // stood before skipping blank lines (and the `\n` of a CRLF), so it points at an
+        // earlier line. Instead every line ends with `\n` (a `\r` before it is trimmed with
+        // the last field) and one more `\n` is added at the end (an empty line, skipped),
+        // so after each record the reader's line counter is exactly one past the record's.
         let mut reader = csv::ReaderBuilder::new()
             .delimiter(b'\t')
+            .terminator(csv::Terminator::Any(b'\n'))
             .has_headers(false)
             .flexible(true)
             .quoting(false)
-            .from_reader(input);
+            .from_reader(input.chain(&b"\n"[..]));
         let mut line = csv::ByteRecord::new();
         while reader
             .read_byte_record(&mut line)
             .with_context(|| format!("reading {name}"))?
         {
-            let number = line.position().map_or(0, |p| p.line());
+            let number = reader.position().line() - 1;
+            if line.len() == 1 && &line[0] == b"\r" {
+                continue; // a blank CRLF line, skipped like a blank LF line
+            }
             match parse_line(&line, &self.known) {
                 Ok(record) => {
                     if !self.countries.contains(&record.country) {
@@ -230,6 +239,24 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown country")
         );
+    }
+
+    #[test]
+    fn bad_lines_are_numbered_as_an_editor_counts_them_across_blank_lines_and_crlf() {
+        let good = "US\t90210\tX\t\t\t\t\t\t\t34\t-118\t";
+        let text = format!("{good}\r\n\r\n\nUS\t1\r\n{good}\nUS\t2");
+        let countries = [CountryRow {
+            code: "US".into(),
+            name: "United States".into(),
+            postal_format: String::new(),
+            postal_regex: String::new(),
+        }];
+        let mut reader = Reader::new(&countries);
+        reader.read("f.txt", &mut text.as_bytes()).unwrap();
+        let parsed = reader.finish();
+        assert_eq!(parsed.records.len(), 2);
+        let lines: Vec<u64> = parsed.bad.iter().map(|b| b.line).collect();
+        assert_eq!(lines, [4, 6], "{:?}", parsed.bad);
     }
 
     #[test]

@@ -58,6 +58,7 @@ impl std::fmt::Display for Summary {
 /// import fails and the database keeps its old data.
 pub fn run(options: &Options) -> Result<Summary> {
     let started = Instant::now();
+    let mut clock = PhaseClock::from_env();
     let mut conn = db::open(&options.db)?;
     // A large page cache keeps the index rebuild of 1.6 M rows in memory.
     conn.pragma_update(None, "cache_size", -1_000_000)?;
@@ -89,12 +90,14 @@ pub fn run(options: &Options) -> Result<Summary> {
         options.progress,
     )?)
     .with_context(|| format!("reading {country_info_source}"))?;
+    clock.lap("database opened, countryInfo.txt read");
 
     let mut reader = geonames::Reader::new(&countries);
     for input in &inputs {
         input.read_each(options.progress, |name, r| reader.read(name, r))?;
     }
     let parsed = reader.finish();
+    clock.lap("postal-code files read and parsed (timezones, folding)");
     for bad in parsed.bad.iter().take(MAX_REPORTED) {
         eprintln!("{bad}");
     }
@@ -121,16 +124,57 @@ pub fn run(options: &Options) -> Result<Summary> {
         parsed.records.len() as u64,
         "writing {pos}/{len} rows",
     );
-    db::dataset::replace(&mut conn, &countries, &parsed.records, |n| {
-        bar.set_position(n)
-    })?;
+    let write_started = Instant::now();
+    db::dataset::replace(
+        &mut conn,
+        &countries,
+        &parsed.records,
+        |n| bar.set_position(n),
+        |phase| clock.lap(phase),
+    )?;
     bar.finish_and_clear();
+    clock.report(
+        "write lock held (BEGIN IMMEDIATE to COMMIT)",
+        write_started.elapsed(),
+    );
+    drop(conn);
+    clock.lap("database closed (WAL checkpointed)");
+    clock.report("total", started.elapsed());
     Ok(Summary {
         records: parsed.records.len(),
         countries: parsed.countries,
         bad_lines: parsed.bad_count,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// `POSTAL_IMPORT_TIMINGS=1`: the seconds each phase of an import took, on stderr, to see
+/// where the time goes without a profiler.
+struct PhaseClock {
+    enabled: bool,
+    last: Instant,
+}
+
+impl PhaseClock {
+    fn from_env() -> PhaseClock {
+        PhaseClock {
+            enabled: std::env::var_os("POSTAL_IMPORT_TIMINGS").is_some_and(|v| v != "0"),
+            last: Instant::now(),
+        }
+    }
+
+    /// Reports the time since the previous lap under `phase`.
+    fn lap(&mut self, phase: &str) {
+        let now = Instant::now();
+        self.report(phase, now - self.last);
+        self.last = now;
+    }
+
+    fn report(&self, phase: &str, elapsed: std::time::Duration) {
+        if self.enabled {
+            eprintln!("timing: {:7.2} s  {phase}", elapsed.as_secs_f64());
+        }
+    }
 }
 
 /// A progress bar on stderr, drawn only when asked for and stderr is a terminal.
