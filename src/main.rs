@@ -154,7 +154,11 @@ const LOCAL_DATASET: &str = "../shared/geonames/allCountries.zip";
 /// accounts gets a first account whose key is printed once; then the API runs until
 /// Ctrl-C or SIGTERM.
 fn serve(db_path: &Path, listen: &str) -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
     let mut conn = db::open(db_path)?;
     if db::postal::coverage(&conn)?.records == 0 {
         let local = Path::new(LOCAL_DATASET);
