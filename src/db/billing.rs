@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, anyhow};
 use rusqlite::{Connection, TransactionBehavior, params};
@@ -105,12 +105,15 @@ struct Inner {
 pub struct BillingStats {
     pub transactions: u64,
     pub charges: u64,
+    /// Time the writer spent in transactions (from `BEGIN` to the end of `COMMIT`).
+    pub busy: Duration,
 }
 
 #[derive(Default)]
 struct Counts {
     transactions: AtomicU64,
     charges: AtomicU64,
+    busy_nanos: AtomicU64,
 }
 
 impl Billing {
@@ -163,6 +166,7 @@ impl Billing {
         BillingStats {
             transactions: self.inner.stats.transactions.load(Ordering::Relaxed),
             charges: self.inner.stats.charges.load(Ordering::Relaxed),
+            busy: Duration::from_nanos(self.inner.stats.busy_nanos.load(Ordering::Relaxed)),
         }
     }
 
@@ -232,7 +236,12 @@ fn take(message: Message, batch: &mut Vec<Waiting>) -> bool {
 /// Applies and commits the batch, then answers every caller in it.
 fn settle(conn: &mut Connection, known: &mut Known, batch: &mut Vec<Waiting>, stats: &Counts) {
     let charges: Vec<Charge> = batch.iter().map(|(charge, _)| *charge).collect();
-    match apply_with(conn, known, &charges, SystemTime::now()) {
+    let started = Instant::now();
+    let applied = apply_with(conn, known, &charges, SystemTime::now());
+    stats
+        .busy_nanos
+        .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    match applied {
         Ok(outcomes) => {
             stats.transactions.fetch_add(1, Ordering::Relaxed);
             stats
