@@ -32,16 +32,23 @@ impl Window {
 
     /// Start (unix seconds) of this window containing `now`.
     pub fn start(self, now: SystemTime) -> i64 {
-        let secs = unix_millis(now).div_euclid(1000);
+        self.start_at(unix_millis(now))
+    }
+
+    fn start_at(self, millis: i64) -> i64 {
+        let secs = millis.div_euclid(1000);
         secs - secs.rem_euclid(self.seconds())
     }
 
     /// Whole seconds from `now` to the end of this window containing `now`, rounded up;
     /// at least 1 (at the very first instant of a window, a whole window remains).
     pub fn seconds_left(self, now: SystemTime) -> u64 {
-        let end_ms = (self.start(now) + self.seconds()) * 1000;
-        let left_ms = end_ms - unix_millis(now);
-        (left_ms as u64).div_ceil(1000).max(1)
+        self.seconds_left_at(unix_millis(now))
+    }
+
+    fn seconds_left_at(self, millis: i64) -> u64 {
+        let end_ms = (self.start_at(millis) + self.seconds()) * 1000;
+        ((end_ms - millis) as u64).div_ceil(1000).max(1)
     }
 }
 
@@ -166,8 +173,14 @@ impl Counters {
 
     /// Billed queries counted so far in the window containing `now`.
     pub fn current(&self, window: Window, now: SystemTime) -> u64 {
+        self.current_at(window, unix_millis(now))
+    }
+
+    // The `_at` forms take `now` as unix milliseconds, converted once per call of the
+    // public functions.
+    fn current_at(&self, window: Window, millis: i64) -> u64 {
         let stored = self.get(window);
-        if stored.start == window.start(now) {
+        if stored.start == window.start_at(millis) {
             stored.count
         } else {
             0
@@ -181,12 +194,13 @@ impl Counters {
     /// window: the earliest moment the same request can pass. Waiting only for a shorter
     /// blocking window would earn another 429.
     pub fn check(&self, limits: &Limits, queries: u64, now: SystemTime) -> Result<(), u64> {
+        let millis = unix_millis(now);
         let mut retry_after = None;
         for window in Window::ALL {
             if let Some(limit) = limits.of(window) {
-                let after = self.current(window, now).saturating_add(queries);
+                let after = self.current_at(window, millis).saturating_add(queries);
                 if after > limit {
-                    retry_after = Some(window.seconds_left(now));
+                    retry_after = Some(window.seconds_left_at(millis));
                 }
             }
         }
@@ -199,11 +213,12 @@ impl Counters {
     /// The counters after `queries` more billed queries at `now` (a window that has
     /// rolled over starts again from 0).
     pub fn add(&self, queries: u64, now: SystemTime) -> Counters {
+        let millis = unix_millis(now);
         let mut next = *self;
         for window in Window::ALL {
-            let current = self.current(window, now);
+            let current = self.current_at(window, millis);
             *next.get_mut(window) = WindowCount {
-                start: window.start(now),
+                start: window.start_at(millis),
                 count: current.saturating_add(queries),
             };
         }
@@ -216,7 +231,8 @@ impl Counters {
         if !limits.enabled() {
             return RateStatus::DISABLED;
         }
-        let window = |w: Window| WindowStatus::new(limits.of(w), self.current(w, now));
+        let millis = unix_millis(now);
+        let window = |w: Window| WindowStatus::new(limits.of(w), self.current_at(w, millis));
         RateStatus {
             enabled: true,
             per_minute: window(Window::Minute),
