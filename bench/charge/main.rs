@@ -21,6 +21,9 @@ struct Args {
     /// Concurrent callers.
     #[arg(long, default_value_t = 64)]
     callers: usize,
+    /// Tokio worker threads of the callers (the billing writer is one more thread).
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
     /// Accounts in the second scenario.
     #[arg(long, default_value_t = 1000)]
     accounts: usize,
@@ -43,6 +46,7 @@ fn main() -> anyhow::Result<()> {
     fsync_baseline(&path)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.workers)
         .enable_all()
         .build()?;
     let duration = Duration::from_secs_f64(args.seconds);
