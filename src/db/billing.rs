@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
@@ -45,6 +45,12 @@ use crate::domain::rate_limit::RateStatus;
 
 /// Most charges in one transaction: bounds the wait of the first caller in a batch.
 const MAX_BATCH: usize = 4096;
+
+/// The writer lingers for more charges at most this share of its last transaction's
+/// time, capped at `LINGER_MAX`, and stops lingering after a `LINGER_GAP` without any.
+const LINGER_SHARE: u32 = 4;
+const LINGER_MAX: Duration = Duration::from_millis(2);
+const LINGER_GAP: Duration = Duration::from_micros(200);
 
 /// A request to charge `queries` billed queries of `endpoint` (e.g. `"/api/lookup"`) to
 /// the caller's account.
@@ -199,6 +205,7 @@ fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts)
     let mut batch: Vec<Waiting> = Vec::new();
     let mut known = Known::default();
     let mut stopping = false;
+    let mut last_transaction = Duration::ZERO;
     loop {
         if !stopping {
             match receiver.recv() {
@@ -206,8 +213,27 @@ fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts)
                 Err(_) => stopping = true,
             }
         }
-        while batch.len() < MAX_BATCH {
+        // Linger: the callers answered by the last commit are about to come back, and
+        // without waiting for them the batches would alternate between two halves of the
+        // callers, two fsyncs per round. So take what is queued, then keep taking while
+        // charges keep arriving (no gap over LINGER_GAP), for at most a quarter of the
+        // last transaction's time: at most +25% latency when commits are slow (fsync
+        // bound), where bigger batches matter; next to nothing when they are fast.
+        let linger_until = Instant::now() + (last_transaction / LINGER_SHARE).min(LINGER_MAX);
+        while batch.len() < MAX_BATCH && !stopping {
             match receiver.try_recv() {
+                Ok(message) => {
+                    stopping |= take(message, &mut batch);
+                    continue;
+                }
+                Err(TryRecvError::Disconnected) => stopping = true,
+                Err(TryRecvError::Empty) => {}
+            }
+            let left = linger_until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match receiver.recv_timeout(left.min(LINGER_GAP)) {
                 Ok(message) => stopping |= take(message, &mut batch),
                 Err(_) => break,
             }
@@ -218,7 +244,9 @@ fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts)
             }
             continue;
         }
+        let started = Instant::now();
         settle(&mut conn, &mut known, &mut batch, stats);
+        last_transaction = started.elapsed();
     }
 }
 
