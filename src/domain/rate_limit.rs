@@ -188,19 +188,21 @@ impl Counters {
     }
 
     /// `Ok` when every limited window has room for `queries` more at `now`; otherwise
-    /// `Err(retry_after_secs)`: whole seconds, rounded up and at least 1, until every
-    /// blocking window has ended. Windows are nested (a minute ends no later than its
-    /// hour, an hour no later than its day), so this is the end of the longest blocking
-    /// window: the earliest moment the same request can pass. Waiting only for a shorter
-    /// blocking window would earn another 429.
+    /// `Err(retry_after_secs)`: whole seconds, rounded up and at least 1, until the
+    /// earliest blocking window ends (decisions.md, word for word). When several windows
+    /// block (the minute and the day, say), that is the end of the shortest one: a retry
+    /// then gets another 429 whose `retryAfter` names the next blocking window.
     pub fn check(&self, limits: &Limits, queries: u64, now: SystemTime) -> Result<(), u64> {
         let millis = unix_millis(now);
         let mut retry_after = None;
+        // Window::ALL runs from the shortest window to the longest, and nested windows end
+        // in that order, so the first blocking one ends first.
         for window in Window::ALL {
             if let Some(limit) = limits.of(window) {
                 let after = self.current_at(window, millis).saturating_add(queries);
                 if after > limit {
                     retry_after = Some(window.seconds_left_at(millis));
+                    break;
                 }
             }
         }
@@ -348,17 +350,20 @@ mod tests {
     }
 
     #[test]
-    fn with_several_windows_blocking_retry_after_is_the_end_of_the_longest() {
+    fn with_several_windows_blocking_retry_after_is_the_end_of_the_earliest() {
         let limits = limits(Some(10), Some(10), None);
         let counters = Counters::default().add(10, at(MIDNIGHT + 10));
         // Both the minute and the hour are full: the minute ends in 50 s, the hour in 3590 s.
-        assert_eq!(counters.check(&limits, 1, at(MIDNIGHT + 10)), Err(3590));
-        // Only the minute blocks a request the hour could take.
-        let limits = super::Limits {
-            per_hour: Some(20),
-            ..limits
-        };
         assert_eq!(counters.check(&limits, 1, at(MIDNIGHT + 10)), Err(50));
+        // A minute later only the hour blocks.
+        assert_eq!(counters.check(&limits, 1, at(MIDNIGHT + 60)), Err(3540));
+        // Only the day blocks.
+        let limits = super::Limits {
+            per_minute: None,
+            per_hour: None,
+            per_day: Some(10),
+        };
+        assert_eq!(counters.check(&limits, 1, at(MIDNIGHT + 10)), Err(86_390));
     }
 
     #[test]
