@@ -36,7 +36,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, anyhow};
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, ToSql, TransactionBehavior, params_from_iter};
 use tokio::sync::oneshot;
 
 use crate::db::accounts::{self, Caller, ChargeState, unix_secs};
@@ -126,6 +126,8 @@ impl Billing {
     /// Opens its own connection to `path` and starts the writer thread.
     pub fn start(path: &Path) -> anyhow::Result<Billing> {
         let conn = super::open(path)?;
+        // Room for the multi-row statements of every chunk size, and the rest.
+        conn.set_prepared_statement_cache_capacity(32);
         let (sender, receiver) = mpsc::channel();
         let stats = Arc::new(Counts::default());
         let writer_stats = stats.clone();
@@ -410,35 +412,34 @@ fn apply_with(
         }));
     }
 
-    for (account_id, account) in &accounts {
-        if let Some(account) = account.as_ref().filter(|a| a.changed) {
-            accounts::store_charge_state(&tx, *account_id, &account.state)?;
-        }
-    }
+    let changed: Vec<(i64, ChargeState)> = accounts
+        .iter()
+        .filter_map(|(id, account)| {
+            let account = account.as_ref().filter(|a| a.changed)?;
+            Some((*id, account.state))
+        })
+        .collect();
+    store_charge_states(&tx, &changed)?;
     let at = unix_secs(now);
     let mut running: HashMap<i64, Micros> = HashMap::new();
-    {
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count, endpoint)
-             VALUES (?1, ?2, 'charge', ?3, ?4, ?5, ?6)",
-        )?;
-        for (account_id, endpoint, queries, amount) in rows {
-            let balance = running.entry(account_id).or_insert_with(|| {
-                accounts[&account_id]
-                    .as_ref()
-                    .map_or(Micros::ZERO, |a| a.before)
-            });
-            *balance = balance.checked_sub(amount).context("ledger arithmetic")?;
-            insert.execute(params![
-                account_id,
-                at,
-                -amount.get(),
-                balance.get(),
-                i64::try_from(queries).unwrap_or(i64::MAX),
-                endpoint
-            ])?;
-        }
+    let mut ledger_rows = Vec::with_capacity(rows.len());
+    for (account_id, endpoint, queries, amount) in rows {
+        let balance = running.entry(account_id).or_insert_with(|| {
+            accounts[&account_id]
+                .as_ref()
+                .map_or(Micros::ZERO, |a| a.before)
+        });
+        *balance = balance.checked_sub(amount).context("ledger arithmetic")?;
+        let numbers = [
+            account_id,
+            at,
+            -amount.get(),
+            balance.get(),
+            i64::try_from(queries).unwrap_or(i64::MAX),
+        ];
+        ledger_rows.push((numbers, endpoint));
     }
+    insert_charge_rows(&tx, &ledger_rows)?;
     tx.commit().context("committing charges")?;
     known.keys.extend(keys);
     known.accounts.extend(
@@ -448,4 +449,80 @@ fn apply_with(
     );
     known.data_version = Some(data_version);
     Ok(outcomes)
+}
+
+/// Rows per multi-row statement, largest first: a batch's writes take a few statements
+/// instead of one per account, and these few sizes keep the statement cache warm.
+const CHUNK_SIZES: [usize; 4] = [64, 16, 4, 1];
+
+/// Calls `write` on consecutive chunks of `items`, each of one of the `CHUNK_SIZES`.
+fn in_chunks<T>(
+    items: &[T],
+    mut write: impl FnMut(&[T]) -> rusqlite::Result<()>,
+) -> rusqlite::Result<()> {
+    let mut rest = items;
+    while !rest.is_empty() {
+        let size = CHUNK_SIZES
+            .into_iter()
+            .find(|size| *size <= rest.len())
+            .unwrap_or(1);
+        let (chunk, tail) = rest.split_at(size);
+        write(chunk)?;
+        rest = tail;
+    }
+    Ok(())
+}
+
+/// Writes the balances and window counters of the accounts a batch changed.
+fn store_charge_states(conn: &Connection, states: &[(i64, ChargeState)]) -> rusqlite::Result<()> {
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    in_chunks(states, |chunk| {
+        let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
+        let sql = format!(
+            "WITH v (id, balance, ms, mc, hs, hc, ds, dc) AS (VALUES {values})
+             UPDATE accounts SET balance = v.balance, minute_start = v.ms, minute_count = v.mc,
+                    hour_start = v.hs, hour_count = v.hc, day_start = v.ds, day_count = v.dc
+             FROM v WHERE accounts.id = v.id"
+        );
+        let numbers: Vec<i64> = chunk
+            .iter()
+            .flat_map(|(id, state)| {
+                let c = &state.counters;
+                [
+                    *id,
+                    state.balance.get(),
+                    c.minute.start,
+                    n(c.minute.count),
+                    c.hour.start,
+                    n(c.hour.count),
+                    c.day.start,
+                    n(c.day.count),
+                ]
+            })
+            .collect();
+        conn.prepare_cached(&sql)?
+            .execute(params_from_iter(numbers))?;
+        Ok(())
+    })
+}
+
+/// Appends `charge` rows: (account, at, amount, balance after, query count) and endpoint.
+fn insert_charge_rows(
+    conn: &Connection,
+    rows: &[([i64; 5], &'static str)],
+) -> rusqlite::Result<()> {
+    in_chunks(rows, |chunk| {
+        let values = vec!["(?, ?, 'charge', ?, ?, ?, ?)"; chunk.len()].join(", ");
+        let sql = format!(
+            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count, endpoint)
+             VALUES {values}"
+        );
+        let mut params: Vec<&dyn ToSql> = Vec::with_capacity(chunk.len() * 6);
+        for (numbers, endpoint) in chunk {
+            params.extend(numbers.iter().map(|n| n as &dyn ToSql));
+            params.push(endpoint);
+        }
+        conn.prepare_cached(&sql)?.execute(params.as_slice())?;
+        Ok(())
+    })
 }
