@@ -208,19 +208,22 @@ fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts)
     let mut known = Known::default();
     let mut stopping = false;
     let mut last_transaction = Duration::ZERO;
+    // Callers the next batch can expect: those the last commit answered (they come back)
+    // plus those that arrived while it ran.
+    let mut expected = 0;
     loop {
-        if !stopping {
+        if batch.is_empty() && !stopping {
             match receiver.recv() {
                 Ok(message) => stopping |= take(message, &mut batch),
                 Err(_) => stopping = true,
             }
         }
-        // Linger: the callers answered by the last commit are about to come back, and
-        // without waiting for them the batches would alternate between two halves of the
-        // callers, two fsyncs per round. So take what is queued, then keep taking while
-        // charges keep arriving (no gap over LINGER_GAP), for at most a quarter of the
-        // last transaction's time: at most +25% latency when commits are slow (fsync
-        // bound), where bigger batches matter; next to nothing when they are fast.
+        // Linger: without waiting for the callers just answered, batches would alternate
+        // between two halves of the callers, two fsyncs per round. So take what is queued,
+        // then wait while fewer than `expected` are in and charges keep coming (no gap
+        // over LINGER_GAP), for at most a quarter of the last transaction's time: at most
+        // +25% latency when commits are slow (fsync bound), where full batches matter
+        // most; next to nothing when they are fast.
         let linger_until = Instant::now() + (last_transaction / LINGER_SHARE).min(LINGER_MAX);
         while batch.len() < MAX_BATCH && !stopping {
             match receiver.try_recv() {
@@ -232,7 +235,7 @@ fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts)
                 Err(TryRecvError::Empty) => {}
             }
             let left = linger_until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if batch.len() >= expected || left.is_zero() {
                 break;
             }
             match receiver.recv_timeout(left.min(LINGER_GAP)) {
@@ -247,8 +250,20 @@ fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts)
             continue;
         }
         let started = Instant::now();
-        settle(&mut conn, &mut known, &mut batch, stats);
+        let answers = commit(&mut conn, &mut known, &mut batch, stats);
         last_transaction = started.elapsed();
+        // What is queued now arrived during the transaction: other callers than those
+        // about to be answered.
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(message) => stopping |= take(message, &mut batch),
+                Err(_) => break,
+            }
+        }
+        expected = answers.len() + batch.len();
+        for (reply, answer) in answers {
+            let _ = reply.send(answer);
+        }
     }
 }
 
@@ -263,8 +278,14 @@ fn take(message: Message, batch: &mut Vec<Waiting>) -> bool {
     }
 }
 
-/// Applies and commits the batch, then answers every caller in it.
-fn settle(conn: &mut Connection, known: &mut Known, batch: &mut Vec<Waiting>, stats: &Counts) {
+/// Applies and commits the batch (leaving it empty); returns each caller's answer, to
+/// be sent once the commit has returned.
+fn commit(
+    conn: &mut Connection,
+    known: &mut Known,
+    batch: &mut Vec<Waiting>,
+    stats: &Counts,
+) -> Vec<(oneshot::Sender<ChargeResult>, ChargeResult)> {
     let charges: Vec<Charge> = batch.iter().map(|(charge, _)| *charge).collect();
     let started = Instant::now();
     let applied = apply_with(conn, known, &charges, SystemTime::now());
@@ -277,18 +298,24 @@ fn settle(conn: &mut Connection, known: &mut Known, batch: &mut Vec<Waiting>, st
             stats
                 .charges
                 .fetch_add(charges.len() as u64, Ordering::Relaxed);
-            for ((_, reply), outcome) in batch.drain(..).zip(outcomes) {
-                let _ = reply.send(Ok(outcome));
-            }
+            batch
+                .drain(..)
+                .zip(outcomes)
+                .map(|((_, reply), outcome)| (reply, Ok(outcome)))
+                .collect()
         }
         Err(e) => {
             tracing::error!(
                 "billing transaction failed, {} charges refused: {e:#}",
                 charges.len()
             );
-            for (_, reply) in batch.drain(..) {
-                let _ = reply.send(Err(anyhow!("the charge was not recorded: {e:#}")));
-            }
+            batch
+                .drain(..)
+                .map(|(_, reply)| {
+                    let error = anyhow!("the charge was not recorded: {e:#}");
+                    (reply, Err(error))
+                })
+                .collect()
         }
     }
 }
