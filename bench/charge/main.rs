@@ -21,6 +21,9 @@ struct Args {
     /// Concurrent callers.
     #[arg(long, default_value_t = 64)]
     callers: usize,
+    /// Tokio worker threads of the callers (the billing writer is one more thread).
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
     /// Accounts in the second scenario.
     #[arg(long, default_value_t = 1000)]
     accounts: usize,
@@ -43,6 +46,7 @@ fn main() -> anyhow::Result<()> {
     fsync_baseline(&path)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.workers)
         .enable_all()
         .build()?;
     let duration = Duration::from_secs_f64(args.seconds);
@@ -114,13 +118,15 @@ impl Report {
         };
         let secs = self.elapsed.as_secs_f64();
         println!(
-            "{label:>14}: {:>8.0} charges/s | wait p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms | {:.0} commits/s, {:.1} charges per commit",
+            "{label:>14}: {:>8.0} charges/s | wait p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms | {:.0} commits/s, {:.1} charges per commit, {:.3} ms per commit, writer busy {:.0}%",
             self.charges as f64 / secs,
             quantile(0.50),
             quantile(0.99),
             self.waits.last().map_or(0.0, |w| w.as_secs_f64() * 1000.0),
             stats.transactions as f64 / secs,
             stats.charges as f64 / stats.transactions.max(1) as f64,
+            stats.busy.as_secs_f64() * 1000.0 / stats.transactions.max(1) as f64,
+            stats.busy.as_secs_f64() * 100.0 / secs,
         );
     }
 }

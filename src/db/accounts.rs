@@ -559,29 +559,3 @@ pub(crate) fn charge_state(
     })
     .optional()
 }
-
-/// Writes an account's balance and counters (billing, inside its transaction).
-pub(crate) fn store_charge_state(
-    conn: &Connection,
-    account_id: i64,
-    state: &ChargeState,
-) -> rusqlite::Result<()> {
-    let c = &state.counters;
-    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    conn.prepare_cached(
-        "UPDATE accounts SET balance = ?2, minute_start = ?3, minute_count = ?4,
-                hour_start = ?5, hour_count = ?6, day_start = ?7, day_count = ?8
-         WHERE id = ?1",
-    )?
-    .execute(params![
-        account_id,
-        state.balance.get(),
-        c.minute.start,
-        n(c.minute.count),
-        c.hour.start,
-        n(c.hour.count),
-        c.day.start,
-        n(c.day.count)
-    ])?;
-    Ok(())
-}

@@ -32,16 +32,23 @@ impl Window {
 
     /// Start (unix seconds) of this window containing `now`.
     pub fn start(self, now: SystemTime) -> i64 {
-        let secs = unix_millis(now).div_euclid(1000);
+        self.start_at(unix_millis(now))
+    }
+
+    fn start_at(self, millis: i64) -> i64 {
+        let secs = millis.div_euclid(1000);
         secs - secs.rem_euclid(self.seconds())
     }
 
     /// Whole seconds from `now` to the end of this window containing `now`, rounded up;
     /// at least 1 (at the very first instant of a window, a whole window remains).
     pub fn seconds_left(self, now: SystemTime) -> u64 {
-        let end_ms = (self.start(now) + self.seconds()) * 1000;
-        let left_ms = end_ms - unix_millis(now);
-        (left_ms as u64).div_ceil(1000).max(1)
+        self.seconds_left_at(unix_millis(now))
+    }
+
+    fn seconds_left_at(self, millis: i64) -> u64 {
+        let end_ms = (self.start_at(millis) + self.seconds()) * 1000;
+        ((end_ms - millis) as u64).div_ceil(1000).max(1)
     }
 }
 
@@ -166,8 +173,14 @@ impl Counters {
 
     /// Billed queries counted so far in the window containing `now`.
     pub fn current(&self, window: Window, now: SystemTime) -> u64 {
+        self.current_at(window, unix_millis(now))
+    }
+
+    // The `_at` forms take `now` as unix milliseconds, converted once per call of the
+    // public functions.
+    fn current_at(&self, window: Window, millis: i64) -> u64 {
         let stored = self.get(window);
-        if stored.start == window.start(now) {
+        if stored.start == window.start_at(millis) {
             stored.count
         } else {
             0
@@ -175,18 +188,21 @@ impl Counters {
     }
 
     /// `Ok` when every limited window has room for `queries` more at `now`; otherwise
-    /// `Err(retry_after_secs)`: whole seconds, rounded up and at least 1, until every
-    /// blocking window has ended. Windows are nested (a minute ends no later than its
-    /// hour, an hour no later than its day), so this is the end of the longest blocking
-    /// window: the earliest moment the same request can pass. Waiting only for a shorter
-    /// blocking window would earn another 429.
+    /// `Err(retry_after_secs)`: whole seconds, rounded up and at least 1, until the
+    /// earliest blocking window ends (decisions.md, word for word). When several windows
+    /// block (the minute and the day, say), that is the end of the shortest one: a retry
+    /// then gets another 429 whose `retryAfter` names the next blocking window.
     pub fn check(&self, limits: &Limits, queries: u64, now: SystemTime) -> Result<(), u64> {
+        let millis = unix_millis(now);
         let mut retry_after = None;
+        // Window::ALL runs from the shortest window to the longest, and nested windows end
+        // in that order, so the first blocking one ends first.
         for window in Window::ALL {
             if let Some(limit) = limits.of(window) {
-                let after = self.current(window, now).saturating_add(queries);
+                let after = self.current_at(window, millis).saturating_add(queries);
                 if after > limit {
-                    retry_after = Some(window.seconds_left(now));
+                    retry_after = Some(window.seconds_left_at(millis));
+                    break;
                 }
             }
         }
@@ -199,11 +215,12 @@ impl Counters {
     /// The counters after `queries` more billed queries at `now` (a window that has
     /// rolled over starts again from 0).
     pub fn add(&self, queries: u64, now: SystemTime) -> Counters {
+        let millis = unix_millis(now);
         let mut next = *self;
         for window in Window::ALL {
-            let current = self.current(window, now);
+            let current = self.current_at(window, millis);
             *next.get_mut(window) = WindowCount {
-                start: window.start(now),
+                start: window.start_at(millis),
                 count: current.saturating_add(queries),
             };
         }
@@ -216,7 +233,8 @@ impl Counters {
         if !limits.enabled() {
             return RateStatus::DISABLED;
         }
-        let window = |w: Window| WindowStatus::new(limits.of(w), self.current(w, now));
+        let millis = unix_millis(now);
+        let window = |w: Window| WindowStatus::new(limits.of(w), self.current_at(w, millis));
         RateStatus {
             enabled: true,
             per_minute: window(Window::Minute),
@@ -332,17 +350,20 @@ mod tests {
     }
 
     #[test]
-    fn with_several_windows_blocking_retry_after_is_the_end_of_the_longest() {
+    fn with_several_windows_blocking_retry_after_is_the_end_of_the_earliest() {
         let limits = limits(Some(10), Some(10), None);
         let counters = Counters::default().add(10, at(MIDNIGHT + 10));
         // Both the minute and the hour are full: the minute ends in 50 s, the hour in 3590 s.
-        assert_eq!(counters.check(&limits, 1, at(MIDNIGHT + 10)), Err(3590));
-        // Only the minute blocks a request the hour could take.
-        let limits = super::Limits {
-            per_hour: Some(20),
-            ..limits
-        };
         assert_eq!(counters.check(&limits, 1, at(MIDNIGHT + 10)), Err(50));
+        // A minute later only the hour blocks.
+        assert_eq!(counters.check(&limits, 1, at(MIDNIGHT + 60)), Err(3540));
+        // Only the day blocks.
+        let limits = super::Limits {
+            per_minute: None,
+            per_hour: None,
+            per_day: Some(10),
+        };
+        assert_eq!(counters.check(&limits, 1, at(MIDNIGHT + 10)), Err(86_390));
     }
 
     #[test]

@@ -371,3 +371,41 @@ fn changes_committed_by_others_hold_from_the_next_charge() {
     assert!(!charged.rate.enabled);
     db.assert_ledger_ok();
 }
+
+#[test]
+fn one_transaction_over_many_accounts_records_one_row_per_account_and_endpoint() {
+    let db = TestDb::new();
+    let callers: Vec<_> = (0..90)
+        .map(|_| db.caller(&db.create_account().api_key).unwrap())
+        .collect();
+    let mut charges = Vec::new();
+    for endpoint in ["/api/lookup", "/api/validate"] {
+        for round in 1..=2 {
+            for caller in &callers {
+                charges.push(Charge {
+                    caller: *caller,
+                    queries: round,
+                    endpoint,
+                });
+            }
+        }
+    }
+    let entries = db.ledger_entries();
+    let outcomes = apply(&mut db.conn(), &charges, SystemTime::now()).unwrap();
+    assert!(outcomes.iter().all(|o| o.is_ok()));
+    // Each account: 1 + 2 lookups, then 1 + 2 validations, 6 queries in all.
+    let last = outcomes[charges.len() - 1].unwrap();
+    assert_eq!(last.balance.get(), 28_000 - 6 * 28);
+    assert_eq!(db.ledger_entries(), entries + 90 * 2);
+    let (rows, queries): (i64, i64) = db
+        .conn()
+        .query_row(
+            "SELECT count(*), sum(query_count) FROM ledger
+             WHERE kind = 'charge' AND balance_after = 28000 - 6 * 28 AND endpoint = '/api/validate'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((rows, queries), (90, 270));
+    db.assert_ledger_ok();
+}
