@@ -59,15 +59,15 @@ impl PostalApi {
     ) -> Result<Json<LookupResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
-        let caller = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
+        let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
         let zipcode = body.zipcode()?;
         let country = body.country()?;
-        state.precheck(&caller, 1, Billed::Single, &mut timings)?;
+        state.precheck(&session, 1, Billed::Single, &mut timings)?;
         let record = timings
             .processing(|| state.read(|c| db::postal::lookup(c, country, &zipcode)))?
             .ok_or_else(|| ApiError::not_found("ZIP code not found"))?;
         let charged = state
-            .charge(&caller, 1, "lookup", Billed::Single, &mut timings)
+            .charge(&session, 1, "lookup", Billed::Single, &mut timings)
             .await?;
         let us = country == CountryCode::US;
         let region = |v: Option<String>| {
@@ -98,7 +98,7 @@ impl PostalApi {
     async fn city(&self, body: ContractJson<CityRequest>) -> Result<Json<CityResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
-        let caller = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
+        let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
         let city = body.required_text("city")?;
         let country = body.country()?;
         let (state_filter, st_filter) = (body.optional_text("state"), body.optional_text("ST"));
@@ -107,7 +107,7 @@ impl PostalApi {
                 "Missing 'state' or 'ST' in request body",
             ));
         }
-        state.precheck(&caller, 1, Billed::Single, &mut timings)?;
+        state.precheck(&session, 1, Billed::Single, &mut timings)?;
         let query = CityQuery {
             country,
             city: fold(city),
@@ -119,7 +119,7 @@ impl PostalApi {
             .await?
             .ok_or_else(|| ApiError::not_found("No ZIP codes found for the given city/state"))?;
         let charged = state
-            .charge(&caller, 1, "city", Billed::Single, &mut timings)
+            .charge(&session, 1, "city", Billed::Single, &mut timings)
             .await?;
         let fuzzy = found.fuzzy;
         Ok(Json(CityResponse {
@@ -165,14 +165,14 @@ impl PostalApi {
     ) -> Result<Json<ValidateResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
-        let caller = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
+        let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
         let zipcode = body.zipcode()?;
         let country = body.country()?;
-        state.precheck(&caller, 1, Billed::Single, &mut timings)?;
+        state.precheck(&session, 1, Billed::Single, &mut timings)?;
         let valid =
             timings.processing(|| state.read(|c| db::postal::exists(c, country, &zipcode)))?;
         let charged = state
-            .charge(&caller, 1, "validate", Billed::Single, &mut timings)
+            .charge(&session, 1, "validate", Billed::Single, &mut timings)
             .await?;
         let performance = timings.billed();
         Ok(Json(ValidateResponse {
@@ -197,10 +197,10 @@ impl PostalApi {
     ) -> Result<Json<BulkResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
-        let caller = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
+        let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
         let records = body.bulk_records()?;
         let count = records.len() as u64;
-        state.precheck(&caller, count, Billed::Bulk, &mut timings)?;
+        state.precheck(&session, count, Billed::Bulk, &mut timings)?;
         let codes: Vec<(CountryCode, String)> = records
             .iter()
             .map(|r| (r.country, r.postal_code.clone()))
@@ -209,7 +209,7 @@ impl PostalApi {
             .processing_async(state.read_blocking(move |c| db::postal::check_codes(c, &codes)))
             .await?;
         let charged = state
-            .charge(&caller, count, "validate-bulk", Billed::Bulk, &mut timings)
+            .charge(&session, count, "validate-bulk", Billed::Bulk, &mut timings)
             .await?;
         let results = records
             .into_iter()
@@ -249,9 +249,9 @@ impl PostalApi {
     ) -> Result<Json<AboutResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
-        let caller =
+        let session =
             state.authenticate(body.api_key("Missing or invalid 'apiKey'")?, &mut timings)?;
-        let account = state.status(&caller)?;
+        let account = state.status(&session);
         let coverage = timings.processing(|| state.read(db::postal::coverage))?;
         Ok(Json(AboutResponse {
             about: "postal: postal-code lookup, validation and city search over GeoNames data, billed per query."
@@ -286,15 +286,15 @@ impl PostalApi {
     ) -> Result<Json<MetaResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
-        let caller = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
+        let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
         let zipcode = body.zipcode()?;
         let country = body.country()?;
-        state.precheck(&caller, 1, Billed::Single, &mut timings)?;
+        state.precheck(&session, 1, Billed::Single, &mut timings)?;
         let record = timings
             .processing(|| state.read(|c| db::postal::lookup(c, country, &zipcode)))?
             .ok_or_else(|| ApiError::not_found("ZIP code not found"))?;
         let charged = state
-            .charge(&caller, 1, endpoint, Billed::Single, &mut timings)
+            .charge(&session, 1, endpoint, Billed::Single, &mut timings)
             .await?;
         Ok(Json(MetaResponse {
             meta: meta_record(country, record),

@@ -32,7 +32,7 @@ pub use endpoints::PostalApi;
 pub use error::ApiError;
 
 use crate::db;
-use crate::db::accounts::{AccountStatus, Caller};
+use crate::db::accounts::{AccountStatus, Caller, ChargeState};
 use crate::db::billing::{Billing, Charge, Charged, Refusal};
 use crate::domain::api_key::hash_presented_key;
 use endpoints::Billed;
@@ -47,15 +47,23 @@ pub struct State {
     billing: Billing,
 }
 
+/// Who is asking, and their account as it stood when the request arrived.
+pub(crate) struct Session {
+    caller: Caller,
+    account: ChargeState,
+}
+
 impl State {
     pub fn new(pool: db::Pool, billing: Billing) -> State {
         State { pool, billing }
     }
 
-    /// A short read on a pooled connection, on the calling thread.
+    /// A short read on a pooled connection, on the calling thread, in one read
+    /// transaction (in WAL mode each new transaction after another connection's commit
+    /// drops the connection's page cache, so one per request rather than per statement).
     fn read<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R, ApiError> {
         let conn = self.pool.get().map_err(|e| ApiError::internal(e.into()))?;
-        f(&conn).map_err(ApiError::internal)
+        db::in_read_transaction(&conn, f).map_err(ApiError::internal)
     }
 
     /// A long read on the blocking pool.
@@ -66,35 +74,44 @@ impl State {
         let pool = self.pool.clone();
         tokio::task::spawn_blocking(move || {
             let conn = pool.get()?;
-            f(&conn)
+            db::in_read_transaction(&conn, f)
         })
         .await
         .map_err(|e| ApiError::internal(e.into()))?
         .map_err(ApiError::internal)
     }
 
-    /// 401 unless the key exists and is not revoked.
-    fn authenticate(&self, api_key: &str, timings: &mut Timings) -> Result<Caller, ApiError> {
+    /// 401 unless the key exists and is not revoked; reads the account in the same
+    /// statement, on a pooled connection that sees every commit.
+    fn authenticate(&self, api_key: &str, timings: &mut Timings) -> Result<Session, ApiError> {
         let t = Instant::now();
         let hash = hash_presented_key(api_key);
-        let caller = self.read(|c| db::accounts::authenticate(c, &hash));
+        let found = self
+            .pool
+            .get()
+            .map_err(|e| ApiError::internal(e.into()))
+            .and_then(|c| {
+                db::accounts::authenticate_account(&c, &hash).map_err(ApiError::internal)
+            });
         timings.auth += t.elapsed();
-        caller?.ok_or_else(ApiError::invalid_api_key)
+        let (caller, account) = found?.ok_or_else(ApiError::invalid_api_key)?;
+        Ok(Session { caller, account })
     }
 
-    /// 402 / 429 before any work, so that a request which would end in 404 still
-    /// answers 402 or 429 first (decisions.md, order of checks). Nothing is written.
+    /// 402 / 429 before any work, from the account as read at authentication, so that a
+    /// request which would end in 404 still answers 402 or 429 first (decisions.md, order
+    /// of checks). Nothing is written; the charge re-checks in the writer's transaction.
     fn precheck(
         &self,
-        caller: &Caller,
+        session: &Session,
         queries: u64,
         texts: Billed,
         timings: &mut Timings,
     ) -> Result<(), ApiError> {
         let t = Instant::now();
-        let verdict = self.read(|c| db::accounts::check(c, caller, queries, SystemTime::now()));
+        let verdict = session.account.admits(queries, SystemTime::now());
         timings.rate_limit_check += t.elapsed();
-        verdict?
+        verdict
             .map(|_| ())
             .map_err(|refusal| refused(refusal, texts))
     }
@@ -102,7 +119,7 @@ impl State {
     /// Charges `queries` durably (group commit) and answers the new balance and windows.
     async fn charge(
         &self,
-        caller: &Caller,
+        session: &Session,
         queries: u64,
         endpoint: &'static str,
         texts: Billed,
@@ -110,7 +127,7 @@ impl State {
     ) -> Result<Charged, ApiError> {
         let t = Instant::now();
         let charge = Charge {
-            caller: *caller,
+            caller: session.caller,
             queries,
             endpoint,
         };
@@ -121,9 +138,9 @@ impl State {
             .map_err(|refusal| refused(refusal, texts))
     }
 
-    /// Balance and windows as they are (the free /api/aboutapi).
-    fn status(&self, caller: &Caller) -> Result<AccountStatus, ApiError> {
-        self.read(|c| db::accounts::status(c, caller.account_id, SystemTime::now()))
+    /// Balance and windows as they stood (the free /api/aboutapi).
+    fn status(&self, session: &Session) -> AccountStatus {
+        session.account.status(SystemTime::now())
     }
 }
 

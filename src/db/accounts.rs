@@ -491,7 +491,7 @@ pub fn check(
 
 /// What a charge decision needs of an account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ChargeState {
+pub struct ChargeState {
     pub balance: Micros,
     pub limits: Limits,
     pub counters: Counters,
@@ -536,26 +536,57 @@ pub(crate) fn charge_state(
                 minute_start, minute_count, hour_start, hour_count, day_start, day_count
          FROM accounts WHERE id = ?1",
     )?
-    .query_row([account_id], |r| {
-        let window = |start: usize| -> rusqlite::Result<WindowCount> {
-            Ok(WindowCount {
-                start: r.get(start)?,
-                count: count(r.get(start + 1)?),
-            })
-        };
-        Ok(ChargeState {
-            balance: micros(r.get(0)?)?,
-            limits: Limits {
-                per_minute: r.get::<_, Option<i64>>(1)?.map(count),
-                per_hour: r.get::<_, Option<i64>>(2)?.map(count),
-                per_day: r.get::<_, Option<i64>>(3)?.map(count),
-            },
-            counters: Counters {
-                minute: window(4)?,
-                hour: window(6)?,
-                day: window(8)?,
-            },
-        })
-    })
+    .query_row([account_id], |r| charge_state_at(r, 0))
     .optional()
+}
+
+/// The account behind an active key and its state as it stands, in one read: what a
+/// request needs before its work (401 when `None`; 402 / 429 from `ChargeState::admits`).
+/// The charge itself re-checks everything inside the writer's transaction.
+pub fn authenticate_account(
+    conn: &Connection,
+    key_hash: &KeyHash,
+) -> anyhow::Result<Option<(Caller, ChargeState)>> {
+    let found = conn
+        .prepare_cached(
+            "SELECT k.account_id, k.id,
+                    a.balance, a.limit_per_minute, a.limit_per_hour, a.limit_per_day,
+                    a.minute_start, a.minute_count, a.hour_start, a.hour_count,
+                    a.day_start, a.day_count
+             FROM api_keys k JOIN accounts a ON a.id = k.account_id
+             WHERE k.key_hash = ?1 AND k.revoked_at IS NULL",
+        )?
+        .query_row([&key_hash[..]], |r| {
+            let caller = Caller {
+                account_id: r.get(0)?,
+                key_id: r.get(1)?,
+            };
+            Ok((caller, charge_state_at(r, 2)?))
+        })
+        .optional()?;
+    Ok(found)
+}
+
+/// A `ChargeState` from the ten columns of a row starting at `first` (balance, three
+/// limits, three window starts and counts).
+fn charge_state_at(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<ChargeState> {
+    let window = |start: usize| -> rusqlite::Result<WindowCount> {
+        Ok(WindowCount {
+            start: r.get(first + start)?,
+            count: count(r.get(first + start + 1)?),
+        })
+    };
+    Ok(ChargeState {
+        balance: micros(r.get(first)?)?,
+        limits: Limits {
+            per_minute: r.get::<_, Option<i64>>(first + 1)?.map(count),
+            per_hour: r.get::<_, Option<i64>>(first + 2)?.map(count),
+            per_day: r.get::<_, Option<i64>>(first + 3)?.map(count),
+        },
+        counters: Counters {
+            minute: window(4)?,
+            hour: window(6)?,
+            day: window(8)?,
+        },
+    })
 }

@@ -68,6 +68,18 @@ pub fn open(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// Runs `read` inside one read transaction of `conn`: one consistent view for all its
+/// statements.
+pub fn in_read_transaction<R>(
+    conn: &Connection,
+    read: impl FnOnce(&Connection) -> Result<R>,
+) -> Result<R> {
+    let tx = conn.unchecked_transaction()?;
+    let result = read(&tx)?;
+    tx.finish()?;
+    Ok(result)
+}
+
 /// A connection pool over `path` (opened once with [`open`] first, so the schema exists).
 pub fn pool(path: &Path, size: u32) -> Result<Pool> {
     open(path)?;
@@ -87,7 +99,12 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.pragma_update(None, "cache_size", -64_000)?; // 64 MB per connection
-    conn.pragma_update(None, "mmap_size", 1_i64 << 30)?;
+    // After a checkpoint resets the WAL, truncate it back to this size.
+    conn.pragma_update(None, "journal_size_limit", 64_i64 << 20)?;
+    // No mmap: in WAL mode every read transaction that follows another connection's
+    // commit drops and remaps the mapping (munmap, TLB shootdowns, page faults), which cost
+    // more than the lookup itself under a steady stream of charges (perf, bench/api.sh).
+    conn.pragma_update(None, "mmap_size", 0)?;
     Ok(())
 }
 

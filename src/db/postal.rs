@@ -105,14 +105,14 @@ pub enum Verdict {
     UnknownCountry,
 }
 
-/// Checks many codes in one read transaction, in order.
+/// Checks many codes, in order (run it inside one read transaction, such as
+/// `db::read_snapshot`, for one consistent view).
 pub fn check_codes(conn: &Connection, codes: &[(CountryCode, String)]) -> Result<Vec<Verdict>> {
     let mut countries: HashMap<CountryCode, Option<CountryData>> = HashMap::new();
     let mut verdicts = Vec::with_capacity(codes.len());
-    let tx = conn.unchecked_transaction()?; // one snapshot for the whole batch
     for (country, input) in codes {
         if !countries.contains_key(country) {
-            countries.insert(*country, self::country(&tx, *country)?);
+            countries.insert(*country, self::country(conn, *country)?);
         }
         let Some(data) = &countries[country] else {
             verdicts.push(Verdict::UnknownCountry);
@@ -122,7 +122,7 @@ pub fn check_codes(conn: &Connection, codes: &[(CountryCode, String)]) -> Result
             verdicts.push(Verdict::InvalidFormat);
             continue;
         };
-        let verdict = match stored_code(&tx, *country, query.key())? {
+        let verdict = match stored_code(conn, *country, query.key())? {
             Some(stored) => Verdict::Valid(canonical(*country, &stored)),
             None if query.is_well_formed(&data.key_shapes, data.postal_regex.as_deref()) => {
                 Verdict::NotFound
@@ -131,7 +131,6 @@ pub fn check_codes(conn: &Connection, codes: &[(CountryCode, String)]) -> Result
         };
         verdicts.push(verdict);
     }
-    tx.finish()?;
     Ok(verdicts)
 }
 
@@ -229,21 +228,20 @@ const FUZZY_CANDIDATES: i64 = 200;
 
 /// Exact match on the folded name, else the closest name (see schema.sql, `places_trigram`).
 pub fn find_city(conn: &Connection, query: &CityQuery) -> Result<Option<CityMatch>> {
-    let tx = conn.unchecked_transaction()?;
-    let exact = city_rows(&tx, query, &query.city)?;
+    let exact = city_rows(conn, query, &query.city)?;
     if !exact.is_empty() {
         return Ok(Some(CityMatch {
             zipcodes: unique_sorted(query.country, &exact),
             fuzzy: None,
         }));
     }
-    let Some(data) = country(&tx, query.country)? else {
+    let Some(data) = country(conn, query.country)? else {
         return Ok(None);
     };
     let (Some((first, last)), Some(fts)) = (data.places, trigram_query(&query.city)) else {
         return Ok(None);
     };
-    let candidates: Vec<String> = tx
+    let candidates: Vec<String> = conn
         .prepare_cached(
             "SELECT name_folded FROM places_trigram
              WHERE places_trigram MATCH ?1 AND rowid BETWEEN ?2 AND ?3
@@ -266,7 +264,7 @@ pub fn find_city(conn: &Connection, query: &CityQuery) -> Result<Option<CityMatc
     // Best score first; among equals, the better trigram rank.
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     for (_, _, name) in scored {
-        let rows = city_rows(&tx, query, name)?;
+        let rows = city_rows(conn, query, name)?;
         if let Some(first_row) = rows.first() {
             return Ok(Some(CityMatch {
                 zipcodes: unique_sorted(query.country, &rows),
