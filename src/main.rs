@@ -194,6 +194,7 @@ fn serve(db_path: &Path, listen: &str) -> anyhow::Result<()> {
     }
     drop(conn);
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(8) // the size of the slow-read pool (src/api/mod.rs)
         .enable_all()
         .build()
         .context("starting the async runtime")?;

@@ -137,6 +137,8 @@ impl<T> ContractJson<T> {
 pub struct BulkRecord {
     pub postal_code: String,
     pub country: CountryCode,
+    /// `countryCode` as sent, upper-cased (echoed in the result).
+    pub country_input: String,
 }
 
 /// Maximum records of one bulk request.
@@ -173,18 +175,19 @@ impl<T> ContractJson<T> {
                         )));
                     }
                 };
-                let country = item
+                let country_input = item
                     .get("countryCode")
                     .and_then(Value::as_str)
-                    .and_then(CountryCode::parse)
-                    .ok_or_else(|| {
-                        ApiError::bad_request(format!(
-                            "records[{i}].countryCode must be a 2-letter ISO 3166-1 alpha-2 code"
-                        ))
-                    })?;
+                    .unwrap_or("");
+                let country = CountryCode::parse(country_input).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "records[{i}].countryCode must be a 2-letter ISO 3166-1 alpha-2 code"
+                    ))
+                })?;
                 Ok(BulkRecord {
                     postal_code,
                     country,
+                    country_input: country_input.to_uppercase(),
                 })
             })
             .collect()

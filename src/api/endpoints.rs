@@ -223,7 +223,7 @@ impl PostalApi {
                 };
                 BulkResult {
                     postal_code: record.postal_code,
-                    country_code: record.country.to_string(),
+                    country_code: record.country_input,
                     valid: normalized.is_some(),
                     normalized,
                     reason,

@@ -41,9 +41,13 @@ use envelope::Timings;
 /// Title of the OpenAPI document.
 pub const TITLE: &str = "postal: postal-code data API";
 
-/// What the handlers share: the read pool and the billing writer.
+/// What the handlers share: two read pools and the billing writer.
 pub struct State {
+    /// Short reads on the async workers: held for microseconds, never waited on long.
     pool: db::Pool,
+    /// Long reads on the blocking threads (bulk, city search): their own connections, so
+    /// that slow work can never take every connection from the short reads.
+    slow_pool: db::Pool,
     billing: Billing,
 }
 
@@ -54,8 +58,12 @@ pub(crate) struct Session {
 }
 
 impl State {
-    pub fn new(pool: db::Pool, billing: Billing) -> State {
-        State { pool, billing }
+    pub fn new(pool: db::Pool, slow_pool: db::Pool, billing: Billing) -> State {
+        State {
+            pool,
+            slow_pool,
+            billing,
+        }
     }
 
     /// A short read on a pooled connection, on the calling thread, in one read
@@ -71,7 +79,7 @@ impl State {
         &self,
         f: impl FnOnce(&Connection) -> Result<R> + Send + 'static,
     ) -> Result<R, ApiError> {
-        let pool = self.pool.clone();
+        let pool = self.slow_pool.clone();
         tokio::task::spawn_blocking(move || {
             let conn = pool.get()?;
             db::in_read_transaction(&conn, f)
@@ -226,9 +234,13 @@ pub async fn serve_with(
     db_path: &Path,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let pool = db::pool(db_path, 16)?;
     let billing = Billing::start(db_path)?;
-    let app = app(State::new(pool, billing.clone()));
+    let state = State::new(
+        db::pool(db_path, 8)?,
+        db::pool(db_path, 8)?,
+        billing.clone(),
+    );
+    let app = app(state);
     Server::new_with_acceptor(acceptor)
         .run_with_graceful_shutdown(app, shutdown, Some(std::time::Duration::from_secs(30)))
         .await

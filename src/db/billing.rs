@@ -278,7 +278,8 @@ fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts)
 /// but restart the WAL only at a moment when no reader holds a snapshot in it. Under a
 /// steady stream of charges, with lookups reading all the time, that moment never comes:
 /// bench/api.sh grew the WAL by 23 MB/s. So every `WAL_CHECK_EVERY` commits the writer
-/// looks at the WAL's size and, past `WAL_RESTART_BYTES`, runs a RESTART checkpoint,
+/// looks at the WAL file's size and, past `WAL_RESTART_BYTES` (four times the size a
+/// reset WAL is truncated to, `journal_size_limit`), runs a RESTART checkpoint,
 /// waiting at most `WAL_RESTART_WAIT` for readers (theirs are read transactions of
 /// microseconds); if some are still busy, it tries again later. Callers of the last
 /// batch are already answered; the next batch waits at most that long.

@@ -100,7 +100,7 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.pragma_update(None, "cache_size", -64_000)?; // 64 MB per connection
     // After a checkpoint resets the WAL, truncate it back to this size.
-    conn.pragma_update(None, "journal_size_limit", 64_i64 << 20)?;
+    conn.pragma_update(None, "journal_size_limit", 16_i64 << 20)?;
     // No mmap: in WAL mode every read transaction that follows another connection's
     // commit drops and remaps the mapping (munmap, TLB shootdowns, page faults), which cost
     // more than the lookup itself under a steady stream of charges (perf, bench/api.sh).

@@ -10,7 +10,7 @@ use anyhow::Result;
 use regex::Regex;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::domain::postal_code::{ZipInput, canonical};
+use crate::domain::postal_code::{ZipInput, anchored, canonical};
 use crate::domain::text::fold;
 use crate::domain::{CountryCode, PostalQuery};
 
@@ -81,7 +81,12 @@ pub fn lookup(
     let Some(query) = PostalQuery::parse(country, &zipcode.text(&data.key_shapes)) else {
         return Ok(None);
     };
-    first_record(conn, country, query.key())
+    for key in query.candidates() {
+        if let Some(record) = first_record(conn, country, key)? {
+            return Ok(Some(record));
+        }
+    }
+    Ok(None)
 }
 
 /// Whether a postal code exists in the country's data.
@@ -92,7 +97,17 @@ pub fn exists(conn: &Connection, country: CountryCode, zipcode: &ZipInput) -> Re
     let Some(query) = PostalQuery::parse(country, &zipcode.text(&data.key_shapes)) else {
         return Ok(false);
     };
-    Ok(stored_code(conn, country, query.key())?.is_some())
+    Ok(stored(conn, country, &query)?.is_some())
+}
+
+/// The stored code a query finds, trying its candidate keys in order.
+fn stored(conn: &Connection, country: CountryCode, query: &PostalQuery) -> Result<Option<String>> {
+    for key in query.candidates() {
+        if let Some(code) = stored_code(conn, country, key)? {
+            return Ok(Some(code));
+        }
+    }
+    Ok(None)
 }
 
 /// The verdict on one record of `/api/validate-bulk`.
@@ -122,7 +137,7 @@ pub fn check_codes(conn: &Connection, codes: &[(CountryCode, String)]) -> Result
             verdicts.push(Verdict::InvalidFormat);
             continue;
         };
-        let verdict = match stored_code(conn, *country, query.key())? {
+        let verdict = match stored(conn, *country, &query)? {
             Some(stored) => Verdict::Valid(canonical(*country, &stored)),
             None if query.is_well_formed(&data.key_shapes, data.postal_regex.as_deref()) => {
                 Verdict::NotFound
@@ -183,7 +198,7 @@ fn compiled(pattern: &str) -> Option<Arc<Regex>> {
     if let Some(hit) = CACHE.read().ok()?.get(pattern) {
         return hit.clone();
     }
-    let regex = Regex::new(pattern).ok().map(Arc::new);
+    let regex = Regex::new(&anchored(pattern)).ok().map(Arc::new);
     CACHE
         .write()
         .ok()?
@@ -225,6 +240,10 @@ pub struct MatchedPlace {
 pub const FUZZY_MIN_SIMILARITY: f64 = 0.75;
 /// How many trigram candidates (best bm25 first) are scored by edit distance.
 const FUZZY_CANDIDATES: i64 = 200;
+/// Longest folded query that is matched fuzzily (the longest place name of the data has
+/// 192 characters); longer ones match exactly or not at all, so a huge `city` costs one
+/// index lookup, not a trigram query of thousands of terms.
+const FUZZY_MAX_CHARS: usize = 200;
 
 /// Exact match on the folded name, else the closest name (see schema.sql, `places_trigram`).
 pub fn find_city(conn: &Connection, query: &CityQuery) -> Result<Option<CityMatch>> {
@@ -238,6 +257,9 @@ pub fn find_city(conn: &Connection, query: &CityQuery) -> Result<Option<CityMatc
     let Some(data) = country(conn, query.country)? else {
         return Ok(None);
     };
+    if query.city.len() > FUZZY_MAX_CHARS {
+        return Ok(None);
+    }
     let (Some((first, last)), Some(fts)) = (data.places, trigram_query(&query.city)) else {
         return Ok(None);
     };

@@ -14,6 +14,9 @@ pub struct PostalQuery {
     input: String,
     /// Compact key after the country rule: what `postal_codes.compact_key` holds.
     key: String,
+    /// The compact input before the country rule, when the rule changed it: a few stored
+    /// codes are full forms (CA `T3T 0E5`), so this is tried first.
+    full: Option<String>,
 }
 
 impl PostalQuery {
@@ -32,8 +35,9 @@ impl PostalQuery {
         if compact.is_empty() {
             return None;
         }
-        let key = country_rule(country, compact);
-        Some(PostalQuery { input, key })
+        let key = country_rule(country, compact.clone());
+        let full = (key != compact).then_some(compact);
+        Some(PostalQuery { input, key, full })
     }
 
     /// The compact key to match against `postal_codes.compact_key`.
@@ -41,13 +45,29 @@ impl PostalQuery {
         &self.key
     }
 
+    /// The keys to try, in order: the full compact input when the country rule shortened
+    /// it (a stored full code wins), then the rule's key.
+    pub fn candidates(&self) -> impl Iterator<Item = &str> {
+        self.full
+            .as_deref()
+            .into_iter()
+            .chain(std::iter::once(self.key.as_str()))
+    }
+
     /// decisions.md, `invalid_format`: well-formed when the key has the shape of some
     /// stored key of the country (`key_shapes`, space-separated, from `countries`), or
     /// when the input matches the country's `Postal Code Regex`.
+    /// `regex` must match the whole input (see `anchored`).
     pub fn is_well_formed(&self, key_shapes: &str, regex: Option<&regex::Regex>) -> bool {
         let shape = shape(&self.key);
         key_shapes.split(' ').any(|s| s == shape) || regex.is_some_and(|r| r.is_match(&self.input))
     }
+}
+
+/// countryInfo.txt's `Postal Code Regex` made to match a whole code: some patterns are
+/// anchored at one end only (IE), or bind `^` and `$` to one alternative each (GB).
+pub fn anchored(pattern: &str) -> String {
+    format!("^(?:{pattern})$")
 }
 
 /// Upper case with spaces and hyphens removed: `lv-1001` -> `LV1001`. The import stores
@@ -204,7 +224,7 @@ mod tests {
     #[test]
     fn well_formed_means_a_stored_shape_or_the_country_regex() {
         let us = CountryCode::US;
-        let regex = regex::Regex::new(r"^\d{5}(-\d{4})?$").ok();
+        let regex = regex::Regex::new(&anchored(r"^\d{5}(-\d{4})?$")).ok();
         let check = |input: &str| {
             PostalQuery::parse(us, input)
                 .unwrap()
@@ -223,6 +243,31 @@ mod tests {
         assert_eq!(integer_zipcode(1000001, "9999999"), "1000001");
         assert_eq!(integer_zipcode(950, "99999 AA9"), "950");
         assert_eq!(integer_zipcode(7, ""), "7");
+    }
+
+    #[test]
+    fn a_country_regex_must_match_the_whole_code() {
+        let ie = CountryCode::parse("IE").unwrap();
+        let regex = regex::Regex::new(&anchored(
+            r"^(D6W|[AC-FHKNPRTV-Y][0-9]{2})\s?([AC-FHKNPRTV-Y0-9]{4})",
+        ))
+        .ok();
+        let check = |input: &str| {
+            PostalQuery::parse(ie, input)
+                .unwrap()
+                .is_well_formed("A99", regex.as_ref())
+        };
+        assert!(check("D02 X285"));
+        assert!(!check("D02X2855555"));
+    }
+
+    #[test]
+    fn a_full_code_is_tried_before_the_country_rule_shortens_it() {
+        let ca = CountryCode::parse("CA").unwrap();
+        let query = PostalQuery::parse(ca, "T3T 0E5").unwrap();
+        assert_eq!(query.candidates().collect::<Vec<_>>(), ["T3T0E5", "T3T"]);
+        let plain = PostalQuery::parse(ca, "K1A").unwrap();
+        assert_eq!(plain.candidates().collect::<Vec<_>>(), ["K1A"]);
     }
 
     #[test]

@@ -168,7 +168,7 @@ fn validate_bulk_answers_each_record_in_request_order() {
     let app = spawn_app();
     let key = app.api_key();
     let reply = app.validate_bulk(json!({"apiKey": key, "records": [
-        {"postalCode": "90210", "countryCode": "us"},
+        {"postalCode": "90210", "countryCode": " us"},
         {"postalCode": "SW1A 1AA", "countryCode": "GB"},
         {"postalCode": "99999", "countryCode": "US"},
         {"postalCode": "ABCDE", "countryCode": "US"},
@@ -179,7 +179,7 @@ fn validate_bulk_answers_each_record_in_request_order() {
     assert_eq!(
         reply.body["results"],
         json!([
-            {"postalCode": "90210", "countryCode": "US", "valid": true, "normalized": "90210", "reason": null},
+            {"postalCode": "90210", "countryCode": " US", "valid": true, "normalized": "90210", "reason": null},
             {"postalCode": "SW1A 1AA", "countryCode": "GB", "valid": true, "normalized": "SW1A", "reason": null},
             {"postalCode": "99999", "countryCode": "US", "valid": false, "normalized": null, "reason": "not_found"},
             {"postalCode": "ABCDE", "countryCode": "US", "valid": false, "normalized": null, "reason": "invalid_format"},
@@ -239,4 +239,63 @@ fn metacode_of_a_rich_schema_country_adds_its_admin_levels() {
             "city": "Aguascalientes",
         })
     );
+}
+
+#[test]
+fn every_billed_endpoint_carries_the_whole_envelope() {
+    let app = spawn_app();
+    let key = app.api_key();
+    let replies = [
+        app.city(json!({"apiKey": key, "city": "Boston", "ST": "MA"})),
+        app.metacode(code(&key, json!("90210"), None)),
+        app.validate(code(&key, json!("90210"), None)),
+    ];
+    for reply in replies {
+        assert_eq!(reply.status, 200);
+        for step in [
+            "authTime",
+            "rateLimitCheckTime",
+            "balanceTime",
+            "processingTime",
+            "totalTime",
+        ] {
+            assert!(
+                reply.body["performance"][step]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("ms"),
+                "{step}"
+            );
+        }
+        assert_eq!(
+            reply.body["rateLimit"]["perMinute"],
+            json!({"limit": null, "current": null, "approachingLimit": false})
+        );
+        assert!(reply.body["balance"].is_number());
+    }
+}
+
+#[test]
+fn a_full_code_stored_as_such_is_found_before_its_short_form() {
+    let app = spawn_app();
+    let key = app.api_key();
+    let reply = app.lookup(code(&key, json!("T3T 0E5"), Some("CA")));
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.body["city"], "Tsuut'ina");
+    let reply = app.lookup(code(&key, json!("V3Y 0H3"), Some("CA")));
+    assert_eq!(
+        reply.status, 200,
+        "an unknown full code falls back to its FSA"
+    );
+    assert_eq!(reply.body["city"], "Pitt Meadows");
+}
+
+#[test]
+fn a_country_without_data_is_valid_false_and_city_404() {
+    let app = spawn_app();
+    let key = app.api_key();
+    let reply = app.validate(code(&key, json!("75001"), Some("FR")));
+    assert_eq!((reply.status, &reply.body["valid"]), (200, &json!(false)));
+    let reply = app.city(json!({"apiKey": key, "city": "Paris", "country": "FR"}));
+    assert_eq!(reply.status, 404);
 }

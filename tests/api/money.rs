@@ -242,3 +242,74 @@ fn a_bulk_larger_than_a_window_is_a_429_that_counts_nothing() {
         json!({"limit": 3, "current": 3, "approachingLimit": true})
     );
 }
+
+#[test]
+fn the_checks_come_in_the_contract_order() {
+    let app = spawn_app();
+    let (account, key) = app.create_account();
+    app.set_balance(&account, 0);
+    // Parameters (400) before the balance (402).
+    let reply = app.lookup(json!({"apiKey": key}));
+    assert_eq!(
+        (reply.status, reply.body),
+        (400, error("Missing required field: zipcode"))
+    );
+    let reply = app.validate_bulk(json!({"apiKey": key, "records": []}));
+    assert_eq!(reply.status, 400);
+
+    // The balance (402) before the rate limits (429).
+    let (account, key) = app.create_account();
+    app.cli(&["account", "limits", &account, "--per-day", "1"]);
+    assert_eq!(app.lookup(code(&key, json!("90210"), None)).status, 200);
+    app.set_balance(&account, 0);
+    assert_eq!(app.lookup(code(&key, json!("90210"), None)).status, 402);
+
+    // The rate limits (429) before the work (404).
+    app.cli(&["account", "topup", &account, "--usd", "5"]);
+    let reply = app.lookup(code(&key, json!("00000"), None));
+    assert_eq!(reply.status, 429, "{:?}", reply.body);
+    assert_eq!(reply.body["error"], "Rate limit exceeded");
+}
+
+#[test]
+fn a_404_counts_nothing_in_the_rate_windows() {
+    let app = spawn_app();
+    let (account, key) = app.create_account();
+    app.cli(&["account", "limits", &account, "--per-day", "2"]);
+    for _ in 0..3 {
+        assert_eq!(app.lookup(code(&key, json!("00000"), None)).status, 404);
+    }
+    let reply = app.lookup(code(&key, json!("90210"), None));
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.body["rateLimit"]["perDay"],
+        json!({"limit": 2, "current": 1, "approachingLimit": false})
+    );
+    let reply = app.validate(code(&key, json!("90210"), None));
+    assert_eq!(
+        reply.body["rateLimit"]["perDay"],
+        json!({"limit": 2, "current": 2, "approachingLimit": true})
+    );
+}
+
+#[test]
+fn a_bulk_of_a_thousand_records_is_one_charge_of_a_thousand_queries() {
+    let app = spawn_app();
+    let (account, key) = app.create_account();
+    let records: Vec<_> = (0..1000)
+        .map(|_| json!({"postalCode": "90210", "countryCode": "US"}))
+        .collect();
+    let reply = app.validate_bulk(json!({"apiKey": key, "records": records}));
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.body["results"].as_array().unwrap().len(), 1000);
+    assert_eq!(reply.body["totalCost"], 0.028);
+    assert_eq!(reply.body["balance"], 0.0);
+    assert_eq!(app.balance_micros(&account), 0);
+    let reply = app.validate_bulk(
+        json!({"apiKey": key, "records": [{"postalCode": "90210", "countryCode": "US"}]}),
+    );
+    assert_eq!(
+        (reply.status, reply.body),
+        (402, error("Insufficient balance for bulk request"))
+    );
+}
