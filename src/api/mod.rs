@@ -66,12 +66,11 @@ impl State {
         }
     }
 
-    /// A short read on a pooled connection, on the calling thread, in one read
-    /// transaction (in WAL mode each new transaction after another connection's commit
-    /// drops the connection's page cache, so one per request rather than per statement).
+    /// A short read on a pooled connection, on the calling thread (a lookup is one or two
+    /// indexed statements: no transaction around them).
     fn read<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R, ApiError> {
         let conn = self.pool.get().map_err(|e| ApiError::internal(e.into()))?;
-        db::in_read_transaction(&conn, f).map_err(ApiError::internal)
+        f(&conn).map_err(ApiError::internal)
     }
 
     /// A long read on the blocking pool.

@@ -75,10 +75,7 @@ pub fn lookup(
     country: CountryCode,
     zipcode: &ZipInput,
 ) -> Result<Option<PlaceRecord>> {
-    let Some(data) = self::country(conn, country)? else {
-        return Ok(None);
-    };
-    let Some(query) = PostalQuery::parse(country, &zipcode.text(&data.key_shapes)) else {
+    let Some(query) = query(conn, country, zipcode)? else {
         return Ok(None);
     };
     for key in query.candidates() {
@@ -91,13 +88,28 @@ pub fn lookup(
 
 /// Whether a postal code exists in the country's data.
 pub fn exists(conn: &Connection, country: CountryCode, zipcode: &ZipInput) -> Result<bool> {
-    let Some(data) = self::country(conn, country)? else {
-        return Ok(false);
-    };
-    let Some(query) = PostalQuery::parse(country, &zipcode.text(&data.key_shapes)) else {
+    let Some(query) = query(conn, country, zipcode)? else {
         return Ok(false);
     };
     Ok(stored(conn, country, &query)?.is_some())
+}
+
+/// The normalised query of a `zipcode`; `None` when it cannot match anything. A string
+/// needs no read; an integer needs the country's key shapes (for its leading zeros). A
+/// country without data needs no check here: nothing of it is stored, so nothing matches.
+fn query(
+    conn: &Connection,
+    country: CountryCode,
+    zipcode: &ZipInput,
+) -> Result<Option<PostalQuery>> {
+    let text = match zipcode {
+        ZipInput::Text(text) => text.clone(),
+        ZipInput::Integer(_) => match self::country(conn, country)? {
+            Some(data) => zipcode.text(&data.key_shapes),
+            None => return Ok(None),
+        },
+    };
+    Ok(PostalQuery::parse(country, &text))
 }
 
 /// The stored code a query finds, trying its candidate keys in order.
