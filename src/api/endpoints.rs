@@ -10,6 +10,7 @@ use super::envelope::{Timings, rate_limit_status, usd};
 use super::error::ApiError;
 use super::types::*;
 use crate::db;
+use crate::db::billing::Charged;
 use crate::db::postal::{CityQuery, PlaceRecord, Verdict};
 use crate::domain::CountryCode;
 use crate::domain::money::PRICE_PER_QUERY;
@@ -57,18 +58,7 @@ impl PostalApi {
         &self,
         body: ContractJson<CodeRequest>,
     ) -> Result<Json<LookupResponse>, ApiError> {
-        let state = self.state()?;
-        let mut timings = Timings::start();
-        let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
-        let zipcode = body.zipcode()?;
-        let country = body.country()?;
-        state.precheck(&session, 1, Billed::Single, &mut timings)?;
-        let record = timings
-            .processing(|| state.read(|c| db::postal::lookup(c, country, &zipcode)))?
-            .ok_or_else(|| ApiError::not_found("ZIP code not found"))?;
-        let charged = state
-            .charge(&session, 1, "lookup", Billed::Single, &mut timings)
-            .await?;
+        let (country, record, charged, timings) = self.first_record(body, "lookup").await?;
         let us = country == CountryCode::US;
         let region = |v: Option<String>| {
             if us {
@@ -279,11 +269,12 @@ impl PostalApi {
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the API runs without a database")))
     }
 
-    async fn meta(
+    /// lookup and metacode: the first record of the code, charged to `endpoint`.
+    async fn first_record(
         &self,
         body: ContractJson<CodeRequest>,
         endpoint: &'static str,
-    ) -> Result<Json<MetaResponse>, ApiError> {
+    ) -> Result<(CountryCode, PlaceRecord, Charged, Timings), ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
         let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
@@ -296,6 +287,15 @@ impl PostalApi {
         let charged = state
             .charge(&session, 1, endpoint, Billed::Single, &mut timings)
             .await?;
+        Ok((country, record, charged, timings))
+    }
+
+    async fn meta(
+        &self,
+        body: ContractJson<CodeRequest>,
+        endpoint: &'static str,
+    ) -> Result<Json<MetaResponse>, ApiError> {
+        let (country, record, charged, timings) = self.first_record(body, endpoint).await?;
         Ok(Json(MetaResponse {
             meta: meta_record(country, record),
             balance: usd(charged.balance),
