@@ -132,31 +132,40 @@ pub enum Verdict {
     UnknownCountry,
 }
 
-/// Checks many codes, in order (run it inside one read transaction, such as
-/// `db::read_snapshot`, for one consistent view).
+/// Checks many codes; the verdicts are in the order of `codes`. Run it inside one read
+/// transaction (one consistent view, one page-cache reset).
+///
+/// The codes are looked up in (country, key) order, not request order: neighbouring keys
+/// share index pages, and the source file (hence the rowids) is sorted by country and
+/// mostly by code, so the table pages are shared too. A request starts with a cold page
+/// cache (WAL mode drops it after every commit of another connection), so for 1,000
+/// random codes this saves a large share of the page reads.
 pub fn check_codes(conn: &Connection, codes: &[(CountryCode, String)]) -> Result<Vec<Verdict>> {
     let mut countries: HashMap<CountryCode, Option<CountryData>> = HashMap::new();
-    let mut verdicts = Vec::with_capacity(codes.len());
-    for (country, input) in codes {
+    let mut verdicts = vec![Verdict::InvalidFormat; codes.len()];
+    let mut pending: Vec<(CountryCode, PostalQuery, usize)> = Vec::with_capacity(codes.len());
+    for (i, (country, input)) in codes.iter().enumerate() {
         if !countries.contains_key(country) {
             countries.insert(*country, self::country(conn, *country)?);
         }
-        let Some(data) = &countries[country] else {
-            verdicts.push(Verdict::UnknownCountry);
+        if countries[country].is_none() {
+            verdicts[i] = Verdict::UnknownCountry;
+        } else if let Some(query) = PostalQuery::parse(*country, input) {
+            pending.push((*country, query, i));
+        } // else: characters no postal code has, invalid_format
+    }
+    pending.sort_by(|a, b| (a.0, a.1.key()).cmp(&(b.0, b.1.key())));
+    for (country, query, i) in pending {
+        let Some(data) = &countries[&country] else {
             continue;
         };
-        let Some(query) = PostalQuery::parse(*country, input) else {
-            verdicts.push(Verdict::InvalidFormat);
-            continue;
-        };
-        let verdict = match stored(conn, *country, &query)? {
-            Some(stored) => Verdict::Valid(canonical(*country, &stored)),
+        verdicts[i] = match stored(conn, country, &query)? {
+            Some(stored) => Verdict::Valid(canonical(country, &stored)),
             None if query.is_well_formed(&data.key_shapes, data.postal_regex.as_deref()) => {
                 Verdict::NotFound
             }
             None => Verdict::InvalidFormat,
         };
-        verdicts.push(verdict);
     }
     Ok(verdicts)
 }
