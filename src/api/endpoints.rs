@@ -159,8 +159,7 @@ impl PostalApi {
         let zipcode = body.zipcode()?;
         let country = body.country()?;
         state.precheck(&session, 1, Billed::Single, &mut timings)?;
-        let valid =
-            timings.processing(|| state.read(|c| db::postal::exists(c, country, &zipcode)))?;
+        let valid = timings.processing(|| state.postal().exists(country, &zipcode));
         let charged = state
             .charge(&session, 1, "validate", Billed::Single, &mut timings)
             .await?;
@@ -195,9 +194,7 @@ impl PostalApi {
             .iter()
             .map(|r| (r.country, r.postal_code.clone()))
             .collect();
-        let verdicts = timings
-            .processing_async(state.read_blocking(move |c| db::postal::check_codes(c, &codes)))
-            .await?;
+        let verdicts = timings.processing(|| state.postal().check_codes(&codes));
         let charged = state
             .charge(&session, count, "validate-bulk", Billed::Bulk, &mut timings)
             .await?;
@@ -242,7 +239,7 @@ impl PostalApi {
         let session =
             state.authenticate(body.api_key("Missing or invalid 'apiKey'")?, &mut timings)?;
         let account = state.status(&session);
-        let coverage = timings.processing(|| state.read(db::postal::coverage))?;
+        let coverage = timings.processing(|| state.postal().coverage());
         Ok(Json(AboutResponse {
             about: "postal: postal-code lookup, validation and city search over GeoNames data, billed per query."
                 .to_string(),
@@ -282,7 +279,7 @@ impl PostalApi {
         let country = body.country()?;
         state.precheck(&session, 1, Billed::Single, &mut timings)?;
         let record = timings
-            .processing(|| state.read(|c| db::postal::lookup(c, country, &zipcode)))?
+            .processing(|| state.postal().lookup(country, &zipcode))
             .ok_or_else(|| ApiError::not_found("ZIP code not found"))?;
         let charged = state
             .charge(&session, 1, endpoint, Billed::Single, &mut timings)

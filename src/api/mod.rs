@@ -1,12 +1,15 @@
 //! The HTTP API: poem + poem-openapi, exact to `postal-api.md`.
 //!
 //! Where each request's work runs (the first performance decision of the API):
-//! - **Short reads run on the async worker.** Authentication, the balance/limit pre-check
-//!   and a lookup are indexed SQLite reads of a few microseconds; handing each to
-//!   `spawn_blocking` costs more than the read itself (stack.md section 4: 19 µs a round
-//!   trip, 17k instead of 30k requests/s). They take a pooled connection inline.
-//! - **Long reads go to the blocking pool**: a bulk of 1,000 records and the fuzzy city
-//!   search take milliseconds and would stall the other requests of their worker.
+//! - **Postal answers come from memory** (`db::postal_index`): lookup, metacode, validate
+//!   and bulk are hash lookups, on the async worker. SQLite drops a connection's page cache
+//!   after every commit of another connection (the billing writer commits hundreds of
+//!   times a second), so reading them from the file cost more than everything else.
+//! - **Authentication is one indexed read on the async worker** (key and account in one
+//!   statement); handing a read of microseconds to `spawn_blocking` costs more than the
+//!   read (stack.md section 4: 19 µs a round trip).
+//! - **The city search goes to the blocking pool**: its fuzzy step takes milliseconds and
+//!   would stall the other requests of its worker.
 //! - **Charges go to the billing thread** (`db::billing`) through a channel; the handler
 //!   awaits the answer, so a worker never blocks on a commit, and one commit carries all
 //!   the charges that arrived meanwhile.
@@ -19,6 +22,8 @@ mod types;
 
 use std::future::Future;
 use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result};
@@ -34,19 +39,25 @@ pub use error::ApiError;
 use crate::db;
 use crate::db::accounts::{AccountStatus, Caller, ChargeState};
 use crate::db::billing::{Billing, Charge, Charged, Refusal};
+use crate::db::postal_index::PostalIndex;
 use crate::domain::api_key::hash_presented_key;
 use endpoints::Billed;
 use envelope::Timings;
 
+/// How often the server looks for a dataset committed by `postal-import`.
+const DATASET_CHECK: Duration = Duration::from_secs(1);
+
 /// Title of the OpenAPI document.
 pub const TITLE: &str = "postal: postal-code data API";
 
-/// What the handlers share: two read pools and the billing writer.
+/// What the handlers share: the postal data in memory, two read pools and the billing writer.
 pub struct State {
-    /// Short reads on the async workers: held for microseconds, never waited on long.
+    /// The dataset, swapped whole when an import commits (see `watch_dataset`).
+    postal: Arc<RwLock<Arc<PostalIndex>>>,
+    /// Authentication on the async workers: held for microseconds, never waited on long.
     pool: db::Pool,
-    /// Long reads on the blocking threads (bulk, city search): their own connections, so
-    /// that slow work can never take every connection from the short reads.
+    /// Long reads on the blocking threads (city search, dataset reload): their own
+    /// connections, so that slow work can never take every connection from the short reads.
     slow_pool: db::Pool,
     billing: Billing,
 }
@@ -58,19 +69,63 @@ pub(crate) struct Session {
 }
 
 impl State {
-    pub fn new(pool: db::Pool, slow_pool: db::Pool, billing: Billing) -> State {
+    pub fn new(
+        postal: PostalIndex,
+        pool: db::Pool,
+        slow_pool: db::Pool,
+        billing: Billing,
+    ) -> State {
         State {
+            postal: Arc::new(RwLock::new(Arc::new(postal))),
             pool,
             slow_pool,
             billing,
         }
     }
 
-    /// A short read on a pooled connection, on the calling thread (a lookup is one or two
-    /// indexed statements: no transaction around them).
-    fn read<R>(&self, f: impl FnOnce(&Connection) -> Result<R>) -> Result<R, ApiError> {
-        let conn = self.pool.get().map_err(|e| ApiError::internal(e.into()))?;
-        f(&conn).map_err(ApiError::internal)
+    /// The dataset as it is now.
+    fn postal(&self) -> Arc<PostalIndex> {
+        match self.postal.read() {
+            Ok(index) => index.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Every `DATASET_CHECK` reads the file's dataset generation; when an import has
+    /// committed a new one, loads it on a blocking thread and swaps it in. Until then the
+    /// old data answers, as a reader of the file would see it before the commit.
+    fn watch_dataset(&self) {
+        let postal = self.postal.clone();
+        let pool = self.slow_pool.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(DATASET_CHECK).await;
+                let pool = pool.clone();
+                let loaded = match postal.read() {
+                    Ok(index) => index.loaded_generation(),
+                    Err(poisoned) => poisoned.into_inner().loaded_generation(),
+                };
+                let fresh = tokio::task::spawn_blocking(move || -> Result<Option<PostalIndex>> {
+                    let conn = pool.get()?;
+                    if PostalIndex::generation(&conn)? == loaded {
+                        return Ok(None);
+                    }
+                    PostalIndex::load(&conn).map(Some)
+                })
+                .await;
+                match fresh {
+                    Ok(Ok(Some(index))) => {
+                        tracing::info!("new dataset loaded: {:?}", index.coverage());
+                        if let Ok(mut slot) = postal.write() {
+                            *slot = Arc::new(index);
+                        }
+                    }
+                    Ok(Ok(None)) => {}
+                    Ok(Err(e)) => tracing::error!("reloading the dataset: {e:#}"),
+                    Err(e) => tracing::error!("reloading the dataset: {e}"),
+                }
+            }
+        });
     }
 
     /// A long read on the blocking pool.
@@ -234,11 +289,10 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let billing = Billing::start(db_path)?;
-    let state = State::new(
-        db::pool(db_path, 8)?,
-        db::pool(db_path, 8)?,
-        billing.clone(),
-    );
+    let pool = db::pool(db_path, 8)?;
+    let postal = PostalIndex::load(&*pool.get()?)?;
+    let state = State::new(postal, pool, db::pool(db_path, 8)?, billing.clone());
+    state.watch_dataset();
     let app = app(state);
     Server::new_with_acceptor(acceptor)
         .run_with_graceful_shutdown(app, shutdown, Some(std::time::Duration::from_secs(30)))

@@ -26,6 +26,7 @@ pub mod accounts;
 pub mod billing;
 pub mod dataset;
 pub mod postal;
+pub mod postal_index;
 
 pub use accounts::{AccountStatus, Caller};
 pub use billing::{Billing, BillingStats, Charge, Charged, Refusal};

@@ -1,4 +1,5 @@
-//! Reads of the postal data: lookup by key, validation, city search.
+//! Reads of the postal data in the file: country data, city search, coverage. (Lookup and
+//! validation answer from memory: `postal_index`.)
 //!
 //! Every function here is one short read on the caller's connection; the caller decides
 //! on which thread it runs (see `api`).
@@ -10,9 +11,9 @@ use anyhow::Result;
 use regex::Regex;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::domain::postal_code::{ZipInput, anchored, canonical};
+use crate::domain::CountryCode;
+use crate::domain::postal_code::{anchored, canonical};
 use crate::domain::text::fold;
-use crate::domain::{CountryCode, PostalQuery};
 
 /// What the service knows of a country with loaded data (a row of `countries`).
 #[derive(Debug, Clone)]
@@ -69,59 +70,6 @@ pub fn country(conn: &Connection, country: CountryCode) -> Result<Option<Country
     ))
 }
 
-/// The first record (in source order) of a postal code, after normalisation.
-pub fn lookup(
-    conn: &Connection,
-    country: CountryCode,
-    zipcode: &ZipInput,
-) -> Result<Option<PlaceRecord>> {
-    let Some(query) = query(conn, country, zipcode)? else {
-        return Ok(None);
-    };
-    for key in query.candidates() {
-        if let Some(record) = first_record(conn, country, key)? {
-            return Ok(Some(record));
-        }
-    }
-    Ok(None)
-}
-
-/// Whether a postal code exists in the country's data.
-pub fn exists(conn: &Connection, country: CountryCode, zipcode: &ZipInput) -> Result<bool> {
-    let Some(query) = query(conn, country, zipcode)? else {
-        return Ok(false);
-    };
-    Ok(stored(conn, country, &query)?.is_some())
-}
-
-/// The normalised query of a `zipcode`; `None` when it cannot match anything. A string
-/// needs no read; an integer needs the country's key shapes (for its leading zeros). A
-/// country without data needs no check here: nothing of it is stored, so nothing matches.
-fn query(
-    conn: &Connection,
-    country: CountryCode,
-    zipcode: &ZipInput,
-) -> Result<Option<PostalQuery>> {
-    let text = match zipcode {
-        ZipInput::Text(text) => text.clone(),
-        ZipInput::Integer(_) => match self::country(conn, country)? {
-            Some(data) => zipcode.text(&data.key_shapes),
-            None => return Ok(None),
-        },
-    };
-    Ok(PostalQuery::parse(country, &text))
-}
-
-/// The stored code a query finds, trying its candidate keys in order.
-fn stored(conn: &Connection, country: CountryCode, query: &PostalQuery) -> Result<Option<String>> {
-    for key in query.candidates() {
-        if let Some(code) = stored_code(conn, country, key)? {
-            return Ok(Some(code));
-        }
-    }
-    Ok(None)
-}
-
 /// The verdict on one record of `/api/validate-bulk`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -132,85 +80,9 @@ pub enum Verdict {
     UnknownCountry,
 }
 
-/// Checks many codes; the verdicts are in the order of `codes`. Run it inside one read
-/// transaction (one consistent view, one page-cache reset).
-///
-/// The codes are looked up in (country, key) order, not request order: neighbouring keys
-/// share index pages, and the source file (hence the rowids) is sorted by country and
-/// mostly by code, so the table pages are shared too. A request starts with a cold page
-/// cache (WAL mode drops it after every commit of another connection), so for 1,000
-/// random codes this saves a large share of the page reads.
-pub fn check_codes(conn: &Connection, codes: &[(CountryCode, String)]) -> Result<Vec<Verdict>> {
-    let mut countries: HashMap<CountryCode, Option<CountryData>> = HashMap::new();
-    let mut verdicts = vec![Verdict::InvalidFormat; codes.len()];
-    let mut pending: Vec<(CountryCode, PostalQuery, usize)> = Vec::with_capacity(codes.len());
-    for (i, (country, input)) in codes.iter().enumerate() {
-        if !countries.contains_key(country) {
-            countries.insert(*country, self::country(conn, *country)?);
-        }
-        if countries[country].is_none() {
-            verdicts[i] = Verdict::UnknownCountry;
-        } else if let Some(query) = PostalQuery::parse(*country, input) {
-            pending.push((*country, query, i));
-        } // else: characters no postal code has, invalid_format
-    }
-    pending.sort_by(|a, b| (a.0, a.1.key()).cmp(&(b.0, b.1.key())));
-    for (country, query, i) in pending {
-        let Some(data) = &countries[&country] else {
-            continue;
-        };
-        verdicts[i] = match stored(conn, country, &query)? {
-            Some(stored) => Verdict::Valid(canonical(country, &stored)),
-            None if query.is_well_formed(&data.key_shapes, data.postal_regex.as_deref()) => {
-                Verdict::NotFound
-            }
-            None => Verdict::InvalidFormat,
-        };
-    }
-    Ok(verdicts)
-}
-
-fn first_record(conn: &Connection, country: CountryCode, key: &str) -> Result<Option<PlaceRecord>> {
-    let record = conn
-        .prepare_cached(
-            "SELECT postal_code, place_name, admin_name1, admin_code1, admin_name2, admin_code2,
-                    admin_name3, admin_code3, latitude, longitude, accuracy, timezone
-             FROM postal_codes WHERE country = ?1 AND compact_key = ?2
-             ORDER BY id LIMIT 1",
-        )?
-        .query_row(params![country.as_str(), key], |r| {
-            Ok(PlaceRecord {
-                postal_code: r.get(0)?,
-                place_name: r.get(1)?,
-                admin_name1: r.get(2)?,
-                admin_code1: r.get(3)?,
-                admin_name2: r.get(4)?,
-                admin_code2: r.get(5)?,
-                admin_name3: r.get(6)?,
-                admin_code3: r.get(7)?,
-                latitude: r.get(8)?,
-                longitude: r.get(9)?,
-                accuracy: r.get(10)?,
-                timezone: r.get(11)?,
-            })
-        })
-        .optional()?;
-    Ok(record)
-}
-
-fn stored_code(conn: &Connection, country: CountryCode, key: &str) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT postal_code FROM postal_codes WHERE country = ?1 AND compact_key = ?2
-             ORDER BY id LIMIT 1",
-        )?
-        .query_row(params![country.as_str(), key], |r| r.get(0))
-        .optional()?)
-}
-
 /// countryInfo.txt's regexes, compiled once per pattern. A pattern the `regex` crate
 /// cannot compile counts as absent (only the stored shapes then decide).
-fn compiled(pattern: &str) -> Option<Arc<Regex>> {
+pub(crate) fn compiled(pattern: &str) -> Option<Arc<Regex>> {
     static CACHE: LazyLock<RwLock<HashMap<String, Option<Arc<Regex>>>>> =
         LazyLock::new(Default::default);
     if pattern.is_empty() {

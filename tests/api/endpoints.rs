@@ -299,3 +299,45 @@ fn a_country_without_data_is_valid_false_and_city_404() {
     let reply = app.city(json!({"apiKey": key, "city": "Paris", "country": "FR"}));
     assert_eq!(reply.status, 404);
 }
+
+#[test]
+fn a_dataset_imported_while_the_server_runs_answers_within_seconds() {
+    let app = spawn_app();
+    let key = app.api_key();
+    assert_eq!(app.lookup(code(&key, json!("90210"), None)).status, 200);
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_postal-import"))
+        .arg("--db")
+        .arg(&app.db)
+        .arg("--country-info")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/geonames/countryInfo.txt"
+        ))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/PL.txt"
+        ))
+        .output()
+        .expect("running postal-import");
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let reply = app.lookup(code(&key, json!("90210"), None));
+        if reply.status == 404 {
+            break; // the new dataset (PL only) answers
+        }
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the new dataset never arrived"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let reply = app.metacode(code(&key, json!("00-002"), Some("PL")));
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.body["meta"]["placeName"], "Warszawa");
+}

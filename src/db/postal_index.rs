@@ -1,0 +1,256 @@
+//! The postal data in memory: every code's first record, for lookup, validation and bulk.
+//!
+//! Why: in WAL mode a SQLite connection throws its whole page cache away when it starts a
+//! read after another connection's commit, and the billing writer commits hundreds of times
+//! a second. Every lookup then re-read its b-tree pages from the OS, and a bulk of 1,000
+//! random codes took 7-11 ms of such reads (perf, bench/api.sh). The data changes only by
+//! `postal-import`, so the server holds it in memory: about 0.9 M distinct keys of the full
+//! dataset. [`PostalIndex::generation`] tells when the file holds a new dataset (the import
+//! rebuilds the table's indexes, which changes `PRAGMA schema_version`); the server then
+//! loads the new one and swaps it in, answering from the old until then.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result};
+use rusqlite::Connection;
+
+use super::postal::{CountryData, Coverage, PlaceRecord, Verdict, compiled};
+use crate::domain::postal_code::{ZipInput, canonical};
+use crate::domain::{CountryCode, PostalQuery};
+
+pub struct PostalIndex {
+    generation: i64,
+    countries: HashMap<CountryCode, CountryData>,
+    /// country -> compact key -> the key's first record in source order.
+    first: HashMap<CountryCode, HashMap<Box<str>, StoredRecord>>,
+    coverage: Coverage,
+}
+
+/// A record kept compact (one allocation for its text): 0.9 M of them are in memory.
+/// `text` holds postal code, place name, admin name/code 1-3 and timezone, each followed
+/// by a tab ("" for an absent value).
+struct StoredRecord {
+    text: Box<str>,
+    latitude: Option<f64>,
+    longitude: Option<f64>,
+    accuracy: Option<i64>,
+}
+
+impl StoredRecord {
+    fn new(r: &PlaceRecord) -> StoredRecord {
+        let mut text = String::with_capacity(64);
+        let optional = [
+            &r.admin_name1,
+            &r.admin_code1,
+            &r.admin_name2,
+            &r.admin_code2,
+            &r.admin_name3,
+            &r.admin_code3,
+            &r.timezone,
+        ];
+        for field in [Some(&r.postal_code), Some(&r.place_name)]
+            .into_iter()
+            .chain(optional.into_iter().map(Option::as_ref))
+        {
+            text.push_str(field.map_or("", |f| f.as_str()));
+            text.push('\t');
+        }
+        StoredRecord {
+            text: text.into_boxed_str(),
+            latitude: r.latitude,
+            longitude: r.longitude,
+            accuracy: r.accuracy,
+        }
+    }
+
+    fn postal_code(&self) -> &str {
+        self.text.split('\t').next().unwrap_or("")
+    }
+
+    fn record(&self) -> PlaceRecord {
+        let mut fields = self.text.split('\t');
+        let mut next = || fields.next().unwrap_or("").to_string();
+        let (postal_code, place_name) = (next(), next());
+        let mut optional = || Some(next()).filter(|v| !v.is_empty());
+        PlaceRecord {
+            postal_code,
+            place_name,
+            admin_name1: optional(),
+            admin_code1: optional(),
+            admin_name2: optional(),
+            admin_code2: optional(),
+            admin_name3: optional(),
+            admin_code3: optional(),
+            timezone: optional(),
+            latitude: self.latitude,
+            longitude: self.longitude,
+            accuracy: self.accuracy,
+        }
+    }
+}
+
+impl PostalIndex {
+    /// What identifies the dataset in the file: `PRAGMA schema_version`, which every
+    /// import changes.
+    pub fn generation(conn: &Connection) -> Result<i64> {
+        Ok(conn.pragma_query_value(None, "schema_version", |r| r.get(0))?)
+    }
+
+    /// Reads the whole dataset in one read transaction.
+    pub fn load(conn: &Connection) -> Result<PostalIndex> {
+        let tx = conn.unchecked_transaction()?;
+        let generation = Self::generation(&tx)?;
+        let mut countries = HashMap::new();
+        let mut coverage = Coverage {
+            records: 0,
+            countries: 0,
+        };
+        {
+            let mut stmt = tx.prepare(
+                "SELECT code, record_count, key_shapes, postal_regex, place_first, place_last
+                 FROM countries WHERE record_count > 0",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let Some(code) = CountryCode::parse(&r.get::<_, String>(0)?) else {
+                    continue;
+                };
+                let data = CountryData {
+                    record_count: r.get(1)?,
+                    key_shapes: r.get(2)?,
+                    postal_regex: compiled(&r.get::<_, String>(3)?),
+                    places: r.get::<_, Option<i64>>(4)?.zip(r.get::<_, Option<i64>>(5)?),
+                };
+                coverage.records += data.record_count;
+                coverage.countries += 1;
+                countries.insert(code, data);
+            }
+        }
+        let mut first: HashMap<CountryCode, HashMap<Box<str>, StoredRecord>> = HashMap::new();
+        {
+            let mut stmt = tx.prepare(
+                "SELECT country, compact_key, postal_code, place_name, admin_name1, admin_code1,
+                        admin_name2, admin_code2, admin_name3, admin_code3,
+                        latitude, longitude, accuracy, timezone
+                 FROM postal_codes ORDER BY id",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let Some(country) = CountryCode::parse(r.get_ref(0)?.as_str()?) else {
+                    continue;
+                };
+                let key = r.get_ref(1)?.as_str()?;
+                let of_country = first.entry(country).or_default();
+                if of_country.contains_key(key) {
+                    continue;
+                }
+                let record = PlaceRecord {
+                    postal_code: r.get(2)?,
+                    place_name: r.get(3)?,
+                    admin_name1: r.get(4)?,
+                    admin_code1: r.get(5)?,
+                    admin_name2: r.get(6)?,
+                    admin_code2: r.get(7)?,
+                    admin_name3: r.get(8)?,
+                    admin_code3: r.get(9)?,
+                    latitude: r.get(10)?,
+                    longitude: r.get(11)?,
+                    accuracy: r.get(12)?,
+                    timezone: r.get(13)?,
+                };
+                of_country.insert(Box::from(key), StoredRecord::new(&record));
+            }
+        }
+        tx.finish().context("reading the postal data")?;
+        Ok(PostalIndex {
+            generation,
+            countries,
+            first,
+            coverage,
+        })
+    }
+
+    /// The generation this index was loaded at.
+    pub fn loaded_generation(&self) -> i64 {
+        self.generation
+    }
+
+    pub fn coverage(&self) -> Coverage {
+        self.coverage
+    }
+
+    /// The first record (in source order) of a postal code, after normalisation.
+    pub fn lookup(&self, country: CountryCode, zipcode: &ZipInput) -> Option<PlaceRecord> {
+        let query = self.query(country, zipcode)?;
+        self.find(country, &query).map(StoredRecord::record)
+    }
+
+    /// Whether a postal code exists in the country's data.
+    pub fn exists(&self, country: CountryCode, zipcode: &ZipInput) -> bool {
+        self.query(country, zipcode)
+            .is_some_and(|query| self.find(country, &query).is_some())
+    }
+
+    /// The verdict on each code, in order (`/api/validate-bulk`).
+    pub fn check_codes(&self, codes: &[(CountryCode, String)]) -> Vec<Verdict> {
+        codes
+            .iter()
+            .map(|(country, input)| {
+                let Some(data) = self.countries.get(country) else {
+                    return Verdict::UnknownCountry;
+                };
+                let Some(query) = PostalQuery::parse(*country, input) else {
+                    return Verdict::InvalidFormat;
+                };
+                match self.find(*country, &query) {
+                    Some(record) => Verdict::Valid(canonical(*country, record.postal_code())),
+                    None if query
+                        .is_well_formed(&data.key_shapes, data.postal_regex.as_deref()) =>
+                    {
+                        Verdict::NotFound
+                    }
+                    None => Verdict::InvalidFormat,
+                }
+            })
+            .collect()
+    }
+
+    /// The normalised query of a `zipcode`: an integer is zero-padded by the country's key
+    /// shapes; a country without data has nothing to match.
+    fn query(&self, country: CountryCode, zipcode: &ZipInput) -> Option<PostalQuery> {
+        let data = self.countries.get(&country)?;
+        PostalQuery::parse(country, &zipcode.text(&data.key_shapes))
+    }
+
+    /// The first candidate key of `query` that is stored.
+    fn find(&self, country: CountryCode, query: &PostalQuery) -> Option<&StoredRecord> {
+        let of_country = self.first.get(&country)?;
+        query.candidates().find_map(|key| of_country.get(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_record_gives_back_every_field_and_every_absence() {
+        let record = PlaceRecord {
+            postal_code: "100-0001".into(),
+            place_name: "Chiyoda".into(),
+            admin_name1: Some("Tokyo To".into()),
+            admin_code1: Some("40".into()),
+            admin_name2: Some("Chiyoda Ku".into()),
+            admin_code2: None,
+            admin_name3: None,
+            admin_code3: Some("x".into()),
+            latitude: Some(35.6841),
+            longitude: Some(139.7521),
+            accuracy: None,
+            timezone: Some("Asia/Tokyo".into()),
+        };
+        let stored = StoredRecord::new(&record);
+        assert_eq!(stored.record(), record);
+        assert_eq!(stored.postal_code(), "100-0001");
+    }
+}
