@@ -115,8 +115,12 @@ impl PostalApi {
         Ok(Json(CityResponse {
             zipcodes: found.zipcodes,
             matched_city: fuzzy.as_ref().map(|m| m.city.clone()),
-            matched_state: fuzzy.as_ref().map(|m| m.state.clone()),
-            matched_st: fuzzy.map(|m| m.st),
+            // A place without a region (admin 1) has no state to name.
+            matched_state: fuzzy
+                .as_ref()
+                .map(|m| m.state.clone())
+                .filter(|s| !s.is_empty()),
+            matched_st: fuzzy.map(|m| m.st).filter(|s| !s.is_empty()),
             balance: usd(charged.balance),
             performance: timings.billed(),
             rate_limit: rate_limit_status(&charged.rate),

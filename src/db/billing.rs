@@ -55,7 +55,7 @@ const LINGER_SHARE: u32 = 4;
 const LINGER_MAX: Duration = Duration::from_millis(2);
 const LINGER_GAP: Duration = Duration::from_micros(200);
 
-/// A request to charge `queries` billed queries of `endpoint` (e.g. `"/api/lookup"`) to
+/// A request to charge `queries` billed queries of `endpoint` (e.g. `"lookup"`) to
 /// the caller's account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Charge {
