@@ -45,29 +45,28 @@ pub struct PlaceRecord {
 /// The country's data, or `None` when nothing is loaded for it (a valid ISO code without
 /// data answers like an unknown postal code, decisions.md).
 pub fn country(conn: &Connection, country: CountryCode) -> Result<Option<CountryData>> {
-    let row = conn
-        .prepare_cached(
-            "SELECT record_count, key_shapes, postal_regex, place_first, place_last
-             FROM countries WHERE code = ?1 AND record_count > 0",
-        )?
-        .query_row([country.as_str()], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, Option<i64>>(3)?,
-                r.get::<_, Option<i64>>(4)?,
-            ))
-        })
-        .optional()?;
-    Ok(row.map(
-        |(record_count, key_shapes, regex, first, last)| CountryData {
-            record_count,
-            key_shapes,
-            postal_regex: compiled(&regex),
-            places: first.zip(last),
-        },
-    ))
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {COUNTRY_COLUMNS} FROM countries WHERE code = ?1 AND record_count > 0"
+        ))?
+        .query_row([country.as_str()], |r| country_data(r, 0))
+        .optional()?)
+}
+
+/// The columns [`country_data`] reads, in its order.
+pub(crate) const COUNTRY_COLUMNS: &str =
+    "record_count, key_shapes, postal_regex, place_first, place_last";
+
+/// A `CountryData` from the [`COUNTRY_COLUMNS`] of a row, starting at column `first`.
+pub(crate) fn country_data(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<CountryData> {
+    Ok(CountryData {
+        record_count: r.get(first)?,
+        key_shapes: r.get(first + 1)?,
+        postal_regex: compiled(&r.get::<_, String>(first + 2)?),
+        places: r
+            .get::<_, Option<i64>>(first + 3)?
+            .zip(r.get::<_, Option<i64>>(first + 4)?),
+    })
 }
 
 /// The verdict on one record of `/api/validate-bulk`.
@@ -82,7 +81,7 @@ pub enum Verdict {
 
 /// countryInfo.txt's regexes, compiled once per pattern. A pattern the `regex` crate
 /// cannot compile counts as absent (only the stored shapes then decide).
-pub(crate) fn compiled(pattern: &str) -> Option<Arc<Regex>> {
+fn compiled(pattern: &str) -> Option<Arc<Regex>> {
     static CACHE: LazyLock<RwLock<HashMap<String, Option<Arc<Regex>>>>> =
         LazyLock::new(Default::default);
     if pattern.is_empty() {

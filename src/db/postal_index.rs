@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use anyhow::{Context, Result};
 use rusqlite::Connection;
 
-use super::postal::{CountryData, Coverage, PlaceRecord, Verdict, compiled};
+use super::postal::{COUNTRY_COLUMNS, CountryData, Coverage, PlaceRecord, Verdict, country_data};
 use crate::domain::postal_code::{ZipInput, canonical};
 use crate::domain::{CountryCode, PostalQuery};
 
@@ -106,21 +106,15 @@ impl PostalIndex {
             countries: 0,
         };
         {
-            let mut stmt = tx.prepare(
-                "SELECT code, record_count, key_shapes, postal_regex, place_first, place_last
-                 FROM countries WHERE record_count > 0",
-            )?;
+            let mut stmt = tx.prepare(&format!(
+                "SELECT code, {COUNTRY_COLUMNS} FROM countries WHERE record_count > 0"
+            ))?;
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
                 let Some(code) = CountryCode::parse(&r.get::<_, String>(0)?) else {
                     continue;
                 };
-                let data = CountryData {
-                    record_count: r.get(1)?,
-                    key_shapes: r.get(2)?,
-                    postal_regex: compiled(&r.get::<_, String>(3)?),
-                    places: r.get::<_, Option<i64>>(4)?.zip(r.get::<_, Option<i64>>(5)?),
-                };
+                let data = country_data(r, 1)?;
                 coverage.records += data.record_count;
                 coverage.countries += 1;
                 countries.insert(code, data);
