@@ -3,7 +3,7 @@
 //! One SQLite file holds everything (postal data, accounts, keys, ledger, rate-limit
 //! counters); its schema is `schema.sql`. Two binaries use this library: `postal`
 //! (`src/main.rs`: serve the HTTP API, administer accounts) and `postal-import`
-//! (`import/main.rs`: load or refresh the GeoNames dataset).
+//! (`src/bin/postal-import.rs`: load or refresh the GeoNames dataset).
 //!
 //! The path of a request, and where each step lives:
 //!
@@ -32,5 +32,4 @@
 pub mod api;
 pub mod db;
 pub mod domain;
-#[path = "../import/mod.rs"]
 pub mod import;
