@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# Load benchmark of the HTTP API, in one run on this machine:
+# Load benchmark of the HTTP API, in one run on this machine, the same random US codes:
+#   (n) nginx serving one pre-rendered JSON file per US code (Zippopotamus' design),
 #   (a) a bare poem handler returning a constant JSON body (bench/bare.rs),
-#   (b) billed /api/lookup with random real codes of many countries,
-#   (c) /api/validate-bulk with 1,000 records (median server totalTime).
-# Prints requests/s, p50 and p99 for (a) and (b), the ratio b/a, and (c).
-# Usage: [ROUNDS=3] bench/api.sh [seconds per run, default 10] [connections, default 64]
+#   (w) postal billed /api/lookup, charges written behind (the default),
+#   (d) postal billed /api/lookup with --durable-charges (answered after the commit),
+# then (m) postal write-behind on random codes of every country, and (c) the median
+# server time of a 1,000-record /api/validate-bulk.
+# Prints requests/s, p50, p99 and non-2xx per server (medians of ROUNDS paired rounds)
+# and each one's ratio to nginx (median of the paired ratios).
+# Usage: [ROUNDS=3] bench/api.sh [seconds per run, default 8] [connections, default 64]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECONDS_PER_RUN=${1:-10}
+SECONDS_PER_RUN=${1:-8}
 CONNECTIONS=${2:-64}
-OUT=bench/out
+OUT=$PWD/bench/out
 DB=$OUT/bench.db
+DURABLE_DB=$OUT/bench-durable.db
 mkdir -p "$OUT"
 
-if ! command -v wrk >/dev/null; then
-  echo "installing wrk (Debian package)" >&2
-  (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null
-fi
+for tool in wrk nginx; do
+  if ! command -v $tool >/dev/null; then
+    echo "installing $tool (Debian package)" >&2
+    (apt-get update -qq && apt-get install -y -qq $tool) >/dev/null
+  fi
+done
+NGINX=$(command -v nginx)
 
 cargo build --release --quiet --bin postal --bin postal-import --example bare
 POSTAL=target/release/postal
@@ -29,41 +37,95 @@ account=$($POSTAL --db "$DB" account create --name bench)
 account_id=$(echo "$account" | python3 -c 'import json,sys; print(json.load(sys.stdin)["accountId"])')
 api_key=$(echo "$account" | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
 $POSTAL --db "$DB" account topup "$account_id" --usd 1000000 >/dev/null
+# Durable mode runs on its own copy: one server per file.
+rm -f "$DURABLE_DB" "$DURABLE_DB-wal" "$DURABLE_DB-shm"
+sqlite_copy() { python3 -c 'import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)' "$1" "$2"; }
+sqlite_copy "$DB" "$DURABLE_DB"
 
-# 20,000 random real (country, code) pairs of every country, as a Lua table and a bulk body.
+# 20,000 random real (country, code) pairs of every country; 20,000 random US codes with
+# their first record pre-rendered as a file per code for nginx; Lua scripts; a bulk body.
+rm -rf "$OUT/nginx-root"
 python3 - "$api_key" "$OUT" <<'PY'
-import json, random, sys, zipfile
+import json, os, random, sys, zipfile
 key, out = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile("../shared/geonames/allCountries.zip") as z:
     lines = z.read("allCountries.txt").decode().splitlines()
 random.seed(7)
 pairs = [l.split("\t")[:2] for l in random.sample(lines, 20000)]
-with open(f"{out}/lookup.lua", "w") as f:
-    f.write("local bodies = {\n")
-    for country, code in pairs:
-        f.write("  %s,\n" % json.dumps(json.dumps({"apiKey": key, "zipcode": code, "country": country})))
-    f.write("}\nlocal n = #bodies\nlocal i = 0\n")
-    f.write('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n')
-    f.write("request = function()\n  i = i + 1\n  if i > n then i = 1 end\n"
-            '  return wrk.format(nil, "/api/lookup", nil, bodies[math.random(n)])\nend\n')
+first_us = {}
+for l in lines:
+    f = l.split("\t")
+    if f[0] == "US" and f[1] not in first_us:
+        first_us[f[1]] = f
+us_codes = random.sample(sorted(first_us), 20000)
+root = f"{out}/nginx-root/us"
+os.makedirs(root)
+envelope = {"balance": 999999.999972, "performance": {"authTime": "0.001ms", "rateLimitCheckTime": "0.000ms",
+            "balanceTime": "0.001ms", "processingTime": "0.002ms", "totalTime": "0.010ms"},
+            "rateLimit": {"enabled": False, "perMinute": {"limit": None, "current": None, "approachingLimit": False},
+                          "perHour": {"limit": None, "current": None, "approachingLimit": False},
+                          "perDay": {"limit": None, "current": None, "approachingLimit": False}}}
+for code in us_codes:
+    f = first_us[code]
+    body = {"city": f[2], "state": f[3], "ST": f[4], "latitude": float(f[9]), "longitude": float(f[10]), **envelope}
+    with open(f"{root}/{code}.json", "w") as fh:
+        json.dump(body, fh)
+def lua(path, bodies, method, target):
+    with open(path, "w") as f:
+        f.write("local items = {\n")
+        for b in bodies:
+            f.write("  %s,\n" % json.dumps(b))
+        f.write("}\nlocal n = #items\n")
+        f.write('wrk.method = "%s"\nwrk.headers["Content-Type"] = "application/json"\n' % method)
+        f.write("request = function()\n  local item = items[math.random(n)]\n")
+        f.write("  return %s\nend\n" % target)
+lua(f"{out}/lookup.lua", [json.dumps({"apiKey": key, "zipcode": c, "country": k}) for k, c in pairs],
+    "POST", 'wrk.format(nil, "/api/lookup", nil, item)')
+lua(f"{out}/us-post.lua", [json.dumps({"apiKey": key, "zipcode": c}) for c in us_codes],
+    "POST", 'wrk.format(nil, "/api/lookup", nil, item)')
+lua(f"{out}/us-get.lua", us_codes, "GET", 'wrk.format(nil, "/us/" .. item .. ".json")')
 records = [{"postalCode": code, "countryCode": country} for country, code in pairs[:1000]]
 with open(f"{out}/bulk.json", "w") as f:
     json.dump({"apiKey": key, "records": records}, f)
 PY
 
+cat >"$OUT/nginx.conf" <<CONF
+user root;
+worker_processes 2;
+daemon off;
+pid $OUT/nginx.pid;
+error_log $OUT/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 1000000;
+  types { application/json json; }
+  server {
+    listen 127.0.0.1:18082;
+    root $OUT/nginx-root;
+  }
+}
+CONF
+
 $POSTAL --db "$DB" serve --listen 127.0.0.1:18080 >"$OUT/server.log" 2>&1 &
 server=$!
+$POSTAL --db "$DURABLE_DB" serve --durable-charges --listen 127.0.0.1:18083 >"$OUT/server-durable.log" 2>&1 &
+durable=$!
 target/release/examples/bare 127.0.0.1:18081 &
 bare=$!
-trap 'kill $server $bare 2>/dev/null || true' EXIT
-for port in 18080 18081; do
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+"$NGINX" -c "$OUT/nginx.conf" -p "$OUT" &
+nginx=$!
+trap 'kill $server $durable $bare $nginx 2>/dev/null || true' EXIT
+for port in 18080 18081 18082 18083; do
+  for _ in $(seq 300); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/openapi.json" && break
     sleep 0.1
   done
 done
 
-run_wrk() { # url script -> prints "rps p50_ms p99_ms"
+run_wrk() { # url script -> prints "rps p50_ms p99_ms non2xx"
   wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -s "$2" "$1" >"$OUT/wrk.txt"
   python3 - "$OUT/wrk.txt" <<'PY'
 import re, sys
@@ -79,17 +141,22 @@ print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {errors}")
 PY
 }
 
-# Warm-up, then ROUNDS rounds of (a) and (b) back to back; the machine is shared and
-# noisy, so the figures are medians and the ratio is the median of the paired ratios.
+# Warm-up, then ROUNDS rounds of every server back to back; the machine is shared and
+# noisy, so the figures are medians and the ratios medians of the paired ratios.
 ROUNDS=${ROUNDS:-3}
-wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/lookup.lua" http://127.0.0.1:18080 >/dev/null
+for port in 18080 18083; do
+  wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/us-post.lua" "http://127.0.0.1:$port" >/dev/null
+done
+wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/us-get.lua" http://127.0.0.1:18082 >/dev/null
 : >"$OUT/rounds.txt"
 for round in $(seq "$ROUNDS"); do
-  read -r a_rps a_p50 a_p99 a_err < <(run_wrk http://127.0.0.1:18081 "$OUT/lookup.lua")
-  read -r b_rps b_p50 b_p99 b_err < <(run_wrk http://127.0.0.1:18080 "$OUT/lookup.lua")
-  echo "$a_rps $a_p50 $a_p99 $a_err $b_rps $b_p50 $b_p99 $b_err" >>"$OUT/rounds.txt"
-  printf 'round %s: bare %s req/s (p99 %s ms), lookup %s req/s (p99 %s ms, non-2xx %s)\n' \
-    "$round" "$a_rps" "$a_p99" "$b_rps" "$b_p99" "$b_err"
+  n=$(run_wrk http://127.0.0.1:18082 "$OUT/us-get.lua")
+  a=$(run_wrk http://127.0.0.1:18081 "$OUT/us-post.lua")
+  w=$(run_wrk http://127.0.0.1:18080 "$OUT/us-post.lua")
+  d=$(run_wrk http://127.0.0.1:18083 "$OUT/us-post.lua")
+  m=$(run_wrk http://127.0.0.1:18080 "$OUT/lookup.lua")
+  echo "$n $a $w $d $m" >>"$OUT/rounds.txt"
+  echo "round $round: nginx $n | bare $a | write-behind $w | durable $d | mixed $m (rps p50 p99 non-2xx)"
 done
 
 # (c): 30 sequential bulk requests of 1,000 records; the server's own totalTime.
@@ -105,11 +172,13 @@ print(f"{statistics.median(times):.3f}")')
 python3 - "$OUT/rounds.txt" "$CONNECTIONS" "$SECONDS_PER_RUN" "$bulk_median" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-med = lambda i: statistics.median(r[i] for r in rows)
-ratio = statistics.median(r[4] / r[0] for r in rows)
+names = ["(n) nginx, file per code", "(a) bare poem handler", "(w) postal write-behind",
+         "(d) postal durable", "(m) postal w-b, all countries"]
 print(f"connections: {sys.argv[2]}, {sys.argv[3]} s per run, {len(rows)} rounds, wrk -t2 on the same 2 cores; medians:")
-print(f"(a) bare handler   : {med(0):8.0f} req/s  p50 {med(1):6.3f} ms  p99 {med(2):6.3f} ms  non-2xx {sum(r[3] for r in rows):.0f}")
-print(f"(b) billed lookup  : {med(4):8.0f} req/s  p50 {med(5):6.3f} ms  p99 {med(6):6.3f} ms  non-2xx {sum(r[7] for r in rows):.0f}")
-print(f"ratio b/a          : {ratio:.2f} (median of the paired rounds)")
-print(f"(c) bulk of 1,000  : median server totalTime {sys.argv[4]} ms (30 requests)")
+for i, name in enumerate(names):
+    col = lambda k: [r[4 * i + k] for r in rows]
+    ratio = statistics.median(r[4 * i] / r[0] for r in rows)
+    print(f"{name:30}: {statistics.median(col(0)):8.0f} req/s  p50 {statistics.median(col(1)):6.3f} ms"
+          f"  p99 {statistics.median(col(2)):6.3f} ms  non-2xx {sum(col(3)):.0f}  x nginx {ratio:.2f}")
+print(f"(c) bulk of 1,000 records      : median server totalTime {sys.argv[4]} ms (30 requests)")
 PY

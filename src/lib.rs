@@ -12,12 +12,14 @@
 //!    contract's `400 {"error": ...}` / `413`.
 //! 2. **parse**: the handler turns fields into `domain` types (`CountryCode`,
 //!    `PostalQuery`, ...): once built they are valid.
-//! 3. **authenticate**: `domain::api_key` hashes the key; `db::accounts` finds the
-//!    account behind the hash (401 when unknown or revoked).
+//! 3. **authenticate**: `domain::api_key` hashes the key; `db::billing`'s books in
+//!    memory find the account behind the hash (401 when unknown or revoked), then
+//!    pre-check 402 / 429 (`domain::charge`) before any work.
 //! 4. **answer**: `db::postal` reads the postal data (lookup, city search, validation).
-//! 5. **bill**: `db::billing` charges the account: balance and rate-limit windows are
-//!    checked and the charge recorded in the ledger in one transaction, many requests per
-//!    commit (group commit); 402 / 429 when refused. Nothing is charged for an error.
+//! 5. **bill**: `db::billing` charges the account in memory, exactly, and a writer thread
+//!    commits the charges behind (deltas, one ledger row per account and endpoint per
+//!    flush; `db::store`). Nothing is charged for an error. The order of steps 2-6 lives
+//!    once, in `api::billed`.
 //! 6. **respond**: `api` maps the result and the envelope (balance, performance,
 //!    rateLimit) to JSON; every error leaves through one `ApiError`.
 //!

@@ -40,6 +40,15 @@ enum Command {
     Serve {
         #[arg(long, env = "POSTAL_LISTEN", default_value = "127.0.0.1:8080")]
         listen: String,
+        /// Write-behind: the longest time (ms) between a charge and its commit; a crash
+        /// loses at most this interval's charges (docs/money.md).
+        #[arg(long, env = "POSTAL_FLUSH_INTERVAL_MS", default_value_t = 10,
+              value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        flush_interval_ms: u64,
+        /// Answer each billed request only after its charge is committed with
+        /// synchronous=FULL (slower; nothing answered is ever lost).
+        #[arg(long, env = "POSTAL_DURABLE_CHARGES")]
+        durable_charges: bool,
     },
     /// Create, show, top up or adjust an account; set its rate limits.
     #[command(subcommand)]
@@ -136,8 +145,18 @@ fn is_bad_argument(e: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> anyhow::Result<Verdict> {
     match cli.command {
-        Command::Serve { listen } => {
-            serve(&cli.db, &listen)?;
+        Command::Serve {
+            listen,
+            flush_interval_ms,
+            durable_charges,
+        } => {
+            let settings = postal::api::Settings {
+                billing: postal::db::BillingOptions {
+                    flush_interval: std::time::Duration::from_millis(flush_interval_ms),
+                    durable: durable_charges,
+                },
+            };
+            serve(&cli.db, &listen, settings)?;
             Ok(Verdict::Success)
         }
         Command::Account(command) => account(&cli.db, command),
@@ -153,7 +172,7 @@ const LOCAL_DATASET: &str = "../shared/geonames/allCountries.zip";
 /// `postal serve`: a database without postal data first gets the dataset, one without
 /// accounts gets a first account whose key is printed once; then the API runs until
 /// Ctrl-C or SIGTERM.
-fn serve(db_path: &Path, listen: &str) -> anyhow::Result<()> {
+fn serve(db_path: &Path, listen: &str, settings: postal::api::Settings) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_target(false)
         .with_writer(std::io::stderr)
@@ -198,7 +217,7 @@ fn serve(db_path: &Path, listen: &str) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(postal::api::serve(db_path, listen))
+    runtime.block_on(postal::api::serve(db_path, listen, settings))
 }
 
 #[derive(Serialize)]

@@ -1,29 +1,31 @@
-//! Benchmark of the charging path (`db::billing`): charges per second and the wait of each
-//! caller, with 64 concurrent async callers on one account and on 1,000 accounts. Every
-//! charge is durable when answered (WAL, synchronous=FULL, on a real file).
+//! Benchmark of the books in memory (`db::billing`): charges per second decided by
+//! concurrent threads (1 account, 1,000 accounts), in write-behind and durable mode, what
+//! the flushes cost, and what a CLI command's announcement to the server costs (the
+//! price of "a change holds from the next request").
 //!
-//! Run it with `bench/charge/run.sh [--seconds S] [--callers N] [--accounts N] [--dir DIR]`.
+//! Run it with `bench/charge/run.sh [--seconds S] [--threads N] [--accounts N] [--dir DIR]`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use clap::Parser;
-use postal::db::{self, Billing, Caller, Charge, accounts};
+use postal::db::billing::BillingOptions;
+use postal::db::{self, Billing, Caller, accounts};
 use postal::domain::api_key::hash_presented_key;
+use postal::domain::charge::Endpoint;
 use postal::domain::money::Micros;
 
 #[derive(Parser)]
 struct Args {
     /// Seconds per scenario.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 3.0)]
     seconds: f64,
-    /// Concurrent callers.
-    #[arg(long, default_value_t = 64)]
-    callers: usize,
-    /// Tokio worker threads of the callers (the billing writer is one more thread).
+    /// Threads charging at once.
     #[arg(long, default_value_t = 2)]
-    workers: usize,
+    threads: usize,
     /// Accounts in the second scenario.
     #[arg(long, default_value_t = 1000)]
     accounts: usize,
@@ -36,41 +38,39 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let dir = tempfile::tempdir_in(&args.dir).context("creating the bench directory")?;
     let path = dir.path().join("bench.db");
-    println!(
-        "database {} (WAL, synchronous=FULL), {} callers, {} s per scenario",
-        path.display(),
-        args.callers,
-        args.seconds
-    );
     let callers = make_accounts(&path, args.accounts)?;
-    fsync_baseline(&path)?;
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.workers)
-        .enable_all()
-        .build()?;
     let duration = Duration::from_secs_f64(args.seconds);
-    let many = format!("{} accounts", callers.len());
-    for (label, accounts) in [("1 account", &callers[..1]), (many.as_str(), &callers[..])] {
-        let billing = Billing::start(&path)?;
-        let report = runtime.block_on(run(&billing, accounts, args.callers, duration));
-        let stats = billing.stats();
-        billing.shutdown();
-        report.print(label, stats);
-    }
-    let mut conn = db::open(&path)?;
-    let ledger = accounts::verify_ledger(&mut conn)?;
     println!(
-        "ledger verify: {} accounts, {} entries, ok = {}",
-        ledger.accounts,
-        ledger.entries,
-        ledger.mismatches.is_empty()
+        "{} threads, {} s per scenario, database {}",
+        args.threads,
+        args.seconds,
+        path.display()
     );
+    let many = format!("{} accounts", callers.len());
+    for durable in [false, true] {
+        for (label, accounts) in [("1 account", &callers[..1]), (many.as_str(), &callers[..])] {
+            let options = BillingOptions {
+                durable,
+                ..BillingOptions::default()
+            };
+            let billing = Billing::start(&path, options)?;
+            let (charges, elapsed) = run(&billing, accounts, args.threads, duration);
+            billing.shutdown();
+            let stats = billing.stats();
+            let mode = if durable { "durable" } else { "write-behind" };
+            println!(
+                "{mode:12} {label:14}: {:>10.0} charges/s; {} flushes, {:.3} ms mean flush",
+                charges as f64 / elapsed.as_secs_f64(),
+                stats.flushes,
+                stats.flush_busy.as_secs_f64() * 1000.0 / stats.flushes.max(1) as f64
+            );
+        }
+    }
+    announce_cost(&path, &callers)?;
     Ok(())
 }
 
-/// `count` accounts with 1,000 USD each (35.7 million queries).
-fn make_accounts(path: &std::path::Path, count: usize) -> anyhow::Result<Vec<Caller>> {
+fn make_accounts(path: &Path, count: usize) -> anyhow::Result<Vec<Caller>> {
     let mut conn = db::open(path)?;
     let now = SystemTime::now();
     let thousand = Micros::parse_usd("1000")?;
@@ -84,100 +84,76 @@ fn make_accounts(path: &std::path::Path, count: usize) -> anyhow::Result<Vec<Cal
         .collect()
 }
 
-/// What one commit costs on this disk: one-row transactions, back to back.
-fn fsync_baseline(path: &std::path::Path) -> anyhow::Result<()> {
-    let conn = db::open(path)?;
-    conn.execute_batch("CREATE TEMP TABLE IF NOT EXISTS t (x)")?;
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS bench_fsync (x INTEGER)")?;
-    let start = Instant::now();
-    let mut commits = 0;
-    while start.elapsed() < Duration::from_secs(2) {
-        conn.execute("INSERT INTO bench_fsync VALUES (?1)", [commits])?;
-        commits += 1;
-    }
-    let per_sec = commits as f64 / start.elapsed().as_secs_f64();
-    println!(
-        "disk: {per_sec:.0} commits/s for one-row transactions ({:.3} ms per durable commit)",
-        1000.0 / per_sec
-    );
-    Ok(())
-}
-
-struct Report {
-    charges: u64,
-    elapsed: Duration,
-    waits: Vec<Duration>,
-}
-
-impl Report {
-    fn print(mut self, label: &str, stats: db::BillingStats) {
-        self.waits.sort();
-        let quantile = |q: f64| {
-            let i = ((self.waits.len() as f64 * q) as usize).min(self.waits.len() - 1);
-            self.waits[i].as_secs_f64() * 1000.0
-        };
-        let secs = self.elapsed.as_secs_f64();
-        println!(
-            "{label:>14}: {:>8.0} charges/s | wait p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms | {:.0} commits/s, {:.1} charges per commit, {:.3} ms per commit, writer busy {:.0}%",
-            self.charges as f64 / secs,
-            quantile(0.50),
-            quantile(0.99),
-            self.waits.last().map_or(0.0, |w| w.as_secs_f64() * 1000.0),
-            stats.transactions as f64 / secs,
-            stats.charges as f64 / stats.transactions.max(1) as f64,
-            stats.busy.as_secs_f64() * 1000.0 / stats.transactions.max(1) as f64,
-            stats.busy.as_secs_f64() * 100.0 / secs,
-        );
-    }
-}
-
-/// `callers` tasks charge one query each, in a loop, for `duration`; caller i uses the
-/// accounts i, i + callers, ... in turn.
-async fn run(billing: &Billing, accounts: &[Caller], callers: usize, duration: Duration) -> Report {
-    let start = Instant::now();
-    let deadline = start + duration;
-    let tasks: Vec<_> = (0..callers)
-        .map(|i| {
-            let billing = billing.clone();
-            let mine: Vec<Caller> = accounts
-                .iter()
-                .copied()
-                .skip(i % accounts.len())
-                .step_by(callers)
-                .collect();
-            let mine = if mine.is_empty() {
-                vec![accounts[0]]
-            } else {
-                mine
-            };
-            tokio::spawn(async move {
-                let mut waits = Vec::with_capacity(1 << 16);
-                let mut n = 0;
-                while Instant::now() < deadline {
-                    let caller = mine[n % mine.len()];
-                    n += 1;
-                    let asked = Instant::now();
-                    let charge = Charge {
-                        caller,
-                        queries: 1,
-                        endpoint: "/api/lookup",
-                    };
-                    match billing.charge(charge).await {
-                        Ok(Ok(_)) => waits.push(asked.elapsed()),
-                        other => panic!("charge failed: {other:?}"),
+/// Each thread charges 1 query in a loop, round robin over `accounts`; in durable mode
+/// each waits for its commit, as a request would.
+fn run(
+    billing: &Billing,
+    accounts: &[Caller],
+    threads: usize,
+    duration: Duration,
+) -> (u64, Duration) {
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let accounts: Arc<Vec<Caller>> = Arc::new(accounts.to_vec());
+    let durable = billing.options().durable;
+    let started = Instant::now();
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (billing, done, stop, accounts) = (
+                billing.clone(),
+                done.clone(),
+                stop.clone(),
+                accounts.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut i = t;
+                while !stop.load(Ordering::Relaxed) {
+                    let caller = accounts[i % accounts.len()];
+                    i += 1;
+                    if let Ok(charged) = billing.charge(caller, 1, Endpoint::Lookup) {
+                        if durable && billing.committed_blocking(&charged).is_err() {
+                            continue;
+                        }
+                        done.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                waits
             })
         })
         .collect();
-    let mut waits = Vec::new();
-    for task in tasks {
-        waits.extend(task.await.expect("caller task"));
+    std::thread::sleep(duration);
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        let _ = w.join();
     }
-    Report {
-        charges: waits.len() as u64,
-        elapsed: start.elapsed(),
-        waits,
-    }
+    (done.load(Ordering::Relaxed), started.elapsed())
+}
+
+/// A CLI top-up, with and without a server to announce it to (median of 50).
+fn announce_cost(path: &Path, callers: &[Caller]) -> anyhow::Result<()> {
+    let mut conn = db::open(path)?;
+    let account = accounts::create_account(&mut conn, None, SystemTime::now())?;
+    let five = Micros::parse_usd("5")?;
+    let time_topups = |conn: &mut rusqlite::Connection| -> anyhow::Result<f64> {
+        let mut times: Vec<f64> = (0..50)
+            .map(|_| {
+                let t = Instant::now();
+                accounts::topup(conn, &account.account_id, five, SystemTime::now())?;
+                Ok(t.elapsed().as_secs_f64() * 1000.0)
+            })
+            .collect::<anyhow::Result<_>>()?;
+        times.sort_by(f64::total_cmp);
+        Ok(times[times.len() / 2])
+    };
+    let alone = time_topups(&mut conn)?;
+    let billing = Billing::start(path, BillingOptions::default())?;
+    let listener = db::changes::Listener::start(path, billing.clone());
+    let announced = time_topups(&mut conn)?;
+    drop(listener);
+    billing.shutdown();
+    println!(
+        "CLI top-up: {alone:.3} ms without a server, {announced:.3} ms announced to a server \
+         holding {} accounts (reload included); 0 per request",
+        callers.len() + 1
+    );
+    Ok(())
 }

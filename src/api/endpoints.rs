@@ -1,46 +1,22 @@
-//! The seven operations of postal-api.md section 4. Each handler: read the body into
-//! domain types (`contract`), call `db`, map the result; errors leave as `ApiError`.
+//! The routes of postal-api.md section 4. A billed handler runs its operation (one file
+//! each: `lookup`, `city`, `validate`) through the one billed path (`billed`) and maps
+//! the answer and the envelope to its JSON shape; errors leave as `ApiError`.
 
 use poem_openapi::OpenApi;
 use poem_openapi::payload::Json;
 
 use super::State;
+use super::billed::Billed;
+use super::city::City;
 use super::contract::ContractJson;
 use super::envelope::{Timings, rate_limit_status, usd};
 use super::error::ApiError;
+use super::lookup::{FirstRecord, Lookup, Metacode, Metazip};
 use super::types::*;
-use crate::db;
-use crate::db::billing::Charged;
-use crate::db::postal::{CityQuery, PlaceRecord, Verdict};
+use super::validate::{Validate, ValidateBulk};
+use crate::db::postal::{PlaceRecord, Verdict};
 use crate::domain::CountryCode;
-use crate::domain::money::PRICE_PER_QUERY;
 use crate::domain::postal_code::canonical;
-use crate::domain::text::fold;
-
-const MISSING_API_KEY: &str = "Missing required field: apiKey";
-
-/// Which texts a refused charge answers with (postal-api.md 7.2).
-#[derive(Clone, Copy)]
-pub(super) enum Billed {
-    Single,
-    Bulk,
-}
-
-impl Billed {
-    pub(super) fn insufficient(self) -> &'static str {
-        match self {
-            Billed::Single => "Insufficient balance",
-            Billed::Bulk => "Insufficient balance for bulk request",
-        }
-    }
-
-    pub(super) fn rate_limited(self) -> &'static str {
-        match self {
-            Billed::Single => "Rate limit exceeded",
-            Billed::Bulk => "Rate limit would be exceeded by this bulk request",
-        }
-    }
-}
 
 /// The API; `state` is `None` only when the value exists to generate the OpenAPI document.
 pub struct PostalApi {
@@ -58,7 +34,8 @@ impl PostalApi {
         &self,
         body: ContractJson<CodeRequest>,
     ) -> Result<Json<LookupResponse>, ApiError> {
-        let (country, record, charged, timings) = self.first_record(body, "lookup").await?;
+        let Billed { answer, envelope } = self.state()?.billed::<Lookup>(&body).await?;
+        let FirstRecord { country, record } = answer;
         let us = country == CountryCode::US;
         let region = |v: Option<String>| {
             if us {
@@ -73,9 +50,9 @@ impl PostalApi {
             st: region(record.admin_code1),
             latitude: record.latitude,
             longitude: record.longitude,
-            balance: usd(charged.balance),
-            performance: timings.billed(),
-            rate_limit: rate_limit_status(&charged.rate),
+            balance: envelope.balance,
+            performance: envelope.performance,
+            rate_limit: envelope.rate_limit,
         }))
     }
 
@@ -86,31 +63,10 @@ impl PostalApi {
     /// For the US, `state` or `ST` is required.
     #[oai(path = "/api/city", method = "post")]
     async fn city(&self, body: ContractJson<CityRequest>) -> Result<Json<CityResponse>, ApiError> {
-        let state = self.state()?;
-        let mut timings = Timings::start();
-        let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
-        let city = body.required_text("city")?;
-        let country = body.country()?;
-        let (state_filter, st_filter) = (body.optional_text("state"), body.optional_text("ST"));
-        if country == CountryCode::US && state_filter.is_none() && st_filter.is_none() {
-            return Err(ApiError::bad_request(
-                "Missing 'state' or 'ST' in request body",
-            ));
-        }
-        state.precheck(&session, 1, Billed::Single, &mut timings)?;
-        let query = CityQuery {
-            country,
-            city: fold(city),
-            state: state_filter.map(fold),
-            st: st_filter.map(fold),
-        };
-        let found = timings
-            .processing_async(state.read_blocking(move |c| db::postal::find_city(c, &query)))
-            .await?
-            .ok_or_else(|| ApiError::not_found("No ZIP codes found for the given city/state"))?;
-        let charged = state
-            .charge(&session, 1, "city", Billed::Single, &mut timings)
-            .await?;
+        let Billed {
+            answer: found,
+            envelope,
+        } = self.state()?.billed::<City>(&body).await?;
         let fuzzy = found.fuzzy;
         Ok(Json(CityResponse {
             zipcodes: found.zipcodes,
@@ -121,9 +77,9 @@ impl PostalApi {
                 .map(|m| m.state.clone())
                 .filter(|s| !s.is_empty()),
             matched_st: fuzzy.map(|m| m.st).filter(|s| !s.is_empty()),
-            balance: usd(charged.balance),
-            performance: timings.billed(),
-            rate_limit: rate_limit_status(&charged.rate),
+            balance: envelope.balance,
+            performance: envelope.performance,
+            rate_limit: envelope.rate_limit,
         }))
     }
 
@@ -137,7 +93,8 @@ impl PostalApi {
         &self,
         body: ContractJson<CodeRequest>,
     ) -> Result<Json<MetaResponse>, ApiError> {
-        self.meta(body, "metacode").await
+        let billed = self.state()?.billed::<Metacode>(&body).await?;
+        Ok(meta_response(billed))
     }
 
     /// Legacy alias of /api/metacode (identical behaviour, kept indefinitely).
@@ -146,7 +103,8 @@ impl PostalApi {
         &self,
         body: ContractJson<CodeRequest>,
     ) -> Result<Json<MetaResponse>, ApiError> {
-        self.meta(body, "metazip").await
+        let billed = self.state()?.billed::<Metazip>(&body).await?;
+        Ok(meta_response(billed))
     }
 
     /// Check whether a postal code exists.
@@ -157,24 +115,14 @@ impl PostalApi {
         &self,
         body: ContractJson<CodeRequest>,
     ) -> Result<Json<ValidateResponse>, ApiError> {
-        let state = self.state()?;
-        let mut timings = Timings::start();
-        let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
-        let zipcode = body.zipcode()?;
-        let country = body.country()?;
-        state.precheck(&session, 1, Billed::Single, &mut timings)?;
-        let valid = timings.processing(|| state.postal().exists(country, &zipcode));
-        let charged = state
-            .charge(&session, 1, "validate", Billed::Single, &mut timings)
-            .await?;
-        let performance = timings.billed();
+        let Billed { answer, envelope } = self.state()?.billed::<Validate>(&body).await?;
         Ok(Json(ValidateResponse {
-            valid,
-            zipcode: ZipCodeValue(body.zipcode_echo()),
-            response_time: performance.total_time.clone(),
-            balance: usd(charged.balance),
-            performance,
-            rate_limit: rate_limit_status(&charged.rate),
+            valid: answer.valid,
+            zipcode: ZipCodeValue(answer.zipcode_echo),
+            response_time: envelope.performance.total_time.clone(),
+            balance: envelope.balance,
+            performance: envelope.performance,
+            rate_limit: envelope.rate_limit,
         }))
     }
 
@@ -188,23 +136,9 @@ impl PostalApi {
         &self,
         body: ContractJson<BulkRequest>,
     ) -> Result<Json<BulkResponse>, ApiError> {
-        let state = self.state()?;
-        let mut timings = Timings::start();
-        let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
-        let records = body.bulk_records()?;
-        let count = records.len() as u64;
-        state.precheck(&session, count, Billed::Bulk, &mut timings)?;
-        let codes: Vec<(CountryCode, String)> = records
-            .iter()
-            .map(|r| (r.country, r.postal_code.clone()))
-            .collect();
-        let verdicts = timings.processing(|| state.postal().check_codes(&codes));
-        let charged = state
-            .charge(&session, count, "validate-bulk", Billed::Bulk, &mut timings)
-            .await?;
-        let results = records
+        let Billed { answer, envelope } = self.state()?.billed::<ValidateBulk>(&body).await?;
+        let results = answer
             .into_iter()
-            .zip(verdicts)
             .map(|(record, verdict)| {
                 let (normalized, reason) = match verdict {
                     Verdict::Valid(key) => (Some(key), None),
@@ -223,12 +157,10 @@ impl PostalApi {
             .collect();
         Ok(Json(BulkResponse {
             results,
-            total_cost: usd(PRICE_PER_QUERY
-                .checked_mul(count)
-                .unwrap_or(PRICE_PER_QUERY)),
-            balance: usd(charged.balance),
-            performance: timings.billed(),
-            rate_limit: rate_limit_status(&charged.rate),
+            total_cost: envelope.total_cost,
+            balance: envelope.balance,
+            performance: envelope.performance,
+            rate_limit: envelope.rate_limit,
         }))
     }
 
@@ -240,9 +172,7 @@ impl PostalApi {
     ) -> Result<Json<AboutResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
-        let session =
-            state.authenticate(body.api_key("Missing or invalid 'apiKey'")?, &mut timings)?;
-        let account = state.status(&session);
+        let account = state.status(body.api_key("Missing or invalid 'apiKey'")?, &mut timings)?;
         let coverage = timings.processing(|| state.postal().coverage());
         Ok(Json(AboutResponse {
             about: "postal: postal-code lookup, validation and city search over GeoNames data, billed per query."
@@ -269,41 +199,16 @@ impl PostalApi {
             .as_ref()
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the API runs without a database")))
     }
+}
 
-    /// lookup and metacode: the first record of the code, charged to `endpoint`.
-    async fn first_record(
-        &self,
-        body: ContractJson<CodeRequest>,
-        endpoint: &'static str,
-    ) -> Result<(CountryCode, PlaceRecord, Charged, Timings), ApiError> {
-        let state = self.state()?;
-        let mut timings = Timings::start();
-        let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
-        let zipcode = body.zipcode()?;
-        let country = body.country()?;
-        state.precheck(&session, 1, Billed::Single, &mut timings)?;
-        let record = timings
-            .processing(|| state.postal().lookup(country, &zipcode))
-            .ok_or_else(|| ApiError::not_found("ZIP code not found"))?;
-        let charged = state
-            .charge(&session, 1, endpoint, Billed::Single, &mut timings)
-            .await?;
-        Ok((country, record, charged, timings))
-    }
-
-    async fn meta(
-        &self,
-        body: ContractJson<CodeRequest>,
-        endpoint: &'static str,
-    ) -> Result<Json<MetaResponse>, ApiError> {
-        let (country, record, charged, timings) = self.first_record(body, endpoint).await?;
-        Ok(Json(MetaResponse {
-            meta: meta_record(country, record),
-            balance: usd(charged.balance),
-            performance: timings.billed(),
-            rate_limit: rate_limit_status(&charged.rate),
-        }))
-    }
+fn meta_response(billed: Billed<FirstRecord>) -> Json<MetaResponse> {
+    let Billed { answer, envelope } = billed;
+    Json(MetaResponse {
+        meta: meta_record(answer.country, answer.record),
+        balance: envelope.balance,
+        performance: envelope.performance,
+        rate_limit: envelope.rate_limit,
+    })
 }
 
 fn meta_record(country: CountryCode, r: PlaceRecord) -> Meta {

@@ -58,6 +58,15 @@ pub enum ApiError {
     /// Internal server error; nothing was charged.
     #[oai(status = 500)]
     Internal(Json<ErrorBody>),
+    /// Overloaded, or the ledger cannot be written for now; nothing was charged. Retry
+    /// after `Retry-After` seconds.
+    #[oai(status = 503)]
+    ServiceUnavailable(
+        Json<ErrorBody>,
+        /// Seconds to wait before retrying.
+        #[oai(header = "Retry-After")]
+        u64,
+    ),
 }
 
 fn body(text: &str) -> Json<ErrorBody> {
@@ -96,6 +105,11 @@ impl ApiError {
             }),
             retry_after,
         )
+    }
+
+    /// 503 with `Retry-After`: overloaded, or billing cannot record charges for now.
+    pub fn unavailable(text: &str, retry_after: u64) -> ApiError {
+        ApiError::ServiceUnavailable(body(text), retry_after.max(1))
     }
 
     /// A failure of the service itself: logged with its cause, answered without it.

@@ -5,26 +5,31 @@
 //!   and bulk are hash lookups, on the async worker. SQLite drops a connection's page cache
 //!   after every commit of another connection (the billing writer commits hundreds of
 //!   times a second), so reading them from the file cost more than everything else.
-//! - **Authentication is one indexed read on the async worker** (key and account in one
-//!   statement); handing a read of microseconds to `spawn_blocking` costs more than the
-//!   read (stack.md section 4: 19 µs a round trip).
+//! - **Authentication and charging are in memory** (`db::billing`): a hash lookup and an
+//!   addition under a mutex on the async worker; the ledger is written behind by the
+//!   billing writer thread (docs/money.md). No request waits on the pool or a commit,
+//!   except with `--durable-charges`, where it awaits the commit of its charge.
 //! - **The city search goes to the blocking pool**: its fuzzy step takes milliseconds and
 //!   would stall the other requests of its worker.
-//! - **Charges go to the billing thread** (`db::billing`) through a channel; the handler
-//!   awaits the answer, so a worker never blocks on a commit, and one commit carries all
-//!   the charges that arrived meanwhile.
+//! - **Bounded under overload:** at most `max_in_flight` billed requests at once; beyond
+//!   it a 503 with `Retry-After` (`billed`). Charges pending a flush are bounded by
+//!   (accounts x endpoints), not by requests.
 
+mod billed;
+mod city;
 mod contract;
 mod endpoints;
 mod envelope;
 mod error;
+mod lookup;
 mod types;
+mod validate;
 
 use std::future::Future;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use poem::http::StatusCode;
@@ -33,16 +38,18 @@ use poem::{Endpoint, EndpointExt, Response, Route, Server};
 use poem_openapi::OpenApiService;
 use rusqlite::Connection;
 
+pub use billed::{Billed, Envelope, MISSING_API_KEY, Operation};
 pub use endpoints::PostalApi;
 pub use error::ApiError;
 
 use crate::db;
-use crate::db::accounts::{AccountStatus, Caller, ChargeState};
-use crate::db::billing::{Billing, Charge, Charged, Refusal};
+use crate::db::billing::{Billing, BillingOptions};
 use crate::db::postal_index::PostalIndex;
-use crate::domain::api_key::hash_presented_key;
-use endpoints::Billed;
+use crate::domain::charge::AccountStatus;
 use envelope::Timings;
+
+/// Default cap on billed requests in flight (`Settings::max_in_flight`).
+pub const MAX_IN_FLIGHT: usize = 4096;
 
 /// How often the server looks for a dataset committed by `postal-import`.
 const DATASET_CHECK: Duration = Duration::from_secs(1);
@@ -50,37 +57,44 @@ const DATASET_CHECK: Duration = Duration::from_secs(1);
 /// Title of the OpenAPI document.
 pub const TITLE: &str = "postal: postal-code data API";
 
-/// What the handlers share: the postal data in memory, two read pools and the billing writer.
+/// What the handlers share: the postal data in memory, a read pool and the billing books.
 pub struct State {
     /// The dataset, swapped whole when an import commits (see `watch_dataset`).
     postal: Arc<RwLock<Arc<PostalIndex>>>,
-    /// Authentication on the async workers: held for microseconds, never waited on long.
-    pool: db::Pool,
-    /// Long reads on the blocking threads (city search, dataset reload): their own
-    /// connections, so that slow work can never take every connection from the short reads.
+    /// Long reads on the blocking threads (city search, dataset reload).
     slow_pool: db::Pool,
     billing: Billing,
-}
-
-/// Who is asking, and their account as it stood when the request arrived.
-pub(crate) struct Session {
-    caller: Caller,
-    account: ChargeState,
+    in_flight: AtomicUsize,
+    max_in_flight: usize,
+    /// Requests refused 503 because `max_in_flight` were running (for metrics).
+    overloaded: AtomicU64,
 }
 
 impl State {
-    pub fn new(
-        postal: PostalIndex,
-        pool: db::Pool,
-        slow_pool: db::Pool,
-        billing: Billing,
-    ) -> State {
+    pub fn new(postal: PostalIndex, slow_pool: db::Pool, billing: Billing) -> State {
         State {
             postal: Arc::new(RwLock::new(Arc::new(postal))),
-            pool,
             slow_pool,
             billing,
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: MAX_IN_FLIGHT,
+            overloaded: AtomicU64::new(0),
         }
+    }
+
+    pub fn with_max_in_flight(mut self, max: usize) -> State {
+        self.max_in_flight = max;
+        self
+    }
+
+    /// The billing books (metrics: `Billing::stats`).
+    pub fn billing(&self) -> &Billing {
+        &self.billing
+    }
+
+    /// Requests refused for overload so far.
+    pub fn overloaded(&self) -> u64 {
+        self.overloaded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The dataset as it is now.
@@ -143,76 +157,12 @@ impl State {
         .map_err(ApiError::internal)
     }
 
-    /// 401 unless the key exists and is not revoked; reads the account in the same
-    /// statement, on a pooled connection that sees every commit.
-    fn authenticate(&self, api_key: &str, timings: &mut Timings) -> Result<Session, ApiError> {
-        let t = Instant::now();
-        let hash = hash_presented_key(api_key);
-        let found = self
-            .pool
-            .get()
-            .map_err(|e| ApiError::internal(e.into()))
-            .and_then(|c| {
-                db::accounts::authenticate_account(&c, &hash).map_err(ApiError::internal)
-            });
-        timings.auth += t.elapsed();
-        let (caller, account) = found?.ok_or_else(ApiError::invalid_api_key)?;
-        Ok(Session { caller, account })
-    }
-
-    /// 402 / 429 before any work, from the account as read at authentication, so that a
-    /// request which would end in 404 still answers 402 or 429 first (decisions.md, order
-    /// of checks). Nothing is written; the charge re-checks in the writer's transaction.
-    fn precheck(
-        &self,
-        session: &Session,
-        queries: u64,
-        texts: Billed,
-        timings: &mut Timings,
-    ) -> Result<(), ApiError> {
-        let t = Instant::now();
-        let verdict = session.account.admits(queries, SystemTime::now());
-        timings.rate_limit_check += t.elapsed();
-        verdict
-            .map(|_| ())
-            .map_err(|refusal| refused(refusal, texts))
-    }
-
-    /// Charges `queries` durably (group commit) and answers the new balance and windows.
-    async fn charge(
-        &self,
-        session: &Session,
-        queries: u64,
-        endpoint: &'static str,
-        texts: Billed,
-        timings: &mut Timings,
-    ) -> Result<Charged, ApiError> {
-        let t = Instant::now();
-        let charge = Charge {
-            caller: session.caller,
-            queries,
-            endpoint,
-        };
-        let verdict = self.billing.charge(charge).await;
-        timings.balance += t.elapsed();
-        verdict
-            .map_err(ApiError::internal)?
-            .map_err(|refusal| refused(refusal, texts))
-    }
-
-    /// Balance and windows as they stood (the free /api/aboutapi).
-    fn status(&self, session: &Session) -> AccountStatus {
-        session.account.status(SystemTime::now())
-    }
-}
-
-fn refused(refusal: Refusal, texts: Billed) -> ApiError {
-    match refusal {
-        Refusal::InvalidKey => ApiError::invalid_api_key(),
-        Refusal::InsufficientBalance => ApiError::payment_required(texts.insufficient()),
-        Refusal::RateLimited { retry_after_secs } => {
-            ApiError::rate_limited(texts.rate_limited(), retry_after_secs)
-        }
+    /// Balance and windows as they stand, charging nothing (the free /api/aboutapi).
+    fn status(&self, api_key: &str, timings: &mut Timings) -> Result<AccountStatus, ApiError> {
+        let (caller, _) = self.authenticate(api_key, timings)?;
+        self.billing
+            .status(caller)
+            .map_err(|_| ApiError::invalid_api_key())
     }
 }
 
@@ -271,55 +221,101 @@ fn json_error(status: StatusCode, text: &str) -> Response {
         .body(serde_json::json!({ "error": text }).to_string())
 }
 
+/// How `postal serve` runs (its flags).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Settings {
+    pub billing: BillingOptions,
+}
+
 /// Serves the API on `listen` until Ctrl-C or SIGTERM.
-pub async fn serve(db_path: &Path, listen: &str) -> Result<()> {
+pub async fn serve(db_path: &Path, listen: &str, settings: Settings) -> Result<()> {
+    let shutdown = shutdown_signal();
+    // Take the file first: a second server is refused before it binds a port.
+    let billing = Billing::start(db_path, settings.billing)?;
     let acceptor = TcpListener::bind(listen.to_string())
         .into_acceptor()
         .await
         .with_context(|| format!("listening on {listen}"))?;
     tracing::info!("listening on http://{listen} (Swagger UI at /docs)");
-    serve_with(acceptor, db_path, shutdown_signal()).await
+    run(acceptor, db_path, billing, shutdown).await
 }
 
 /// Serves the API on `acceptor` until `shutdown` completes; in-flight requests finish
-/// (30 s at most) and pending charges are committed before it returns.
+/// (30 s at most) and every charge is flushed before it returns.
 pub async fn serve_with(
     acceptor: impl Acceptor + 'static,
     db_path: &Path,
+    settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let billing = Billing::start(db_path)?;
-    let pool = db::pool(db_path, 8)?;
-    let postal = PostalIndex::load(&*pool.get()?)?;
-    let state = State::new(postal, pool, db::pool(db_path, 8)?, billing.clone());
-    state.watch_dataset();
-    let app = app(state);
-    Server::new_with_acceptor(acceptor)
-        .run_with_graceful_shutdown(app, shutdown, Some(std::time::Duration::from_secs(30)))
-        .await
-        .context("serving HTTP")?;
-    billing.shutdown();
-    Ok(())
+    let billing = Billing::start(db_path, settings.billing)?;
+    run(acceptor, db_path, billing, shutdown).await
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
+async fn run(
+    acceptor: impl Acceptor + 'static,
+    db_path: &Path,
+    billing: Billing,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let served = async {
+        let _changes = db::changes::Listener::start(db_path, billing.clone());
+        let slow_pool = db::pool(db_path, 8)?;
+        let postal = PostalIndex::load(&*slow_pool.get()?)?;
+        let state = State::new(postal, slow_pool, billing.clone());
+        state.watch_dataset();
+        let app = app(state);
+        Server::new_with_acceptor(acceptor)
+            .run_with_graceful_shutdown(app, shutdown, Some(std::time::Duration::from_secs(30)))
+            .await
+            .context("serving HTTP")
     }
-    tracing::info!("shutting down: finishing in-flight requests");
+    .await;
+    // Flush every charge, whether serving ended cleanly or not.
+    billing.shutdown();
+    served
+}
+
+/// Resolves on Ctrl-C or SIGTERM. The handlers are installed when this is called (not
+/// when first polled), so a signal during start-up still stops the server cleanly.
+fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    let signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        {
+            let (mut interrupt, mut terminate) = signals;
+            let interrupted = async {
+                match interrupt.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let terminated = async {
+                match terminate.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = interrupted => {},
+                _ = terminated => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("shutting down: finishing in-flight requests, then flushing charges");
+    }
 }

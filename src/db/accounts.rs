@@ -1,33 +1,28 @@
-//! Accounts, API keys and the ledger outside the charging path: the admin operations of
-//! `postal account|key|ledger`, and the server's reads (authenticate, status, check).
+//! The `accounts` table: the admin operations of `postal account` (create, show, top-up,
+//! adjust, limits), and what the server's books load and flush (states, window counters).
 //!
-//! Every write is one `BEGIN IMMEDIATE` transaction that reads the balance it changes
-//! and inserts the matching ledger row, so it is exact next to a running server: the
-//! billing writer (`db::billing`) takes the same lock and re-reads the account in each of
-//! its transactions.
+//! Every write is one `BEGIN IMMEDIATE` transaction that reads the balance it changes and
+//! inserts the matching ledger row; then it announces itself to a running server
+//! (`db::changes`), which adds the change to the balance it holds in memory (its flushes
+//! write deltas, so they never overwrite it).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, anyhow};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::db::billing::Refusal;
-use crate::domain::api_key::{self, ApiKey, KeyHash};
-use crate::domain::money::{FREE_GRANT, MIN_TOPUP, Micros, PRICE_PER_QUERY};
-use crate::domain::rate_limit::{Counters, Limits, RateStatus, WindowCount};
+use crate::db::changes;
+pub use crate::db::keys::{NewKey, authenticate, create_key, revoke_key};
+pub use crate::db::ledger::{LedgerReport, Mismatch, verify_ledger};
+use crate::domain::api_key::{self, ApiKey};
+use crate::domain::charge::AccountState;
+use crate::domain::money::{FREE_GRANT, MIN_TOPUP, Micros};
+use crate::domain::rate_limit::{Counters, Limits, WindowCount};
 
 /// An authenticated caller: the account and the key (row ids) a request came with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Caller {
     pub account_id: i64,
     pub key_id: i64,
-}
-
-/// What a response envelope shows of an account: its balance and `rateLimit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AccountStatus {
-    pub balance: Micros,
-    pub rate: RateStatus,
 }
 
 /// Why an admin operation was refused. All but `Unexpected` are the caller's mistake
@@ -64,12 +59,6 @@ pub struct NewAccount {
     pub balance: Micros,
 }
 
-/// A new key (shown once).
-pub struct NewKey {
-    pub key_id: String,
-    pub api_key: ApiKey,
-}
-
 /// `postal account show`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountView {
@@ -100,23 +89,6 @@ pub enum LimitsChange {
     },
 }
 
-/// `postal ledger verify`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LedgerReport {
-    pub accounts: u64,
-    pub entries: u64,
-    pub mismatches: Vec<Mismatch>,
-}
-
-/// An account whose balance is not the sum of its ledger (micro-dollars, raw: a tampered
-/// value need not be a valid `Micros`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mismatch {
-    pub account_id: String,
-    pub balance: i64,
-    pub ledger_sum: i64,
-}
-
 pub(crate) fn unix_secs(now: SystemTime) -> i64 {
     now.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -129,7 +101,7 @@ pub(crate) fn micros(stored: i64) -> rusqlite::Result<Micros> {
     })
 }
 
-fn count(stored: i64) -> u64 {
+pub(crate) fn count(stored: i64) -> u64 {
     u64::try_from(stored).unwrap_or(0)
 }
 
@@ -155,8 +127,9 @@ pub fn create_account(
          VALUES (?1, ?2, 'grant', ?3, ?3, 'free 1,000 queries')",
         params![rowid, at, FREE_GRANT.get()],
     )?;
-    let (key_id, api_key) = insert_key(&tx, rowid, at)?;
+    let (key_id, api_key) = crate::db::keys::insert_key(&tx, rowid, at)?;
     tx.commit()?;
+    changes::announce(conn);
     Ok(NewAccount {
         account_id,
         key_id,
@@ -165,22 +138,11 @@ pub fn create_account(
     })
 }
 
-fn insert_key(
-    conn: &Connection,
-    account_rowid: i64,
-    at: i64,
-) -> rusqlite::Result<(String, ApiKey)> {
-    let key_id = api_key::new_key_id();
-    let api_key = ApiKey::generate();
-    conn.execute(
-        "INSERT INTO api_keys (public_id, key_hash, account_id, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![key_id, &api_key.hash()[..], account_rowid, at],
-    )?;
-    Ok((key_id, api_key))
-}
-
 /// The row id and balance of the account `public_id`.
-fn find_account(conn: &Connection, public_id: &str) -> Result<(i64, Micros), AccountError> {
+pub(crate) fn find_account(
+    conn: &Connection,
+    public_id: &str,
+) -> Result<(i64, Micros), AccountError> {
     conn.query_row(
         "SELECT id, balance FROM accounts WHERE public_id = ?1",
         [public_id],
@@ -190,7 +152,11 @@ fn find_account(conn: &Connection, public_id: &str) -> Result<(i64, Micros), Acc
     .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))
 }
 
+/// The account as stored; a running server first flushes what it has charged (the
+/// announcement makes it flush and reload), so the balance shown includes every charge
+/// answered before the command started.
 pub fn show(conn: &Connection, public_id: &str) -> Result<AccountView, AccountError> {
+    changes::announce(conn);
     let row = conn
         .query_row(
             "SELECT id, name, balance, limit_per_minute, limit_per_hour, limit_per_day
@@ -302,6 +268,7 @@ fn change_balance(
         ],
     )?;
     tx.commit()?;
+    changes::announce(conn);
     Ok(new_balance)
 }
 
@@ -363,220 +330,57 @@ pub fn set_limits(
         },
     )?;
     tx.commit()?;
+    changes::announce(conn);
     Ok(limits)
 }
 
-pub fn create_key(
-    conn: &mut Connection,
-    account_public_id: &str,
-    now: SystemTime,
-) -> Result<NewKey, AccountError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let (rowid, _) = find_account(&tx, account_public_id)?;
-    let (key_id, api_key) = insert_key(&tx, rowid, unix_secs(now))?;
-    tx.commit()?;
-    Ok(NewKey { key_id, api_key })
-}
-
-/// Revokes the key; revoking a revoked key again is not an error (its first revocation
-/// time stays).
-pub fn revoke_key(
-    conn: &mut Connection,
-    key_public_id: &str,
-    now: SystemTime,
-) -> Result<(), AccountError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let exists = tx
-        .query_row(
-            "SELECT 1 FROM api_keys WHERE public_id = ?1",
-            [key_public_id],
-            |_| Ok(()),
-        )
-        .optional()?;
-    if exists.is_none() {
-        return Err(AccountError::UnknownKey(key_public_id.to_owned()));
-    }
-    tx.execute(
-        "UPDATE api_keys SET revoked_at = ?2 WHERE public_id = ?1 AND revoked_at IS NULL",
-        params![key_public_id, unix_secs(now)],
-    )?;
-    tx.commit()?;
-    Ok(())
-}
-
-/// Compares every account's balance with the sum of its ledger, in one snapshot.
-pub fn verify_ledger(conn: &mut Connection) -> anyhow::Result<LedgerReport> {
-    let tx = conn.transaction()?; // deferred: a read snapshot, no lock
-    let (accounts, entries): (i64, i64) = tx.query_row(
-        "SELECT (SELECT count(*) FROM accounts), (SELECT count(*) FROM ledger)",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let mut stmt = tx.prepare(
-        "SELECT a.public_id, a.balance, coalesce(l.total, 0)
-         FROM accounts a
-         LEFT JOIN (SELECT account_id, sum(amount) AS total FROM ledger GROUP BY account_id) l
-           ON l.account_id = a.id
-         WHERE a.balance IS NOT coalesce(l.total, 0)
-         ORDER BY a.id",
-    )?;
-    let mismatches = stmt
-        .query_map([], |r| {
-            Ok(Mismatch {
-                account_id: r.get(0)?,
-                balance: r.get(1)?,
-                ledger_sum: r.get(2)?,
-            })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .context("summing the ledger")?;
-    Ok(LedgerReport {
-        accounts: count(accounts),
-        entries: count(entries),
-        mismatches,
-    })
-}
-
-/// The caller behind a key's hash; `None` when no key has it or the key is revoked (the
-/// same 401 either way).
 /// How many accounts exist (`postal serve` creates the first one).
 pub fn account_count(conn: &Connection) -> anyhow::Result<i64> {
     Ok(conn.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?)
 }
 
-pub fn authenticate(conn: &Connection, key_hash: &KeyHash) -> anyhow::Result<Option<Caller>> {
-    let caller = conn
-        .prepare_cached(
-            "SELECT account_id, id FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL",
-        )?
-        .query_row([&key_hash[..]], |r| {
-            Ok(Caller {
-                account_id: r.get(0)?,
-                key_id: r.get(1)?,
-            })
-        })
-        .optional()?;
-    Ok(caller)
-}
-
-/// Balance and `rateLimit` as they stand at `now`, changing nothing (for the free
-/// `/api/aboutapi`).
-pub fn status(
-    conn: &Connection,
-    account_id: i64,
-    now: SystemTime,
-) -> anyhow::Result<AccountStatus> {
-    let state = charge_state(conn, account_id)?
-        .ok_or_else(|| anyhow!("account {account_id} does not exist"))?;
-    Ok(state.status(now))
-}
-
-/// Would a charge of `queries` pass at `now`? Changes nothing: for requests that are
-/// answered without a charge (a 404) but must still be refused 401/402/429 first, in the
-/// order of the contract. The status is as of now, not counting this request.
-pub fn check(
-    conn: &Connection,
-    caller: &Caller,
-    queries: u64,
-    now: SystemTime,
-) -> anyhow::Result<Result<AccountStatus, Refusal>> {
-    if !key_is_active(conn, caller)? {
-        return Ok(Err(Refusal::InvalidKey));
-    }
-    let Some(state) = charge_state(conn, caller.account_id)? else {
-        return Ok(Err(Refusal::InvalidKey));
-    };
-    Ok(state.admits(queries, now).map(|_| state.status(now)))
-}
-
-/// What a charge decision needs of an account.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChargeState {
-    pub balance: Micros,
-    pub limits: Limits,
-    pub counters: Counters,
-}
-
-impl ChargeState {
-    /// The contract's order: balance (402) before rate limits (429). `Ok` carries the cost.
-    pub fn admits(&self, queries: u64, now: SystemTime) -> Result<Micros, Refusal> {
-        let cost = PRICE_PER_QUERY
-            .checked_mul(queries)
-            .filter(|cost| *cost <= self.balance)
-            .ok_or(Refusal::InsufficientBalance)?;
-        self.counters
-            .check(&self.limits, queries, now)
-            .map_err(|retry_after_secs| Refusal::RateLimited { retry_after_secs })?;
-        Ok(cost)
-    }
-
-    pub fn status(&self, now: SystemTime) -> AccountStatus {
-        AccountStatus {
-            balance: self.balance,
-            rate: self.counters.status(&self.limits, now),
-        }
-    }
-}
-
-pub(crate) fn key_is_active(conn: &Connection, caller: &Caller) -> rusqlite::Result<bool> {
-    conn.prepare_cached(
-        "SELECT 1 FROM api_keys WHERE id = ?1 AND account_id = ?2 AND revoked_at IS NULL",
-    )?
-    .query_row([caller.key_id, caller.account_id], |_| Ok(()))
-    .optional()
-    .map(|row| row.is_some())
-}
-
-pub(crate) fn charge_state(
-    conn: &Connection,
-    account_id: i64,
-) -> rusqlite::Result<Option<ChargeState>> {
-    conn.prepare_cached(
-        "SELECT balance, limit_per_minute, limit_per_hour, limit_per_day,
+/// Every account's row id and charge state (the server's books).
+pub fn load_states(conn: &Connection) -> rusqlite::Result<Vec<(i64, AccountState)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, balance, limit_per_minute, limit_per_hour, limit_per_day,
                 minute_start, minute_count, hour_start, hour_count, day_start, day_count
-         FROM accounts WHERE id = ?1",
-    )?
-    .query_row([account_id], |r| charge_state_at(r, 0))
-    .optional()
+         FROM accounts",
+    )?;
+    stmt.query_map([], |r| Ok((r.get(0)?, charge_state_at(r, 1)?)))?
+        .collect()
 }
 
-/// The account behind an active key and its state as it stands, in one read: what a
-/// request needs before its work (401 when `None`; 402 / 429 from `ChargeState::admits`).
-/// The charge itself re-checks everything inside the writer's transaction.
-pub fn authenticate_account(
-    conn: &Connection,
-    key_hash: &KeyHash,
-) -> anyhow::Result<Option<(Caller, ChargeState)>> {
-    let found = conn
-        .prepare_cached(
-            "SELECT k.account_id, k.id,
-                    a.balance, a.limit_per_minute, a.limit_per_hour, a.limit_per_day,
-                    a.minute_start, a.minute_count, a.hour_start, a.hour_count,
-                    a.day_start, a.day_count
-             FROM api_keys k JOIN accounts a ON a.id = k.account_id
-             WHERE k.key_hash = ?1 AND k.revoked_at IS NULL",
-        )?
-        .query_row([&key_hash[..]], |r| {
-            let caller = Caller {
-                account_id: r.get(0)?,
-                key_id: r.get(1)?,
-            };
-            Ok((caller, charge_state_at(r, 2)?))
-        })
-        .optional()?;
-    Ok(found)
+/// Writes window counters as the server holds them (it is their only writer).
+pub fn store_counters(conn: &Connection, counters: &[(i64, Counters)]) -> rusqlite::Result<()> {
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let mut stmt = conn.prepare_cached(
+        "UPDATE accounts SET minute_start = ?2, minute_count = ?3, hour_start = ?4,
+                hour_count = ?5, day_start = ?6, day_count = ?7 WHERE id = ?1",
+    )?;
+    for (id, c) in counters {
+        stmt.execute(params![
+            id,
+            c.minute.start,
+            n(c.minute.count),
+            c.hour.start,
+            n(c.hour.count),
+            c.day.start,
+            n(c.day.count)
+        ])?;
+    }
+    Ok(())
 }
 
-/// A `ChargeState` from the ten columns of a row starting at `first` (balance, three
+/// An `AccountState` from the ten columns of a row starting at `first` (balance, three
 /// limits, three window starts and counts).
-fn charge_state_at(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<ChargeState> {
+fn charge_state_at(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<AccountState> {
     let window = |start: usize| -> rusqlite::Result<WindowCount> {
         Ok(WindowCount {
             start: r.get(first + start)?,
             count: count(r.get(first + start + 1)?),
         })
     };
-    Ok(ChargeState {
+    Ok(AccountState {
         balance: micros(r.get(first)?)?,
         limits: Limits {
             per_minute: r.get::<_, Option<i64>>(first + 1)?.map(count),

@@ -1,665 +1,625 @@
-//! The charging path: one writer thread commits many waiting charges per transaction
-//! (group commit) and answers each caller once its charge is durable.
-//!
-//! Why one writer: SQLite has one write lock per file, and with `synchronous=FULL` every
-//! commit waits for an fsync. A transaction per request would pay the lock and the fsync
-//! per request; here the writer drains every charge waiting in its channel, applies them
-//! in one `BEGIN IMMEDIATE` transaction, commits once, then answers them all. While it
-//! commits, the next batch queues up, so the batch grows with the load and the fsync is
-//! shared by everyone in it. Before each transaction the writer briefly waits for the
-//! callers it has just answered (see `run_writer`), so batches hold all concurrent
-//! callers instead of alternating between two halves of them; a batch's balances and
-//! ledger rows are written with a few multi-row statements. Figures: `bench/charge/`.
+//! Charging in memory, the ledger written behind (docs/money.md): while `postal serve`
+//! runs it alone charges the file, decides each charge on the books it holds in memory
+//! and answers at once; a writer thread commits what was charged at most every flush
+//! interval.
 //!
 //! Why it is exact:
-//! - Each charge is decided on the account's state as the transaction sees it, with the
-//!   charges before it in the same batch applied: `BEGIN IMMEDIATE` takes the write lock
-//!   before the first read, so no other process (a CLI top-up, revocation or limit change)
-//!   can commit between the read and the write. The writer remembers the accounts and
-//!   keys it read or wrote, but only uses that memory when `PRAGMA data_version` says no
-//!   other connection has committed since its own last commit (see `Known`); any outside
-//!   change (top-up, revocation, new limits) makes it read everything afresh.
-//! - Each charge is all or nothing: the key is checked (401), then the balance covers
-//!   N x 28 micros (402), then every window has room for N (429); a refused charge changes
-//!   nothing and the next one in the batch is decided as if it never came.
-//! - Balances, window counters and ledger rows are written in the same transaction; the
-//!   ledger gets one row per (account, endpoint) per transaction, whose `query_count` says
-//!   how many queries it covers.
-//! - Callers are answered only after the commit returned. If anything fails, the whole
-//!   transaction rolls back and every caller of the batch gets an error: nothing of it was
-//!   charged.
+//! - **One decider.** Keys (hash -> account), balances, limits and rate-limit windows are
+//!   in `Books`, behind one mutex held for a hash lookup and an addition: charges of an
+//!   account are decided one after the other in arrival order, 401 -> 402 -> 429 by
+//!   `domain::charge`. The exclusive lock file (`ServeLock`) keeps a second server off
+//!   the file, so no other process charges it.
+//! - **Deltas, not values.** A flush writes `balance = balance - amount` and one ledger
+//!   row per (account, endpoint), so a top-up or adjustment the CLI committed meanwhile
+//!   is never overwritten. Only the server writes window counters, so they are written
+//!   as they stand in memory.
+//! - **What the CLI changes.** After each flush, and at once when a CLI command announces
+//!   a commit (`db::changes`), the writer asks the store for changes; when there are
+//!   some it reloads accounts and keys and sets each balance in memory to the stored one
+//!   minus the charges not yet flushed, under the mutex: nothing is lost either way.
+//! - **Nothing dropped.** A batch whose flush fails goes back into the pending charges
+//!   and is tried again; meanwhile billed requests are refused with 503 (`Unavailable`),
+//!   so there are no answers the ledger cannot catch up with.
+//! - **Durable mode** (`--durable-charges`): the writer flushes as soon as charges are
+//!   pending, with `synchronous=FULL`, and a request is answered only once the flush that
+//!   holds its charge has committed (group commit: a flush carries everything charged
+//!   during the previous one).
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
-use std::path::Path;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, anyhow};
-use rusqlite::{Connection, ToSql, TransactionBehavior, params_from_iter};
-use tokio::sync::oneshot;
 
-use crate::db::accounts::{self, Caller, ChargeState, unix_secs};
+use crate::db::store::{Batch, ChargeRow, ChargeStore, Snapshot, SqliteStore};
+use crate::domain::api_key::KeyHash;
+use crate::domain::charge::{AccountState, AccountStatus, Endpoint, Refusal};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::RateStatus;
 
-/// Most charges in one transaction: bounds the wait of the first caller in a batch.
-const MAX_BATCH: usize = 4096;
+pub use crate::db::accounts::Caller;
 
-/// The writer lingers for more charges at most this share of its last transaction's
-/// time, capped at `LINGER_MAX`, and stops lingering after a `LINGER_GAP` without any.
-const LINGER_SHARE: u32 = 4;
-const LINGER_MAX: Duration = Duration::from_millis(2);
-const LINGER_GAP: Duration = Duration::from_micros(200);
-
-/// A request to charge `queries` billed queries of `endpoint` (e.g. `"lookup"`) to
-/// the caller's account.
+/// How the server writes its charges (flags of `postal serve`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Charge {
-    pub caller: Caller,
-    pub queries: u64,
-    pub endpoint: &'static str,
+pub struct BillingOptions {
+    /// Write-behind: the longest time between a charge and its commit.
+    pub flush_interval: Duration,
+    /// Answer only after the commit (`synchronous=FULL`), as before write-behind.
+    pub durable: bool,
 }
 
-/// A charge that is committed: the balance right after it (in the order charges were
-/// applied) and `rateLimit` counting it.
+impl Default for BillingOptions {
+    fn default() -> Self {
+        BillingOptions {
+            flush_interval: Duration::from_millis(10),
+            durable: false,
+        }
+    }
+}
+
+/// A charge that is decided: the balance right after it and `rateLimit` counting it, and
+/// the flush that will record it (`Billing::committed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Charged {
     pub balance: Micros,
     pub rate: RateStatus,
+    pub cost: Micros,
+    pub flush: u64,
 }
 
-/// Why a charge was refused (nothing was charged or counted). In the contract's order of
-/// checks: 401, then 402, then 429.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    /// The key was revoked (or its account is gone) since it authenticated: 401.
-    #[error("Invalid API key")]
-    InvalidKey,
-    /// The balance is below N x 0.000028 USD: 402.
-    #[error("Insufficient balance")]
-    InsufficientBalance,
-    /// A window has no room for N more queries: 429, with `Retry-After`.
-    #[error("Rate limit exceeded")]
-    RateLimited { retry_after_secs: u64 },
+/// Why billing refused to decide a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BillingError {
+    /// The charge rule said no: 401 / 402 / 429.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The ledger cannot be written (flushes fail) or billing stopped: 503, nothing charged.
+    #[error("billing unavailable: {0}")]
+    Unavailable(String),
 }
 
-/// The answer to a charge: `Err` when it could not be recorded (nothing was charged).
-pub type ChargeResult = anyhow::Result<Result<Charged, Refusal>>;
-
-enum Message {
-    Charge(Charge, oneshot::Sender<ChargeResult>),
-    Stop,
-}
-
-/// A handle on the billing writer; clone it freely. The writer stops (after committing
-/// what it has received) on [`Billing::shutdown`] or when the last handle is dropped.
-#[derive(Clone)]
-pub struct Billing {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    sender: Sender<Message>,
-    writer: Mutex<Option<JoinHandle<()>>>,
-    stats: Arc<Counts>,
-}
-
-/// Totals since start: committed transactions and the charges (applied or refused) they
-/// decided. `charges / transactions` is the mean batch size.
+/// Totals since start, for metrics: what was charged, refused and flushed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BillingStats {
-    pub transactions: u64,
+    /// Charges decided and applied (each of N queries counts once).
     pub charges: u64,
-    /// Time the writer spent in transactions (from `BEGIN` to the end of `COMMIT`).
-    pub busy: Duration,
+    /// Charges refused 401 / 402 / 429.
+    pub refusals: u64,
+    /// Requests refused 503 because flushes failed.
+    pub unavailable: u64,
+    /// Flushes committed, and those that failed.
+    pub flushes: u64,
+    pub failed_flushes: u64,
+    /// Time spent in committed flushes.
+    pub flush_busy: Duration,
+    /// Reloads of accounts and keys after an outside change.
+    pub reloads: u64,
 }
 
 #[derive(Default)]
 struct Counts {
-    transactions: AtomicU64,
     charges: AtomicU64,
-    busy_nanos: AtomicU64,
+    refusals: AtomicU64,
+    unavailable: AtomicU64,
+    flushes: AtomicU64,
+    failed_flushes: AtomicU64,
+    flush_busy_nanos: AtomicU64,
+    reloads: AtomicU64,
+}
+
+/// What a flush has reached: every batch up to `done` is committed; `failing` holds the
+/// last error while flushes fail.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlushState {
+    pub done: u64,
+    pub failing: Option<String>,
+}
+
+/// A handle on the books and their writer; clone it freely.
+#[derive(Clone)]
+pub struct Billing {
+    shared: Arc<Shared>,
+    writer: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+struct Shared {
+    books: Mutex<Books>,
+    /// Wakes the writer: a charge in durable mode, a reload request, stop.
+    wake: Condvar,
+    flushed: tokio::sync::watch::Sender<FlushState>,
+    options: BillingOptions,
+    counts: Counts,
+    _lock: Option<ServeLock>,
+}
+
+/// Everything charges are decided on.
+#[derive(Default)]
+struct Books {
+    keys: HashMap<KeyHash, Caller>,
+    active_keys: HashSet<i64>,
+    accounts: HashMap<i64, AccountState>,
+    pending: Pending,
+    /// The batch number charges go into now (the next flush).
+    batch: u64,
+    /// Set while flushes fail: billed requests get 503.
+    failing: Option<String>,
+    reload_requests: Vec<std::sync::mpsc::Sender<()>>,
+    stop: bool,
+}
+
+/// Charged, not yet flushed.
+#[derive(Default)]
+struct Pending {
+    rows: HashMap<(i64, Endpoint), (u64, Micros)>,
+    /// Accounts whose window counters changed.
+    counters: HashSet<i64>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.counters.is_empty()
+    }
+
+    fn amount_of(&self, account_id: i64) -> Micros {
+        self.rows
+            .iter()
+            .filter(|((id, _), _)| *id == account_id)
+            .fold(Micros::ZERO, |sum, (_, (_, amount))| {
+                sum.checked_add(*amount).unwrap_or(sum)
+            })
+    }
+
+    fn add(&mut self, account_id: i64, endpoint: Endpoint, queries: u64, amount: Micros) {
+        let row = self
+            .rows
+            .entry((account_id, endpoint))
+            .or_insert((0, Micros::ZERO));
+        row.0 += queries;
+        row.1 = row.1.checked_add(amount).unwrap_or(Micros::MAX);
+        self.counters.insert(account_id);
+    }
 }
 
 impl Billing {
-    /// Opens its own connection to `path` and starts the writer thread.
-    pub fn start(path: &Path) -> anyhow::Result<Billing> {
-        let conn = super::open(path)?;
-        // Room for the multi-row statements of every chunk size, and the rest.
-        conn.set_prepared_statement_cache_capacity(32);
-        // Checkpoints run on their own thread (`Checkpointer`), not inside a commit.
-        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        let (sender, receiver) = mpsc::channel();
-        let stats = Arc::new(Counts::default());
-        let writer_stats = stats.clone();
+    /// Takes the file's serve lock, loads accounts and keys from the SQLite file at
+    /// `path` and starts the writer. Fails when another server holds the file.
+    pub fn start(path: &Path, options: BillingOptions) -> anyhow::Result<Billing> {
+        let lock = ServeLock::acquire(path)?;
+        let store = SqliteStore::open(path, options.durable)?;
+        Billing::start_with(Box::new(store), options, Some(lock))
+    }
+
+    /// Starts on any store (the SQLite file, or another store of the same trait).
+    pub fn start_with(
+        mut store: Box<dyn ChargeStore>,
+        options: BillingOptions,
+        lock: Option<ServeLock>,
+    ) -> anyhow::Result<Billing> {
+        let snapshot = store.load().context("loading accounts and keys")?;
+        let mut books = Books {
+            batch: 1,
+            ..Books::default()
+        };
+        books.replace(snapshot);
+        let (flushed, _) = tokio::sync::watch::channel(FlushState::default());
+        let shared = Arc::new(Shared {
+            books: Mutex::new(books),
+            wake: Condvar::new(),
+            flushed,
+            options,
+            counts: Counts::default(),
+            _lock: lock,
+        });
+        let writer_shared = shared.clone();
         let writer = thread::Builder::new()
             .name("postal-billing".into())
-            .spawn(move || run_writer(conn, receiver, &writer_stats))
+            .spawn(move || run_writer(store, &writer_shared))
             .context("starting the billing writer")?;
         Ok(Billing {
-            inner: Arc::new(Inner {
-                sender,
-                writer: Mutex::new(Some(writer)),
-                stats,
-            }),
+            shared,
+            writer: Arc::new(Mutex::new(Some(writer))),
         })
     }
 
-    /// Charges and waits (asynchronously) until the charge is durable or refused.
-    pub async fn charge(&self, charge: Charge) -> ChargeResult {
-        let answer = self.send(charge)?;
-        answer
+    pub fn options(&self) -> BillingOptions {
+        self.shared.options
+    }
+
+    fn books(&self) -> MutexGuard<'_, Books> {
+        lock(&self.shared.books)
+    }
+
+    /// The caller behind a key's hash and its account as it stands; `Refused(InvalidKey)`
+    /// when no active key has that hash.
+    pub fn authenticate(&self, key_hash: &KeyHash) -> Result<(Caller, AccountState), Refusal> {
+        let books = self.books();
+        let caller = *books.keys.get(key_hash).ok_or(Refusal::InvalidKey)?;
+        let account = *books
+            .accounts
+            .get(&caller.account_id)
+            .ok_or(Refusal::InvalidKey)?;
+        Ok((caller, account))
+    }
+
+    /// Would `queries` be charged now? 401 / 402 / 429 / 503 before any work; changes
+    /// nothing.
+    pub fn precheck(&self, caller: Caller, queries: u64) -> Result<AccountStatus, BillingError> {
+        let books = self.books();
+        let verdict = books.check(caller, queries, SystemTime::now());
+        drop(books);
+        self.count(&verdict);
+        verdict.map(|(_, status)| status)
+    }
+
+    /// Decides and applies the charge of `queries` of `endpoint` in memory; it is
+    /// written by the next flush (`Charged::flush`).
+    pub fn charge(
+        &self,
+        caller: Caller,
+        queries: u64,
+        endpoint: Endpoint,
+    ) -> Result<Charged, BillingError> {
+        let now = SystemTime::now();
+        let mut books = self.books();
+        let verdict = books.check(caller, queries, now).and_then(|_| {
+            let account = books
+                .accounts
+                .get_mut(&caller.account_id)
+                .ok_or(Refusal::InvalidKey)?;
+            let cost = account.charge(queries, now)?;
+            let status = account.status(now);
+            if queries > 0 && !endpoint.is_free() {
+                books
+                    .pending
+                    .add(caller.account_id, endpoint, queries, cost);
+            }
+            Ok(Charged {
+                balance: status.balance,
+                rate: status.rate,
+                cost,
+                flush: books.batch,
+            })
+        });
+        drop(books);
+        if verdict.is_ok() && self.shared.options.durable {
+            self.shared.wake.notify_all();
+        }
+        if let Ok(charged) = &verdict {
+            self.shared.counts.charges.fetch_add(1, Ordering::Relaxed);
+            return Ok(*charged);
+        }
+        self.count(&verdict);
+        verdict
+    }
+
+    /// Waits until the flush that holds `charged` has committed (durable mode answers
+    /// after this); `Unavailable` when flushes are failing.
+    pub async fn committed(&self, charged: &Charged) -> Result<(), BillingError> {
+        let mut state = self.shared.flushed.subscribe();
+        let reached = state
+            .wait_for(|s| s.done >= charged.flush || s.failing.is_some())
             .await
-            .map_err(|_| anyhow!("billing stopped before answering"))?
+            .map_err(|_| BillingError::Unavailable("billing stopped".into()))?;
+        if reached.done >= charged.flush {
+            return Ok(());
+        }
+        let why = reached.failing.clone().unwrap_or_default();
+        Err(BillingError::Unavailable(why))
     }
 
-    /// As [`Billing::charge`], blocking the thread (for threads, the CLI, benchmarks).
-    /// Panics if called from within an async runtime; use `charge` there.
-    pub fn charge_blocking(&self, charge: Charge) -> ChargeResult {
-        let answer = self.send(charge)?;
-        answer
-            .blocking_recv()
-            .map_err(|_| anyhow!("billing stopped before answering"))?
+    /// As `committed`, blocking the thread (tests, benchmarks).
+    pub fn committed_blocking(&self, charged: &Charged) -> Result<(), BillingError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|e| BillingError::Unavailable(e.to_string()))?;
+        runtime.block_on(self.committed(charged))
     }
 
-    fn send(&self, charge: Charge) -> anyhow::Result<oneshot::Receiver<ChargeResult>> {
-        let (reply, answer) = oneshot::channel();
-        self.inner
-            .sender
-            .send(Message::Charge(charge, reply))
-            .map_err(|_| anyhow!("billing has stopped"))?;
-        Ok(answer)
+    /// Balance and windows as they stand, charging nothing (the free operations).
+    pub fn status(&self, caller: Caller) -> Result<AccountStatus, Refusal> {
+        let books = self.books();
+        let account = books
+            .accounts
+            .get(&caller.account_id)
+            .ok_or(Refusal::InvalidKey)?;
+        Ok(account.status(SystemTime::now()))
+    }
+
+    /// Makes the writer look for outside changes now and waits until the books hold them
+    /// (what a CLI command's announcement triggers). `false` on timeout.
+    pub fn reload_now(&self, timeout: Duration) -> bool {
+        let (done, wait) = std::sync::mpsc::channel();
+        self.books().reload_requests.push(done);
+        self.shared.wake.notify_all();
+        wait.recv_timeout(timeout).is_ok()
+    }
+
+    /// What flushes have reached.
+    pub fn flush_state(&self) -> FlushState {
+        self.shared.flushed.borrow().clone()
     }
 
     pub fn stats(&self) -> BillingStats {
+        let c = &self.shared.counts;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         BillingStats {
-            transactions: self.inner.stats.transactions.load(Ordering::Relaxed),
-            charges: self.inner.stats.charges.load(Ordering::Relaxed),
-            busy: Duration::from_nanos(self.inner.stats.busy_nanos.load(Ordering::Relaxed)),
+            charges: get(&c.charges),
+            refusals: get(&c.refusals),
+            unavailable: get(&c.unavailable),
+            flushes: get(&c.flushes),
+            failed_flushes: get(&c.failed_flushes),
+            flush_busy: Duration::from_nanos(get(&c.flush_busy_nanos)),
+            reloads: get(&c.reloads),
         }
     }
 
-    /// Commits and answers every charge received so far, then stops the writer and waits
-    /// for it. Later charges fail with "billing has stopped". Idempotent.
+    /// Flushes everything charged so far and stops the writer (retrying a failing flush
+    /// for up to a minute), then releases the file. Later charges are refused 503.
+    /// Idempotent.
     pub fn shutdown(&self) {
-        self.inner.stop();
-    }
-}
-
-impl Inner {
-    fn stop(&self) {
-        let _ = self.sender.send(Message::Stop);
-        let writer = self.writer.lock().map(|mut w| w.take()).unwrap_or(None);
+        self.books().stop = true;
+        self.shared.wake.notify_all();
+        let writer = lock(&self.writer).take();
         if let Some(writer) = writer {
             let _ = writer.join();
         }
     }
-}
 
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-type Waiting = (Charge, oneshot::Sender<ChargeResult>);
-
-fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts) {
-    let mut batch: Vec<Waiting> = Vec::new();
-    let mut known = Known::default();
-    let mut stopping = false;
-    let mut last_transaction = Duration::ZERO;
-    // Callers the next batch can expect: those the last commit answered (they come back)
-    // plus those that arrived while it ran.
-    let mut expected = 0;
-    let mut wal = WalControl::new(&conn);
-    let _checkpointer = Checkpointer::start(&conn);
-    loop {
-        if batch.is_empty() && !stopping {
-            match receiver.recv() {
-                Ok(message) => stopping |= take(message, &mut batch),
-                Err(_) => stopping = true,
-            }
-        }
-        // Linger: without waiting for the callers just answered, batches would alternate
-        // between two halves of the callers, two fsyncs per round. So take what is queued,
-        // then wait while fewer than `expected` are in and charges keep coming (no gap
-        // over LINGER_GAP), for at most a quarter of the last transaction's time: at most
-        // +25% latency when commits are slow (fsync bound), where full batches matter
-        // most; next to nothing when they are fast.
-        let linger_until = Instant::now() + (last_transaction / LINGER_SHARE).min(LINGER_MAX);
-        while batch.len() < MAX_BATCH && !stopping {
-            match receiver.try_recv() {
-                Ok(message) => {
-                    stopping |= take(message, &mut batch);
-                    continue;
-                }
-                Err(TryRecvError::Disconnected) => stopping = true,
-                Err(TryRecvError::Empty) => {}
-            }
-            let left = linger_until.saturating_duration_since(Instant::now());
-            if batch.len() >= expected || left.is_zero() {
-                break;
-            }
-            match receiver.recv_timeout(left.min(LINGER_GAP)) {
-                Ok(message) => stopping |= take(message, &mut batch),
-                Err(_) => break,
-            }
-        }
-        if batch.is_empty() {
-            if stopping {
-                return;
-            }
-            continue;
-        }
-        let started = Instant::now();
-        let answers = commit(&mut conn, &mut known, &mut batch, stats);
-        last_transaction = started.elapsed();
-        // What is queued now arrived during the transaction: other callers than those
-        // about to be answered.
-        while batch.len() < MAX_BATCH {
-            match receiver.try_recv() {
-                Ok(message) => stopping |= take(message, &mut batch),
-                Err(_) => break,
-            }
-        }
-        expected = answers.len() + batch.len();
-        for (reply, answer) in answers {
-            let _ = reply.send(answer);
-        }
-        wal.after_commit(&conn);
-    }
-}
-
-/// Copies committed pages from the WAL into the database file, off the writer's thread.
-///
-/// SQLite's automatic checkpoint runs inside the commit that crosses 1,000 WAL pages: it
-/// copies about 4 MB and fsyncs the database file while every caller of that batch waits
-/// (balance times of 6-8 ms in the middle of 0.3 ms ones under bench/api.sh). A PASSIVE
-/// checkpoint from another connection takes no write lock, so the writer keeps committing
-/// meanwhile. Stopped and joined when dropped (the writer's end).
-struct Checkpointer {
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
-
-impl Checkpointer {
-    fn start(writer: &Connection) -> Checkpointer {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let path = writer.path().map(std::path::PathBuf::from);
-        let flag = stop.clone();
-        let thread = path.and_then(|path| {
-            thread::Builder::new()
-                .name("postal-checkpoint".into())
-                .spawn(move || {
-                    let conn = match super::open(&path) {
-                        Ok(conn) => conn,
-                        Err(e) => return tracing::error!("checkpointer: {e:#}"),
-                    };
-                    while !flag.load(Ordering::Relaxed) {
-                        thread::sleep(CHECKPOINT_EVERY);
-                        if let Err(e) =
-                            conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                        {
-                            tracing::debug!("checkpoint: {e}");
-                        }
-                    }
-                })
-                .ok()
-        });
-        Checkpointer { stop, thread }
-    }
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// Keeps the WAL from growing without bound.
-///
-/// SQLite's automatic (PASSIVE) checkpoints copy committed pages into the database file
-/// but restart the WAL only at a moment when no reader holds a snapshot in it. Under a
-/// steady stream of charges, with lookups reading all the time, that moment never comes:
-/// bench/api.sh grew the WAL by 23 MB/s. So every `WAL_CHECK_EVERY` commits the writer
-/// looks at the WAL file's size and, past `WAL_RESTART_BYTES` (four times the size a
-/// reset WAL is truncated to, `journal_size_limit`), runs a RESTART checkpoint,
-/// waiting at most `WAL_RESTART_WAIT` for readers (theirs are read transactions of
-/// microseconds); if some are still busy, it tries again later. Callers of the last
-/// batch are already answered; the next batch waits at most that long.
-struct WalControl {
-    wal_path: std::path::PathBuf,
-    commits: u32,
-}
-
-const WAL_CHECK_EVERY: u32 = 64;
-const WAL_RESTART_BYTES: u64 = 64 << 20;
-const WAL_RESTART_WAIT: Duration = Duration::from_millis(10);
-
-impl WalControl {
-    fn new(conn: &Connection) -> WalControl {
-        let db = conn.path().unwrap_or_default();
-        WalControl {
-            wal_path: std::path::PathBuf::from(format!("{db}-wal")),
-            commits: 0,
-        }
-    }
-
-    fn after_commit(&mut self, conn: &Connection) {
-        self.commits += 1;
-        if self.commits < WAL_CHECK_EVERY {
-            return;
-        }
-        self.commits = 0;
-        let size = std::fs::metadata(&self.wal_path)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        if size <= WAL_RESTART_BYTES {
-            return;
-        }
-        let _ = conn.busy_timeout(WAL_RESTART_WAIT);
-        let restarted =
-            conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get::<_, i64>(0));
-        let _ = conn.busy_timeout(super::BUSY_TIMEOUT);
-        if !matches!(restarted, Ok(0)) {
-            tracing::debug!("WAL restart postponed: readers busy");
-        }
-    }
-}
-
-/// Queues a charge; `true` for the stop message.
-fn take(message: Message, batch: &mut Vec<Waiting>) -> bool {
-    match message {
-        Message::Charge(charge, reply) => {
-            batch.push((charge, reply));
-            false
-        }
-        Message::Stop => true,
-    }
-}
-
-/// Applies and commits the batch (leaving it empty); returns each caller's answer, to
-/// be sent once the commit has returned.
-fn commit(
-    conn: &mut Connection,
-    known: &mut Known,
-    batch: &mut Vec<Waiting>,
-    stats: &Counts,
-) -> Vec<(oneshot::Sender<ChargeResult>, ChargeResult)> {
-    let charges: Vec<Charge> = batch.iter().map(|(charge, _)| *charge).collect();
-    let started = Instant::now();
-    let applied = apply_with(conn, known, &charges, SystemTime::now());
-    stats
-        .busy_nanos
-        .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    match applied {
-        Ok(outcomes) => {
-            stats.transactions.fetch_add(1, Ordering::Relaxed);
-            stats
-                .charges
-                .fetch_add(charges.len() as u64, Ordering::Relaxed);
-            batch
-                .drain(..)
-                .zip(outcomes)
-                .map(|((_, reply), outcome)| (reply, Ok(outcome)))
-                .collect()
-        }
-        Err(e) => {
-            tracing::error!(
-                "billing transaction failed, {} charges refused: {e:#}",
-                charges.len()
-            );
-            batch
-                .drain(..)
-                .map(|(_, reply)| {
-                    let error = anyhow!("the charge was not recorded: {e:#}");
-                    (reply, Err(error))
-                })
-                .collect()
-        }
-    }
-}
-
-/// One account's state during a batch.
-struct InBatch {
-    before: Micros,
-    state: ChargeState,
-    changed: bool,
-}
-
-/// What the writer knows of accounts and keys as of its last commit. It stands in for
-/// re-reading them only while `PRAGMA data_version` is unchanged, i.e. while no other
-/// connection (a CLI top-up, revocation or limit change, another server) has committed
-/// since; otherwise it is dropped and everything is read again. Inside `BEGIN IMMEDIATE`
-/// nobody else can commit, so this is exactly as fresh as reading the rows, without two
-/// SELECTs per account and batch.
-#[derive(Default)]
-struct Known {
-    data_version: Option<i64>,
-    accounts: HashMap<i64, Option<ChargeState>>,
-    keys: HashMap<Caller, bool>,
-}
-
-/// Beyond this many accounts the writer forgets and starts over (bounds its memory).
-const MAX_KNOWN_ACCOUNTS: usize = 100_000;
-
-/// Applies `charges` in order in one transaction and commits it; returns each outcome.
-/// Public for tests that drive a connection directly (reads every row afresh).
-pub fn apply(
-    conn: &mut Connection,
-    charges: &[Charge],
-    now: SystemTime,
-) -> anyhow::Result<Vec<Result<Charged, Refusal>>> {
-    apply_with(conn, &mut Known::default(), charges, now)
-}
-
-fn apply_with(
-    conn: &mut Connection,
-    known: &mut Known,
-    charges: &[Charge],
-    now: SystemTime,
-) -> anyhow::Result<Vec<Result<Charged, Refusal>>> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .context("taking the write lock for billing")?;
-    let data_version: i64 = tx
-        .prepare_cached("PRAGMA data_version")?
-        .query_row([], |r| r.get(0))?;
-    if known.data_version.take() != Some(data_version) || known.accounts.len() > MAX_KNOWN_ACCOUNTS
-    {
-        known.accounts.clear();
-        known.keys.clear();
-    }
-    let mut accounts: HashMap<i64, Option<InBatch>> = HashMap::new();
-    let mut keys: HashMap<Caller, bool> = HashMap::new();
-    // (account, endpoint) -> index in `rows`; a row is (account, endpoint, queries, amount).
-    let mut row_of: HashMap<(i64, &'static str), usize> = HashMap::new();
-    let mut rows: Vec<(i64, &'static str, u64, Micros)> = Vec::new();
-    let mut outcomes = Vec::with_capacity(charges.len());
-
-    for charge in charges {
-        let caller = charge.caller;
-        let active = match keys.entry(caller) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(e) => *e.insert(match known.keys.get(&caller) {
-                Some(active) => *active,
-                None => accounts::key_is_active(&tx, &caller)?,
-            }),
+    fn count<T>(&self, verdict: &Result<T, BillingError>) {
+        let counter = match verdict {
+            Ok(_) => return,
+            Err(BillingError::Refused(_)) => &self.shared.counts.refusals,
+            Err(BillingError::Unavailable(_)) => &self.shared.counts.unavailable,
         };
-        let account = match accounts.entry(caller.account_id) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => {
-                let state = match known.accounts.get(&caller.account_id) {
-                    Some(state) => *state,
-                    None => accounts::charge_state(&tx, caller.account_id)?,
-                };
-                e.insert(state.map(|state| InBatch {
-                    before: state.balance,
-                    state,
-                    changed: false,
-                }))
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Books {
+    /// 503 while flushes fail or after stop; then the charge rule.
+    fn check(
+        &self,
+        caller: Caller,
+        queries: u64,
+        now: SystemTime,
+    ) -> Result<(Micros, AccountStatus), BillingError> {
+        if !self.active_keys.contains(&caller.key_id) {
+            return Err(Refusal::InvalidKey.into());
+        }
+        let account = self
+            .accounts
+            .get(&caller.account_id)
+            .ok_or(Refusal::InvalidKey)?;
+        if let Some(why) = &self.failing {
+            return Err(BillingError::Unavailable(why.clone()));
+        }
+        if self.stop {
+            return Err(BillingError::Unavailable("shutting down".into()));
+        }
+        let cost = account.admits(queries, now)?;
+        Ok((cost, account.status(now)))
+    }
+
+    /// Takes the store's accounts and keys. A known account keeps its window counters
+    /// (the server is their only writer) and its balance becomes the stored one minus
+    /// what is charged and not yet flushed.
+    fn replace(&mut self, snapshot: Snapshot) {
+        let mut accounts = HashMap::with_capacity(snapshot.accounts.len());
+        for (id, mut stored) in snapshot.accounts {
+            if let Some(known) = self.accounts.get(&id) {
+                stored.counters = known.counters;
             }
-        };
-        let account = match account {
-            Some(account) if active => account,
-            _ => {
-                outcomes.push(Err(Refusal::InvalidKey));
-                continue;
-            }
-        };
-        let cost = match account.state.admits(charge.queries, now) {
-            Ok(cost) => cost,
-            Err(refusal) => {
-                outcomes.push(Err(refusal));
-                continue;
-            }
-        };
-        if charge.queries > 0 {
-            account.state.balance = account
-                .state
+            let unflushed = self.pending.amount_of(id);
+            stored.balance = stored
                 .balance
-                .checked_sub(cost)
-                .context("balance arithmetic")?;
-            account.state.counters = account.state.counters.add(charge.queries, now);
-            account.changed = true;
-            let index = *row_of
-                .entry((caller.account_id, charge.endpoint))
-                .or_insert_with(|| {
-                    rows.push((caller.account_id, charge.endpoint, 0, Micros::ZERO));
-                    rows.len() - 1
-                });
-            let row = &mut rows[index];
-            row.2 += charge.queries;
-            row.3 = row.3.checked_add(cost).context("ledger arithmetic")?;
+                .checked_sub(unflushed)
+                .filter(|b| !b.is_negative())
+                .unwrap_or(Micros::ZERO);
+            accounts.insert(id, stored);
         }
-        let status = account.state.status(now);
-        outcomes.push(Ok(Charged {
-            balance: status.balance,
-            rate: status.rate,
-        }));
+        self.accounts = accounts;
+        self.active_keys = snapshot.keys.iter().map(|(_, c)| c.key_id).collect();
+        self.keys = snapshot.keys.into_iter().collect();
     }
 
-    let changed: Vec<(i64, ChargeState)> = accounts
-        .iter()
-        .filter_map(|(id, account)| {
-            let account = account.as_ref().filter(|a| a.changed)?;
-            Some((*id, account.state))
-        })
-        .collect();
-    store_charge_states(&tx, &changed)?;
-    let at = unix_secs(now);
-    let mut running: HashMap<i64, Micros> = HashMap::new();
-    let mut ledger_rows = Vec::with_capacity(rows.len());
-    for (account_id, endpoint, queries, amount) in rows {
-        let balance = running.entry(account_id).or_insert_with(|| {
-            accounts[&account_id]
-                .as_ref()
-                .map_or(Micros::ZERO, |a| a.before)
-        });
-        *balance = balance.checked_sub(amount).context("ledger arithmetic")?;
-        let numbers = [
-            account_id,
-            at,
-            -amount.get(),
-            balance.get(),
-            i64::try_from(queries).unwrap_or(i64::MAX),
-        ];
-        ledger_rows.push((numbers, endpoint));
-    }
-    insert_charge_rows(&tx, &ledger_rows)?;
-    tx.commit().context("committing charges")?;
-    known.keys.extend(keys);
-    known.accounts.extend(
-        accounts
-            .into_iter()
-            .map(|(id, account)| (id, account.map(|a| a.state))),
-    );
-    known.data_version = Some(data_version);
-    Ok(outcomes)
-}
-
-/// Rows per multi-row statement, largest first: a batch's writes take a few statements
-/// instead of one per account, and these few sizes keep the statement cache warm.
-const CHUNK_SIZES: [usize; 4] = [64, 16, 4, 1];
-
-/// Calls `write` on consecutive chunks of `items`, each of one of the `CHUNK_SIZES`.
-fn in_chunks<T>(
-    items: &[T],
-    mut write: impl FnMut(&[T]) -> rusqlite::Result<()>,
-) -> rusqlite::Result<()> {
-    let mut rest = items;
-    while !rest.is_empty() {
-        let size = CHUNK_SIZES
-            .into_iter()
-            .find(|size| *size <= rest.len())
-            .unwrap_or(1);
-        let (chunk, tail) = rest.split_at(size);
-        write(chunk)?;
-        rest = tail;
-    }
-    Ok(())
-}
-
-/// Writes the balances and window counters of the accounts a batch changed.
-fn store_charge_states(conn: &Connection, states: &[(i64, ChargeState)]) -> rusqlite::Result<()> {
-    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    in_chunks(states, |chunk| {
-        let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
-        let sql = format!(
-            "WITH v (id, balance, ms, mc, hs, hc, ds, dc) AS (VALUES {values})
-             UPDATE accounts SET balance = v.balance, minute_start = v.ms, minute_count = v.mc,
-                    hour_start = v.hs, hour_count = v.hc, day_start = v.ds, day_count = v.dc
-             FROM v WHERE accounts.id = v.id"
-        );
-        let numbers: Vec<i64> = chunk
+    /// The pending charges as a batch; the books start the next one.
+    fn take_batch(&mut self) -> Batch {
+        let pending = std::mem::take(&mut self.pending);
+        let number = self.batch;
+        self.batch += 1;
+        let counters = pending
+            .counters
             .iter()
-            .flat_map(|(id, state)| {
-                let c = &state.counters;
-                [
-                    *id,
-                    state.balance.get(),
-                    c.minute.start,
-                    n(c.minute.count),
-                    c.hour.start,
-                    n(c.hour.count),
-                    c.day.start,
-                    n(c.day.count),
-                ]
+            .filter_map(|id| Some((*id, self.accounts.get(id)?.counters)))
+            .collect();
+        let mut charges: Vec<ChargeRow> = pending
+            .rows
+            .into_iter()
+            .map(|((account_id, endpoint), (queries, amount))| ChargeRow {
+                account_id,
+                endpoint,
+                queries,
+                amount,
             })
             .collect();
-        conn.prepare_cached(&sql)?
-            .execute(params_from_iter(numbers))?;
-        Ok(())
-    })
+        charges.sort_by_key(|r| (r.account_id, r.endpoint));
+        Batch {
+            number,
+            at: SystemTime::now(),
+            charges,
+            counters,
+        }
+    }
+
+    /// A batch that did not commit goes back into the pending charges.
+    fn put_back(&mut self, batch: Batch) {
+        for row in batch.charges {
+            self.pending
+                .add(row.account_id, row.endpoint, row.queries, row.amount);
+        }
+        self.pending
+            .counters
+            .extend(batch.counters.into_iter().map(|(id, _)| id));
+    }
 }
 
-/// Appends `charge` rows: (account, at, amount, balance after, query count) and endpoint.
-fn insert_charge_rows(
-    conn: &Connection,
-    rows: &[([i64; 5], &'static str)],
-) -> rusqlite::Result<()> {
-    in_chunks(rows, |chunk| {
-        let values = vec!["(?, ?, 'charge', ?, ?, ?, ?)"; chunk.len()].join(", ");
-        let sql = format!(
-            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count, endpoint)
-             VALUES {values}"
-        );
-        let mut params: Vec<&dyn ToSql> = Vec::with_capacity(chunk.len() * 6);
-        for (numbers, endpoint) in chunk {
-            params.extend(numbers.iter().map(|n| n as &dyn ToSql));
-            params.push(endpoint);
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Longest pause between two tries of a failing flush.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+/// How long a clean stop keeps retrying a failing flush.
+const STOP_RETRY: Duration = Duration::from_secs(60);
+
+fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
+    let options = shared.options;
+    let mut retry = options.flush_interval;
+    let mut stop_deadline: Option<Instant> = None;
+    loop {
+        // Wait for the interval (write-behind) or for charges (durable), a reload
+        // request or stop.
+        let (batch, reloads, stopping) = {
+            let mut books = lock(&shared.books);
+            let pause = if books.failing.is_some() {
+                retry
+            } else {
+                options.flush_interval
+            };
+            let until = Instant::now() + pause;
+            loop {
+                let durable_ready = options.durable && !books.pending.is_empty();
+                if books.stop || durable_ready || !books.reload_requests.is_empty() {
+                    break;
+                }
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                books = shared
+                    .wake
+                    .wait_timeout(books, left)
+                    .map(|(b, _)| b)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+            let reloads = std::mem::take(&mut books.reload_requests);
+            let batch = (!books.pending.is_empty()).then(|| books.take_batch());
+            (batch, reloads, books.stop)
+        };
+
+        let mut flushed_ok = true;
+        if let Some(batch) = batch {
+            let started = Instant::now();
+            let number = batch.number;
+            match store.apply(&batch) {
+                Ok(()) => {
+                    shared.counts.flushes.fetch_add(1, Ordering::Relaxed);
+                    shared
+                        .counts
+                        .flush_busy_nanos
+                        .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    let recovered = lock(&shared.books).failing.take();
+                    if recovered.is_some() {
+                        tracing::warn!("billing flushes work again: charges are answered");
+                    }
+                    retry = options.flush_interval;
+                    shared.flushed.send_modify(|s| {
+                        s.done = number;
+                        s.failing = None;
+                    });
+                }
+                Err(e) => {
+                    flushed_ok = false;
+                    let why = format!("{e:#}");
+                    shared.counts.failed_flushes.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(
+                        "billing flush failed ({} charge rows kept, retrying in {retry:?}): {why}",
+                        batch.charges.len()
+                    );
+                    let mut books = lock(&shared.books);
+                    books.put_back(batch);
+                    books.failing = Some("the ledger cannot be written".into());
+                    drop(books);
+                    shared.flushed.send_modify(|s| {
+                        s.failing = Some(why);
+                    });
+                    retry = (retry * 2).clamp(Duration::from_millis(10), RETRY_MAX);
+                }
+            }
         }
-        conn.prepare_cached(&sql)?.execute(params.as_slice())?;
-        Ok(())
-    })
+
+        // Outside changes (CLI): reload after our own flush so that the stored balances
+        // hold every flushed charge.
+        match store.changes() {
+            Ok(Some(snapshot)) => {
+                lock(&shared.books).replace(snapshot);
+                shared.counts.reloads.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!("reading account changes: {e:#}"),
+        }
+        for done in reloads {
+            let _ = done.send(());
+        }
+
+        if stopping {
+            let empty = lock(&shared.books).pending.is_empty();
+            let deadline = *stop_deadline.get_or_insert_with(|| Instant::now() + STOP_RETRY);
+            if empty || (!flushed_ok && Instant::now() >= deadline) {
+                if !empty {
+                    tracing::error!(
+                        "stopping with unflushed charges: the ledger could not be written"
+                    );
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// The exclusive lock of a database file's server: `<db>.serve-lock`, held (flock) while
+/// `postal serve` runs, so that a second server on the same file refuses to start.
+pub struct ServeLock {
+    _file: std::fs::File,
+    path: PathBuf,
+}
+
+impl ServeLock {
+    pub fn acquire(db: &Path) -> anyhow::Result<ServeLock> {
+        let path = lock_path(db);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("opening the lock file {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(ServeLock { _file: file, path }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(anyhow!(
+                "another `postal serve` is already running on {} (it holds {}); \
+                 stop it first: two servers must not charge one file",
+                db.display(),
+                path.display()
+            )),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(e).with_context(|| format!("locking {}", path.display()))
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// `<db>.serve-lock`.
+pub fn lock_path(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".serve-lock");
+    PathBuf::from(name)
 }

@@ -5,31 +5,34 @@
 //! - **WAL journal.** Readers never block the writer and the writer never blocks readers:
 //!   the server answers lookups from a consistent snapshot while `postal-import` replaces
 //!   the dataset in one transaction, or while the billing writer commits.
-//! - **One writer per process, short transactions.** SQLite admits one writer per file at
-//!   a time. Within the server all charges go through one thread (`billing`), which
-//!   commits many waiting charges per transaction (group commit), so the file lock is taken
-//!   once per batch instead of once per request. Other processes (the admin CLI, the
-//!   import) take the same lock; `busy_timeout` makes each side wait for the other rather
-//!   than fail.
+//! - **One server charges the file.** `postal serve` holds an exclusive lock file and
+//!   decides charges in memory (`billing`); one writer thread commits them behind, as
+//!   deltas, at most every flush interval (`store`). Other processes (the admin CLI, the
+//!   import) take SQLite's write lock for their own short transactions; `busy_timeout`
+//!   makes each side wait for the other rather than fail.
 //! - **Exact money.** A balance and its ledger rows change in the same transaction, and
-//!   every transaction that changes money is `BEGIN IMMEDIATE`: it holds the write lock
-//!   from its first read, so the balance it checks is the balance it updates, whatever
-//!   other processes do. The `CHECK (balance >= 0)` in `schema.sql` backs this up, and
-//!   `postal ledger verify` checks balance = sum of ledger for every account.
-//! - **Durable when answered.** `synchronous=FULL`: a commit returns after the WAL is
-//!   fsynced, and the billing writer answers callers only after the commit returns. The
-//!   price is one fsync per batch, which is why charges are batched (`billing`).
+//!   every transaction that changes money is `BEGIN IMMEDIATE`. The
+//!   `CHECK (balance >= 0)` in `schema.sql` backs this up, and `postal ledger verify`
+//!   checks balance = sum of ledger for every account at every commit.
+//! - **Durability.** The CLI commits with `synchronous=FULL`. The server's flushes use
+//!   `NORMAL` (write-behind: a crash of the process loses at most the last interval,
+//!   a power cut possibly the last commits) or `FULL` with `--durable-charges`
+//!   (docs/money.md).
 //! - **Schema once.** `open` applies `schema.sql` to a new file (user_version 0) inside an
 //!   IMMEDIATE transaction, so concurrent first opens cannot race.
 
 pub mod accounts;
 pub mod billing;
+pub mod changes;
 pub mod dataset;
+pub mod keys;
+pub mod ledger;
 pub mod postal;
 pub mod postal_index;
+pub mod store;
 
-pub use accounts::{AccountStatus, Caller};
-pub use billing::{Billing, BillingStats, Charge, Charged, Refusal};
+pub use accounts::Caller;
+pub use billing::{Billing, BillingError, BillingOptions, BillingStats, Charged};
 
 use std::path::Path;
 use std::time::Duration;

@@ -55,6 +55,11 @@ pub struct Reply {
 }
 
 pub fn spawn_app() -> TestApp {
+    spawn_app_with(postal::api::Settings::default())
+}
+
+/// `spawn_app` with other serve settings (durable charges, flush interval).
+pub fn spawn_app_with(settings: postal::api::Settings) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("postal.db");
     std::fs::copy(template(), &db).expect("copying the template database");
@@ -76,7 +81,7 @@ pub fn spawn_app() -> TestApp {
             let address = acceptor.local_addr()[0].to_string();
             let address = address.trim_start_matches("socket://").to_string();
             tx.send(address).expect("reporting the address");
-            postal::api::serve_with(acceptor, &server_db, async move {
+            postal::api::serve_with(acceptor, &server_db, settings, async move {
                 let _ = shutdown_rx.await;
             })
             .await

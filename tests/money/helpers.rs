@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::SystemTime;
 
-use postal::db::{self, Billing, Caller, accounts};
+use postal::db::{self, Billing, BillingOptions, Caller, accounts};
 use postal::domain::api_key::hash_presented_key;
 use postal::domain::money::Micros;
 use rusqlite::Connection;
@@ -116,7 +116,22 @@ impl TestDb {
     }
 
     pub fn billing(&self) -> Billing {
-        Billing::start(&self.path).unwrap()
+        self.billing_with(BillingOptions::default())
+    }
+
+    pub fn billing_with(&self, options: BillingOptions) -> Billing {
+        Billing::start(&self.path, options).unwrap()
+    }
+
+    /// Queries recorded by charge rows of the ledger, all accounts.
+    pub fn charged_queries(&self) -> i64 {
+        self.conn()
+            .query_row(
+                "SELECT coalesce(sum(query_count), 0) FROM ledger WHERE kind = 'charge'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
     }
 
     /// `postal ledger verify` says ok.
@@ -124,5 +139,203 @@ impl TestDb {
         let run = self.postal(&["ledger", "verify"]);
         assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
         assert_eq!(run.json()["ok"], Value::Bool(true));
+    }
+}
+
+/// A database with the shared sample imported, built once per test run.
+fn postal_template() -> &'static std::path::Path {
+    static TEMPLATE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir").keep();
+        let db = dir.join("template.db");
+        postal::import::run(&postal::import::Options {
+            db: db.clone(),
+            sources: vec![
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/geonames/sample.zip").to_string(),
+            ],
+            country_info: Some(
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../shared/geonames/countryInfo.txt"
+                )
+                .to_string(),
+            ),
+            progress: false,
+        })
+        .expect("importing the sample");
+        db
+    })
+}
+
+impl TestDb {
+    /// A fresh database holding the sample postal data (for `postal serve`).
+    pub fn with_postal_data() -> TestDb {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("postal.db");
+        std::fs::copy(postal_template(), &path).unwrap();
+        TestDb { path, _dir: dir }
+    }
+
+    /// Starts `postal serve` on a free port with `args` (e.g. `--durable-charges`).
+    pub fn serve(&self, args: &[&str]) -> Server {
+        self.serve_wrapped(None, args)
+    }
+
+    /// As `serve`, through `sh -c '<prefix> exec postal ...'` (e.g. `trap "" XFSZ;`).
+    pub fn serve_wrapped(&self, shell_prefix: Option<&str>, args: &[&str]) -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut command = match shell_prefix {
+            None => Command::new(env!("CARGO_BIN_EXE_postal")),
+            Some(prefix) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("{prefix} exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_postal"));
+                c
+            }
+        };
+        command
+            .arg("--db")
+            .arg(&self.path)
+            .args(["serve", "--listen", &listen])
+            .args(args)
+            .env_remove("POSTAL_DB")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let address = format!("http://{listen}");
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let server = Server {
+            child,
+            address,
+            agent,
+            log,
+        };
+        // Ready when it answers (it binds the port before loading the postal data).
+        for _ in 0..1000 {
+            let ready = server
+                .agent
+                .get(format!("{}/openapi.json", server.address))
+                .call()
+                .is_ok_and(|r| r.status() == 200);
+            if ready {
+                return server;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("postal serve did not start: {}", server.log());
+    }
+}
+
+/// A running `postal serve` process.
+pub struct Server {
+    pub child: std::process::Child,
+    pub address: String,
+    agent: ureq::Agent,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Server {
+    pub fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// POSTs `/api/lookup` of 90210 with `key`: (status, body).
+    pub fn lookup(&self, key: &str) -> (u16, Value) {
+        self.post(
+            "/api/lookup",
+            &serde_json::json!({"apiKey": key, "zipcode": "90210"}),
+        )
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        post(&self.agent, &format!("{}{path}", self.address), body)
+    }
+
+    /// A client that can move to another thread.
+    pub fn client(&self) -> Client {
+        Client {
+            agent: self.agent.clone(),
+            address: self.address.clone(),
+        }
+    }
+
+    /// Sends `signal` (`TERM`, `KILL`) and waits for the process to end.
+    pub fn stop(&mut self, signal: &str) -> std::process::ExitStatus {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    address: String,
+}
+
+impl Client {
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        post(&self.agent, &format!("{}{path}", self.address), body)
+    }
+
+    pub fn lookup(&self, key: &str) -> (u16, Value) {
+        self.post(
+            "/api/lookup",
+            &serde_json::json!({"apiKey": key, "zipcode": "90210"}),
+        )
+    }
+}
+
+/// (status, JSON body or Null); a failed connection is status 0.
+fn post(agent: &ureq::Agent, url: &str, body: &Value) -> (u16, Value) {
+    let request = agent
+        .post(url)
+        .header("content-type", "application/json")
+        .send(body.to_string().as_bytes());
+    match request {
+        Ok(mut response) => {
+            let status = response.status().as_u16();
+            let text = response.body_mut().read_to_string().unwrap_or_default();
+            (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        }
+        Err(_) => (0, Value::Null),
     }
 }

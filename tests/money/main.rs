@@ -12,3 +12,6 @@ mod cli;
 
 /// `postal ledger verify` against a tampered database.
 mod ledger;
+
+/// `postal serve` as a process: stops, crashes, CLI under load, races, failing flushes.
+mod serve;

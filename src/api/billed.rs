@@ -1,0 +1,163 @@
+//! The one billed-request path: authenticate -> parse -> pre-check -> work -> charge ->
+//! envelope, in the contract's order of checks (decisions.md), for every billed
+//! operation. An operation states only how it reads its request, what it costs in
+//! queries, and its work (`Operation`); `State::billed` does the rest.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use super::State;
+use super::envelope::{Timings, rate_limit_status, usd};
+use super::error::ApiError;
+use super::types::{Performance, RateLimitStatus};
+use crate::db::billing::{BillingError, Charged};
+use crate::domain::api_key::hash_presented_key;
+use crate::domain::charge::{Endpoint, Refusal};
+
+/// The text of a missing `apiKey` on the billed operations.
+pub const MISSING_API_KEY: &str = "Missing required field: apiKey";
+
+/// A billed operation of the API.
+pub trait Operation {
+    /// What the ledger records it as; bulk endpoints answer refusals with bulk texts.
+    const ENDPOINT: Endpoint;
+    /// The request as the extractor hands it over (e.g. `ContractJson<CodeRequest>`).
+    type Body: Send + Sync;
+    /// The request in domain types.
+    type Parsed: Send;
+    /// What the work found, before the envelope is added.
+    type Answer: Send;
+
+    /// `apiKey` of the body (400 when missing), read before anything else.
+    fn api_key(body: &Self::Body) -> Result<&str, ApiError>;
+    /// The other fields: 400 with the contract's text when wrong.
+    fn parse(body: &Self::Body) -> Result<Self::Parsed, ApiError>;
+    /// Billed queries: 1, or one per record.
+    fn queries(_parsed: &Self::Parsed) -> u64 {
+        1
+    }
+    /// The work, after the pre-check; an `Err` (e.g. 404) charges nothing.
+    fn work(
+        state: &State,
+        parsed: Self::Parsed,
+    ) -> impl Future<Output = Result<Self::Answer, ApiError>> + Send;
+}
+
+/// What every 200 of a billed operation carries beside its answer (postal-api.md 2.1).
+pub struct Envelope {
+    pub balance: f64,
+    pub performance: Performance,
+    pub rate_limit: RateLimitStatus,
+    /// What this request cost (`totalCost` of the bulk endpoints).
+    pub total_cost: f64,
+}
+
+/// An answered billed request.
+pub struct Billed<A> {
+    pub answer: A,
+    pub envelope: Envelope,
+}
+
+impl State {
+    /// Runs operation `O` on `body` through the one billed path.
+    pub async fn billed<O: Operation>(
+        &self,
+        body: &O::Body,
+    ) -> Result<Billed<O::Answer>, ApiError> {
+        let _slot = self.admit()?;
+        let mut timings = Timings::start();
+        let (caller, _) = self.authenticate(O::api_key(body)?, &mut timings)?;
+        let parsed = O::parse(body)?;
+        let queries = O::queries(&parsed);
+        let t = Instant::now();
+        let checked = self.billing.precheck(caller, queries);
+        timings.rate_limit_check += t.elapsed();
+        checked.map_err(|e| refused(e, O::ENDPOINT))?;
+        let answer = timings.processing_async(O::work(self, parsed)).await?;
+        let t = Instant::now();
+        let charged = self
+            .billing
+            .charge(caller, queries, O::ENDPOINT)
+            .map_err(|e| refused(e, O::ENDPOINT))?;
+        if self.billing.options().durable {
+            self.billing
+                .committed(&charged)
+                .await
+                .map_err(|e| refused(e, O::ENDPOINT))?;
+        }
+        timings.balance += t.elapsed();
+        let envelope = Envelope::of(&charged, &timings);
+        Ok(Billed { answer, envelope })
+    }
+
+    /// The caller behind `api_key` (401 when unknown or revoked), from memory.
+    pub(super) fn authenticate(
+        &self,
+        api_key: &str,
+        timings: &mut Timings,
+    ) -> Result<(crate::db::Caller, crate::domain::charge::AccountState), ApiError> {
+        let t = Instant::now();
+        let found = self.billing.authenticate(&hash_presented_key(api_key));
+        timings.auth += t.elapsed();
+        found.map_err(|_| ApiError::invalid_api_key())
+    }
+
+    /// A place among the requests in flight, or 503 beyond `max_in_flight`.
+    fn admit(&self) -> Result<InFlight<'_>, ApiError> {
+        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let slot = InFlight(&self.in_flight);
+        if before >= self.max_in_flight {
+            self.overloaded.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::unavailable("Server overloaded, retry shortly", 1));
+        }
+        Ok(slot)
+    }
+}
+
+impl Envelope {
+    fn of(charged: &Charged, timings: &Timings) -> Envelope {
+        Envelope {
+            balance: usd(charged.balance),
+            performance: timings.billed(),
+            rate_limit: rate_limit_status(&charged.rate),
+            total_cost: usd(charged.cost),
+        }
+    }
+}
+
+/// Counts a request in flight until dropped.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The contract's answer to a refused charge (texts of postal-api.md 7.2).
+fn refused(error: BillingError, endpoint: Endpoint) -> ApiError {
+    let bulk = endpoint.is_bulk();
+    match error {
+        BillingError::Refused(Refusal::InvalidKey) => ApiError::invalid_api_key(),
+        BillingError::Refused(Refusal::InsufficientBalance) => {
+            ApiError::payment_required(if bulk {
+                "Insufficient balance for bulk request"
+            } else {
+                "Insufficient balance"
+            })
+        }
+        BillingError::Refused(Refusal::RateLimited { retry_after_secs }) => ApiError::rate_limited(
+            if bulk {
+                "Rate limit would be exceeded by this bulk request"
+            } else {
+                "Rate limit exceeded"
+            },
+            retry_after_secs,
+        ),
+        // The writer logs why (once per failed flush, not once per request).
+        BillingError::Unavailable(_) => {
+            ApiError::unavailable("Billing temporarily unavailable, retry shortly", 1)
+        }
+    }
+}

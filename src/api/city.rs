@@ -1,0 +1,50 @@
+//! `/api/city`: the postal codes of a place (exact, then fuzzy), on the blocking pool;
+//! 1 query.
+
+use super::State;
+use super::billed::{MISSING_API_KEY, Operation};
+use super::contract::ContractJson;
+use super::error::ApiError;
+use super::types::CityRequest;
+use crate::db;
+use crate::db::postal::{CityMatch, CityQuery};
+use crate::domain::CountryCode;
+use crate::domain::charge::Endpoint;
+use crate::domain::text::fold;
+
+pub struct City;
+
+impl Operation for City {
+    const ENDPOINT: Endpoint = Endpoint::City;
+    type Body = ContractJson<CityRequest>;
+    type Parsed = CityQuery;
+    type Answer = CityMatch;
+
+    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
+        body.api_key(MISSING_API_KEY)
+    }
+
+    fn parse(body: &Self::Body) -> Result<CityQuery, ApiError> {
+        let city = body.required_text("city")?;
+        let country = body.country()?;
+        let (state, st) = (body.optional_text("state"), body.optional_text("ST"));
+        if country == CountryCode::US && state.is_none() && st.is_none() {
+            return Err(ApiError::bad_request(
+                "Missing 'state' or 'ST' in request body",
+            ));
+        }
+        Ok(CityQuery {
+            country,
+            city: fold(city),
+            state: state.map(fold),
+            st: st.map(fold),
+        })
+    }
+
+    async fn work(state: &State, query: CityQuery) -> Result<CityMatch, ApiError> {
+        state
+            .read_blocking(move |c| db::postal::find_city(c, &query))
+            .await?
+            .ok_or_else(|| ApiError::not_found("No ZIP codes found for the given city/state"))
+    }
+}

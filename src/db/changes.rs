@@ -1,0 +1,127 @@
+//! How a CLI change holds from the next request: the CLI announces its commit to the
+//! running server, which reloads accounts and keys before it confirms.
+//!
+//! The server listens on a Unix socket beside the file (`<db>.serve-notify`). After
+//! committing, a CLI command connects, writes one line, and waits for the server's `ok`,
+//! sent once the books in memory hold the change (`Billing::reload_now`); so every
+//! request that starts after the command returned sees it. The hot path pays nothing
+//! (no per-request `PRAGMA data_version` or counter read). Without a server there is no
+//! socket and the command returns at once; a change made by other means (an SQL shell)
+//! is still noticed by the writer's `PRAGMA data_version` check after every flush.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use crate::db::billing::Billing;
+
+/// How long a CLI command waits for the server's confirmation.
+const CONFIRM_WAIT: Duration = Duration::from_secs(10);
+
+/// `<db>.serve-notify`, from the file's absolute path (the CLI and the server may name
+/// the file differently).
+pub fn socket_path(db: &Path) -> PathBuf {
+    let absolute = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
+    let mut name = absolute.into_os_string();
+    name.push(".serve-notify");
+    PathBuf::from(name)
+}
+
+/// Tells the server running on `conn`'s file (if any) that accounts or keys changed, and
+/// waits until it holds the change. Never fails: the change is committed either way.
+pub fn announce(conn: &Connection) {
+    let Some(db) = conn.path().filter(|p| !p.is_empty()) else {
+        return;
+    };
+    let Ok(mut stream) = UnixStream::connect(socket_path(Path::new(db))) else {
+        return; // no server running
+    };
+    let _ = stream.set_read_timeout(Some(CONFIRM_WAIT));
+    let confirmed = stream.write_all(b"changed\n").is_ok() && {
+        let mut line = String::new();
+        BufReader::new(&stream).read_line(&mut line).is_ok() && line == "ok\n"
+    };
+    if !confirmed {
+        eprintln!(
+            "warning: the running server did not confirm the change; it holds after its next flush"
+        );
+    }
+}
+
+/// The server's end: answers each announcement once the books are reloaded. Stops and
+/// removes its socket when dropped.
+pub struct Listener {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    /// `None` (logged) when the socket cannot be created, e.g. a path over the 108 bytes
+    /// of a socket address: changes then hold after the next flush.
+    pub fn start(db: &Path, billing: Billing) -> Option<Listener> {
+        let path = socket_path(db);
+        // The serve lock is held: a socket file left here is a dead server's.
+        let _ = std::fs::remove_file(&path);
+        let listener = match UnixListener::bind(&path) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(
+                    "no change socket at {} ({e}): CLI changes hold after the next flush",
+                    path.display()
+                );
+                return None;
+            }
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = thread::Builder::new()
+            .name("postal-changes".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if flag.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let billing = billing.clone();
+                    let _ = thread::Builder::new()
+                        .name("postal-change".into())
+                        .spawn(move || confirm(stream, &billing));
+                }
+            })
+            .ok()?;
+        Some(Listener {
+            path,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+fn confirm(stream: UnixStream, billing: &Billing) {
+    let _ = stream.set_read_timeout(Some(CONFIRM_WAIT));
+    let mut line = String::new();
+    if BufReader::new(&stream).read_line(&mut line).is_err() {
+        return;
+    }
+    if billing.reload_now(CONFIRM_WAIT) {
+        let _ = (&stream).write_all(b"ok\n");
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = UnixStream::connect(&self.path); // wakes the accept loop
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

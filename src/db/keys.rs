@@ -1,0 +1,106 @@
+//! The `api_keys` table: create and revoke keys (the CLI), load the active ones (the
+//! server's books).
+
+use std::time::SystemTime;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use crate::db::accounts::{AccountError, Caller, find_account, unix_secs};
+use crate::db::changes;
+use crate::domain::api_key::{self, ApiKey, KeyHash};
+
+/// A new key (shown once).
+pub struct NewKey {
+    pub key_id: String,
+    pub api_key: ApiKey,
+}
+
+pub(crate) fn insert_key(
+    conn: &Connection,
+    account_rowid: i64,
+    at: i64,
+) -> rusqlite::Result<(String, ApiKey)> {
+    let key_id = api_key::new_key_id();
+    let api_key = ApiKey::generate();
+    conn.execute(
+        "INSERT INTO api_keys (public_id, key_hash, account_id, created_at) VALUES (?1, ?2, ?3, ?4)",
+        params![key_id, &api_key.hash()[..], account_rowid, at],
+    )?;
+    Ok((key_id, api_key))
+}
+
+pub fn create_key(
+    conn: &mut Connection,
+    account_public_id: &str,
+    now: SystemTime,
+) -> Result<NewKey, AccountError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (rowid, _) = find_account(&tx, account_public_id)?;
+    let (key_id, api_key) = insert_key(&tx, rowid, unix_secs(now))?;
+    tx.commit()?;
+    changes::announce(conn);
+    Ok(NewKey { key_id, api_key })
+}
+
+/// Revokes the key; revoking a revoked key again is not an error (its first revocation
+/// time stays).
+pub fn revoke_key(
+    conn: &mut Connection,
+    key_public_id: &str,
+    now: SystemTime,
+) -> Result<(), AccountError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let exists = tx
+        .query_row(
+            "SELECT 1 FROM api_keys WHERE public_id = ?1",
+            [key_public_id],
+            |_| Ok(()),
+        )
+        .optional()?;
+    if exists.is_none() {
+        return Err(AccountError::UnknownKey(key_public_id.to_owned()));
+    }
+    tx.execute(
+        "UPDATE api_keys SET revoked_at = ?2 WHERE public_id = ?1 AND revoked_at IS NULL",
+        params![key_public_id, unix_secs(now)],
+    )?;
+    tx.commit()?;
+    changes::announce(conn);
+    Ok(())
+}
+
+/// The caller behind a key's hash; `None` when no key has it or the key is revoked.
+pub fn authenticate(conn: &Connection, key_hash: &KeyHash) -> anyhow::Result<Option<Caller>> {
+    let caller = conn
+        .prepare_cached(
+            "SELECT account_id, id FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL",
+        )?
+        .query_row([&key_hash[..]], |r| {
+            Ok(Caller {
+                account_id: r.get(0)?,
+                key_id: r.get(1)?,
+            })
+        })
+        .optional()?;
+    Ok(caller)
+}
+
+/// Every active key: hash -> caller (the server's books).
+pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<(KeyHash, Caller)>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT key_hash, account_id, id FROM api_keys WHERE revoked_at IS NULL")?;
+    stmt.query_map([], |r| {
+        let hash: Vec<u8> = r.get(0)?;
+        let hash: KeyHash = hash
+            .try_into()
+            .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, 0))?;
+        Ok((
+            hash,
+            Caller {
+                account_id: r.get(1)?,
+                key_id: r.get(2)?,
+            },
+        ))
+    })?
+    .collect()
+}
