@@ -166,13 +166,41 @@ impl State {
     }
 }
 
+/// How Swagger UI and generated clients group the operations.
+#[derive(poem_openapi::Tags)]
+pub enum ApiTags {
+    /// What a postal code is: its place, region and coordinates.
+    #[oai(rename = "Postal codes")]
+    PostalCodes,
+    /// Postal codes by place name.
+    Cities,
+    /// Whether postal codes exist, one or a thousand at a time.
+    Validation,
+    /// The service itself: version, coverage, your balance (free).
+    Service,
+}
+
+/// What the document says of itself beyond its operations.
+const DESCRIPTION: &str = "Look up, validate and search postal codes of 120 countries. \
+Every request is a POST with a JSON body carrying your `apiKey`; every answered query costs \
+0.000028 USD from your prepaid balance.\n\n\
+**Authentication.** The API key travels in the JSON body (`apiKey`), as the interface \
+requires, not in a header, so the document declares no security scheme.\n\n\
+**Data.** Postal-code data from GeoNames (https://www.geonames.org), licensed under \
+CC BY 4.0 (https://creativecommons.org/licenses/by/4.0/); credit GeoNames wherever you show it.";
+
 /// The OpenAPI service over `state` (`None`: only to generate the document).
 pub fn service(state: Option<State>) -> OpenApiService<PostalApi, ()> {
-    OpenApiService::new(PostalApi { state }, TITLE, env!("CARGO_PKG_VERSION")).description(
-        "Look up, validate and search postal codes of 120 countries (GeoNames data, CC BY 4.0). \
-             Every request is a POST with a JSON body carrying your `apiKey`; every answered query \
-             costs 0.000028 USD from your prepaid balance.",
-    )
+    OpenApiService::new(PostalApi { state }, TITLE, env!("CARGO_PKG_VERSION"))
+        .description(DESCRIPTION)
+        .license(
+            poem_openapi::LicenseObject::new("MIT (the code); data: GeoNames, CC BY 4.0")
+                .url("https://opensource.org/license/mit"),
+        )
+        .server(
+            poem_openapi::ServerObject::new("http://127.0.0.1:8080")
+                .description("`postal serve` with its default --listen address"),
+        )
 }
 
 /// The OpenAPI document as committed in `openapi.yaml`.

@@ -65,7 +65,7 @@ impl ToJSON for ZipCodeValue {
 
 /// Body of /api/lookup, /api/metacode, /api/metazip and /api/validate.
 #[derive(Debug, Object)]
-#[oai(example)]
+#[oai(example, skip_serializing_if_is_none)]
 pub struct CodeRequest {
     /// The postal code: a string, or an integer (leading zeros restored where the
     /// country's codes are digits of one length: US `2134` is `02134`).
@@ -89,7 +89,7 @@ impl Example for CodeRequest {
 
 /// Body of /api/city.
 #[derive(Debug, Object)]
-#[oai(example)]
+#[oai(example, skip_serializing_if_is_none)]
 pub struct CityRequest {
     /// City or place name; case, accents and punctuation are ignored.
     pub city: String,
@@ -193,8 +193,10 @@ pub struct Performance {
 #[oai(rename_all = "camelCase")]
 pub struct WindowUse {
     /// The limit, or null when this window has none.
+    #[oai(nullable)]
     pub limit: Option<u64>,
     /// Billed queries in the current window, this request included; null without a limit.
+    #[oai(nullable)]
     pub current: Option<u64>,
     /// `current` is at least 80% of `limit`.
     pub approaching_limit: bool,
@@ -346,6 +348,70 @@ pub enum Reason {
     UnknownCountry,
 }
 
+/// `reason` of a bulk result: the enum inline and nullable, because generated clients
+/// cannot take `null` through an `allOf` around a `$ref` to an enum (openapi-python-client:
+/// "Cannot take allOf a non-object").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NullableReason(pub Option<Reason>);
+
+impl Type for NullableReason {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> Cow<'static, str> {
+        "nullable_reason".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        let mut schema = MetaSchema::new("string");
+        schema.enum_items = [
+            Reason::NotFound,
+            Reason::InvalidFormat,
+            Reason::UnknownCountry,
+        ]
+        .iter()
+        .filter_map(ToJSON::to_json)
+        // OpenAPI 3.0.3: a nullable enum lists null among its values.
+        .chain([Value::Null])
+        .collect();
+        schema.nullable = true;
+        MetaSchemaRef::Inline(Box::new(schema))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(self.as_raw_value().into_iter())
+    }
+}
+
+impl ParseFromJSON for NullableReason {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value {
+            None | Some(Value::Null) => Ok(NullableReason(None)),
+            some => Reason::parse_from_json(some)
+                .map(|reason| NullableReason(Some(reason)))
+                .map_err(poem_openapi::types::ParseError::propagate),
+        }
+    }
+}
+
+impl ToJSON for NullableReason {
+    fn to_json(&self) -> Option<Value> {
+        Some(
+            self.0
+                .as_ref()
+                .and_then(ToJSON::to_json)
+                .unwrap_or(Value::Null),
+        )
+    }
+}
+
 /// One result of /api/validate-bulk, in request order.
 #[derive(Debug, Object)]
 #[oai(rename_all = "camelCase")]
@@ -356,9 +422,10 @@ pub struct BulkResult {
     pub country_code: String,
     pub valid: bool,
     /// The stored key when valid (GB outcode, CA forward sortation area, ...), else null.
+    #[oai(nullable)]
     pub normalized: Option<String>,
-    /// null when valid.
-    pub reason: Option<Reason>,
+    /// Why the record is not valid; null when valid.
+    pub reason: NullableReason,
 }
 
 /// 200 of /api/validate-bulk.
@@ -497,7 +564,7 @@ impl Example for BulkResponse {
             country_code: country.into(),
             valid: normalized.is_some(),
             normalized: normalized.map(String::from),
-            reason,
+            reason: NullableReason(reason),
         };
         BulkResponse {
             results: vec![

@@ -1,0 +1,79 @@
+"""A program written against the generated Python client (clients/run.sh): every call
+of the contract, typed errors, and no field the client failed to model."""
+
+import sys
+
+from postal_client import Client
+from postal_client.api.postal_codes import get_metacode, lookup
+from postal_client.api.cities import find_city
+from postal_client.api.validation import validate, validate_bulk
+from postal_client.api.service import about_api
+from postal_client.models import (
+    AboutRequest,
+    BulkRecordRequest,
+    BulkRequest,
+    CityRequest,
+    CodeRequest,
+    ErrorBody,
+)
+from postal_client.types import Unset
+
+base, key = sys.argv[1], sys.argv[2]
+client = Client(base_url=base, raise_on_unexpected_status=True)
+
+
+def untyped(value, path="response"):
+    """Every field the server sent must be a modelled attribute, at every depth."""
+    extra = getattr(value, "additional_properties", None)
+    if extra:
+        raise AssertionError(f"{path}: fields the client did not model: {sorted(extra)}")
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            untyped(item, f"{path}[{i}]")
+    elif hasattr(value, "to_dict") and hasattr(value, "__attrs_attrs__"):
+        for field in value.__attrs_attrs__:
+            if field.name != "additional_properties":
+                untyped(getattr(value, field.name), f"{path}.{field.name}")
+
+
+def call(module, body, status):
+    reply = module.sync_detailed(client=client, body=body)
+    assert reply.status_code == status, (module.__name__, reply.status_code, reply.content)
+    assert reply.parsed is not None, (module.__name__, "not parsed", reply.content)
+    untyped(reply.parsed, module.__name__)
+    return reply.parsed
+
+
+found = call(lookup, CodeRequest(zipcode="90210", api_key=key), 200)
+assert found.city == "Beverly Hills" and found.st == "CA", found
+assert isinstance(found.balance, float) and not isinstance(found.performance, Unset)
+
+city = call(find_city, CityRequest(city="Beverly Hills", st="CA", api_key=key), 200)
+assert "90210" in city.zipcodes, city
+
+meta = call(get_metacode, CodeRequest(zipcode="100-0001", country="JP", api_key=key), 200)
+assert meta.meta.postal_code == "1000001", meta.meta
+
+valid = call(validate, CodeRequest(zipcode="90210", api_key=key), 200)
+assert valid.valid is True, valid
+
+records = [
+    BulkRecordRequest(postal_code="90210", country_code="US"),
+    BulkRecordRequest(postal_code="SW1A 1AA", country_code="GB"),
+    BulkRecordRequest(postal_code="99999", country_code="US"),
+]
+bulk = call(validate_bulk, BulkRequest(api_key=key, records=records), 200)
+reasons = [str(r.reason) if r.reason else None for r in bulk.results]
+assert [r.valid for r in bulk.results] == [True, True, False], bulk
+assert reasons[2] == "not_found", reasons
+assert bulk.total_cost == 0.000084, bulk.total_cost
+
+about = call(about_api, AboutRequest(api_key=key), 200)
+assert "GeoNames" in about.coverage, about
+
+denied = call(lookup, CodeRequest(zipcode="90210", api_key="pk_not_a_key"), 401)
+assert isinstance(denied, ErrorBody) and denied.error == "Invalid API key", denied
+missing = call(lookup, CodeRequest(zipcode="00000", api_key=key), 404)
+assert isinstance(missing, ErrorBody) and missing.error == "ZIP code not found", missing
+
+print("python client: 9 calls, every field typed")

@@ -1,0 +1,85 @@
+// A program written against the generated TypeScript types (openapi-typescript) and
+// openapi-fetch (clients/run.sh): every call of the contract, typed errors, and every
+// field the server sends declared by the document (types vanish at run time, so the
+// response is walked against the document's schema).
+import createClient from "openapi-fetch";
+import type { paths } from "./generated/schema";
+
+declare const process: { argv: string[] };
+const [base, key] = process.argv.slice(2);
+const client = createClient<paths>({ baseUrl: base });
+const document = (await (await fetch(`${base}/openapi.json`)).json()) as any;
+
+type Schema = Record<string, any>;
+function resolve(schema: Schema): Schema {
+  while (schema.$ref) schema = document.components.schemas[schema.$ref.split("/").pop()];
+  return schema;
+}
+// The properties a value may carry under `schema`, following allOf/oneOf/anyOf.
+function untyped(value: unknown, schema: Schema, path: string): string[] {
+  schema = resolve(schema);
+  const parts = [...(schema.allOf ?? []), ...(schema.oneOf ?? []), ...(schema.anyOf ?? [])];
+  if (parts.length) {
+    const each = parts.map((p: Schema) => untyped(value, p, path));
+    return schema.allOf ? each.flat() : each.reduce((a, b) => (a.length <= b.length ? a : b));
+  }
+  if (Array.isArray(value)) return value.flatMap((v, i) => untyped(v, schema.items ?? {}, `${path}[${i}]`));
+  if (value === null || typeof value !== "object") return [];
+  const properties = schema.properties ?? {};
+  return Object.entries(value).flatMap(([name, v]) =>
+    name in properties ? untyped(v, properties[name], `${path}.${name}`) : [`${path}.${name}`],
+  );
+}
+function check(path: string, status: number, response: Response, body: unknown, expected: number) {
+  if (response.status !== expected) throw new Error(`${path}: status ${response.status}, wanted ${expected}`);
+  const schema = document.paths[path].post.responses[String(status)].content["application/json; charset=utf-8"].schema;
+  const leftovers = untyped(body, schema, path);
+  if (leftovers.length) throw new Error(`fields the document does not declare: ${leftovers.join(", ")}`);
+}
+function assert(condition: boolean, what: string) {
+  if (!condition) throw new Error(`failed: ${what}`);
+}
+
+const lookup = await client.POST("/api/lookup", { body: { zipcode: "90210", apiKey: key } });
+check("/api/lookup", 200, lookup.response, lookup.data, 200);
+assert(lookup.data?.city === "Beverly Hills" && lookup.data.ST === "CA", "lookup 90210");
+
+const city = await client.POST("/api/city", { body: { city: "Beverly Hills", ST: "CA", apiKey: key } });
+check("/api/city", 200, city.response, city.data, 200);
+assert(city.data?.zipcodes.includes("90210") === true, "city Beverly Hills CA");
+
+const meta = await client.POST("/api/metacode", { body: { zipcode: "100-0001", country: "JP", apiKey: key } });
+check("/api/metacode", 200, meta.response, meta.data, 200);
+assert(meta.data !== undefined && "postalCode" in meta.data.meta && meta.data.meta.postalCode === "1000001", "metacode JP");
+
+const valid = await client.POST("/api/validate", { body: { zipcode: "90210", apiKey: key } });
+check("/api/validate", 200, valid.response, valid.data, 200);
+assert(valid.data?.valid === true, "validate 90210");
+
+const bulk = await client.POST("/api/validate-bulk", {
+  body: {
+    apiKey: key,
+    records: [
+      { postalCode: "90210", countryCode: "US" },
+      { postalCode: "SW1A 1AA", countryCode: "GB" },
+      { postalCode: "99999", countryCode: "US" },
+    ],
+  },
+});
+check("/api/validate-bulk", 200, bulk.response, bulk.data, 200);
+assert(bulk.data?.results.map((r) => r.reason ?? null).join() === ",,not_found", "bulk reasons");
+assert(bulk.data?.totalCost === 0.000084, "bulk totalCost");
+
+const about = await client.POST("/api/aboutapi", { body: { apiKey: key } });
+check("/api/aboutapi", 200, about.response, about.data, 200);
+assert(about.data?.coverage.includes("GeoNames") === true, "aboutapi coverage");
+
+const denied = await client.POST("/api/lookup", { body: { zipcode: "90210", apiKey: "pk_not_a_key" } });
+check("/api/lookup", 401, denied.response, denied.error, 401);
+assert(denied.error?.error === "Invalid API key", "401 as a typed error");
+
+const missing = await client.POST("/api/lookup", { body: { zipcode: "00000", apiKey: key } });
+check("/api/lookup", 404, missing.response, missing.error, 404);
+assert(missing.error?.error === "ZIP code not found", "404 as a typed error");
+
+console.log("typescript client: 9 calls, every field declared");
