@@ -18,6 +18,7 @@ mod contract;
 mod endpoints;
 mod envelope;
 mod error;
+mod geo;
 mod types;
 
 use std::future::Future;
@@ -35,6 +36,7 @@ use rusqlite::Connection;
 
 pub use endpoints::PostalApi;
 pub use error::ApiError;
+pub use geo::GeoApi;
 
 use crate::db;
 use crate::db::accounts::{AccountStatus, Caller, ChargeState};
@@ -50,7 +52,9 @@ const DATASET_CHECK: Duration = Duration::from_secs(1);
 /// Title of the OpenAPI document.
 pub const TITLE: &str = "postal: postal-code data API";
 
-/// What the handlers share: the postal data in memory, two read pools and the billing writer.
+/// What the handlers share: the postal data in memory, two read pools and the billing
+/// writer. Cloning shares them (each API of the service holds a clone).
+#[derive(Clone)]
 pub struct State {
     /// The dataset, swapped whole when an import commits (see `watch_dataset`).
     postal: Arc<RwLock<Arc<PostalIndex>>>,
@@ -217,8 +221,14 @@ fn refused(refusal: Refusal, texts: Billed) -> ApiError {
 }
 
 /// The OpenAPI service over `state` (`None`: only to generate the document).
-pub fn service(state: Option<State>) -> OpenApiService<PostalApi, ()> {
-    OpenApiService::new(PostalApi { state }, TITLE, env!("CARGO_PKG_VERSION")).description(
+pub fn service(state: Option<State>) -> OpenApiService<(PostalApi, GeoApi), ()> {
+    let apis = (
+        PostalApi {
+            state: state.clone(),
+        },
+        GeoApi { state },
+    );
+    OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION")).description(
         "Look up, validate and search postal codes of 120 countries (GeoNames data, CC BY 4.0). \
              Every request is a POST with a JSON body carrying your `apiKey`; every answered query \
              costs 0.000028 USD from your prepaid balance.",

@@ -25,6 +25,7 @@
 pub mod accounts;
 pub mod billing;
 pub mod dataset;
+pub mod geo_index;
 pub mod postal;
 pub mod postal_index;
 
