@@ -905,12 +905,12 @@ fn example_nearest_places() -> Vec<Place> {
             Some(0.0),
         ),
         example_place(
-            "SW1E",
+            "EC1A",
             "GB",
             "London",
             england,
             (51.5085, -0.1257),
-            Some(0.898),
+            Some(0.892),
         ),
     ]
 }
@@ -946,7 +946,7 @@ impl Example for RadiusRequest {
             country: Some("GB".into()),
             latitude: None,
             longitude: None,
-            radius_km: 1.0,
+            radius_km: 0.5,
             api_key: EXAMPLE_KEY.into(),
         }
     }
@@ -955,7 +955,7 @@ impl Example for RadiusRequest {
 impl Example for RadiusResponse {
     fn example() -> Self {
         RadiusResponse {
-            results: example_nearest_places(),
+            results: example_nearest_places().into_iter().take(1).collect(),
             truncated: false,
             balance: 4.999972,
             performance: example_performance(),
@@ -983,8 +983,8 @@ impl Example for DistanceRequest {
 impl Example for DistanceResponse {
     fn example() -> Self {
         DistanceResponse {
-            km: 3950.441,
-            miles: 2454.69,
+            km: 3948.243,
+            miles: 2453.325,
             from: example_place(
                 "90210",
                 "US",
