@@ -89,13 +89,8 @@ impl<T> ContractJson<T> {
 
     /// `zipcode`: a non-blank string or a non-negative JSON integer.
     pub fn zipcode(&self) -> Result<ZipInput, ApiError> {
-        match self.fields.get("zipcode") {
-            Some(Value::String(s)) if !s.trim().is_empty() => Ok(ZipInput::Text(s.clone())),
-            Some(Value::Number(n)) if n.is_u64() => {
-                Ok(ZipInput::Integer(n.as_u64().unwrap_or_default()))
-            }
-            _ => Err(ApiError::bad_request("Missing required field: zipcode")),
-        }
+        zip_input(self.fields.get("zipcode"))
+            .ok_or_else(|| ApiError::bad_request("Missing required field: zipcode"))
     }
 
     /// `zipcode` exactly as sent, for echoing.
@@ -130,6 +125,15 @@ impl<T> ContractJson<T> {
             }
             Some(_) => Err(ApiError::bad_request("Invalid 'country'")),
         }
+    }
+}
+
+/// A `zipcode` value: a non-blank string or a non-negative JSON integer.
+pub fn zip_input(value: Option<&Value>) -> Option<ZipInput> {
+    match value {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(ZipInput::Text(s.clone())),
+        Some(Value::Number(n)) => n.as_u64().map(ZipInput::Integer),
+        _ => None,
     }
 }
 

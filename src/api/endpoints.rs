@@ -2,6 +2,8 @@
 //! each: `lookup`, `city`, `validate`) through the one billed path (`billed`) and maps
 //! the answer and the envelope to its JSON shape; errors leave as `ApiError`.
 
+use std::sync::Arc;
+
 use poem_openapi::OpenApi;
 use poem_openapi::payload::Json;
 
@@ -21,7 +23,7 @@ use crate::domain::postal_code::canonical;
 
 /// The API; `state` is `None` only when the value exists to generate the OpenAPI document.
 pub struct PostalApi {
-    pub(super) state: Option<State>,
+    pub(super) state: Option<Arc<State>>,
 }
 
 #[OpenApi]
@@ -233,7 +235,7 @@ impl PostalApi {
 impl PostalApi {
     fn state(&self) -> Result<&State, ApiError> {
         self.state
-            .as_ref()
+            .as_deref()
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the API runs without a database")))
     }
 }

@@ -21,6 +21,7 @@ mod contract;
 mod endpoints;
 mod envelope;
 mod error;
+mod geo;
 mod lookup;
 mod types;
 mod validate;
@@ -41,6 +42,7 @@ use rusqlite::Connection;
 pub use billed::{Billed, Envelope, MISSING_API_KEY, Operation};
 pub use endpoints::PostalApi;
 pub use error::ApiError;
+pub use geo::GeoApi;
 
 use crate::db;
 use crate::db::billing::{Billing, BillingOptions};
@@ -58,6 +60,7 @@ const DATASET_CHECK: Duration = Duration::from_secs(1);
 pub const TITLE: &str = "postal: postal-code data API";
 
 /// What the handlers share: the postal data in memory, a read pool and the billing books.
+/// Every API of the service holds it behind one `Arc`.
 pub struct State {
     /// The dataset, swapped whole when an import commits (see `watch_dataset`).
     postal: Arc<RwLock<Arc<PostalIndex>>>,
@@ -176,7 +179,9 @@ pub enum ApiTags {
     Cities,
     /// Whether postal codes exist, one or a thousand at a time.
     Validation,
-    /// The service itself: version, coverage, your balance (free).
+    /// What is near a point or a code, and how far.
+    Geography,
+    /// The service itself: version, coverage, countries, your balance (free).
     Service,
 }
 
@@ -190,8 +195,15 @@ requires, not in a header, so the document declares no security scheme.\n\n\
 CC BY 4.0 (https://creativecommons.org/licenses/by/4.0/); credit GeoNames wherever you show it.";
 
 /// The OpenAPI service over `state` (`None`: only to generate the document).
-pub fn service(state: Option<State>) -> OpenApiService<PostalApi, ()> {
-    OpenApiService::new(PostalApi { state }, TITLE, env!("CARGO_PKG_VERSION"))
+pub fn service(state: Option<State>) -> OpenApiService<(PostalApi, GeoApi), ()> {
+    let state = state.map(Arc::new);
+    let apis = (
+        PostalApi {
+            state: state.clone(),
+        },
+        GeoApi { state },
+    );
+    OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(DESCRIPTION)
         .license(
             poem_openapi::LicenseObject::new("MIT (the code); data: GeoNames, CC BY 4.0")

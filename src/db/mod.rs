@@ -25,6 +25,7 @@ pub mod accounts;
 pub mod billing;
 pub mod changes;
 pub mod dataset;
+pub mod geo_index;
 pub mod keys;
 pub mod ledger;
 pub mod postal;

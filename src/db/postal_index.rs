@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use anyhow::{Context, Result};
 use rusqlite::Connection;
 
+use super::geo_index::{GeoIndex, GeoSource};
 use super::postal::{COUNTRY_COLUMNS, CountryData, Coverage, PlaceRecord, Verdict, country_data};
 use crate::domain::postal_code::{ZipInput, canonical};
 use crate::domain::{CountryCode, PostalQuery};
@@ -24,6 +25,20 @@ pub struct PostalIndex {
     /// country -> compact key -> the key's first record in source order.
     first: HashMap<CountryCode, HashMap<Box<str>, StoredRecord>>,
     coverage: Coverage,
+    /// The same first records, by place (nearest, radius, autocomplete, countries).
+    geo: GeoIndex,
+}
+
+/// The fields of a code's first record the geography endpoints show, borrowed.
+pub struct PlaceView<'a> {
+    pub postal_code: &'a str,
+    pub place_name: &'a str,
+    /// "" when absent.
+    pub admin_name1: &'a str,
+    /// "" when absent.
+    pub admin_code1: &'a str,
+    pub latitude: Option<f64>,
+    pub longitude: Option<f64>,
 }
 
 /// A record kept compact (one allocation for its text): 0.9 M of them are in memory.
@@ -65,6 +80,19 @@ impl StoredRecord {
 
     fn postal_code(&self) -> &str {
         self.text.split('\t').next().unwrap_or("")
+    }
+
+    fn place(&self) -> PlaceView<'_> {
+        let mut fields = self.text.split('\t');
+        let mut next = || fields.next().unwrap_or("");
+        PlaceView {
+            postal_code: next(),
+            place_name: next(),
+            admin_name1: next(),
+            admin_code1: next(),
+            latitude: self.latitude,
+            longitude: self.longitude,
+        }
     }
 
     fn record(&self) -> PlaceRecord {
@@ -155,12 +183,24 @@ impl PostalIndex {
                 of_country.insert(Box::from(key), StoredRecord::new(&record));
             }
         }
+        let geo = GeoIndex::build(
+            &tx,
+            first.iter().flat_map(|(country, codes)| {
+                codes.iter().map(|(key, record)| GeoSource {
+                    country: *country,
+                    key,
+                    latitude: record.latitude,
+                    longitude: record.longitude,
+                })
+            }),
+        )?;
         tx.finish().context("reading the postal data")?;
         Ok(PostalIndex {
             generation,
             countries,
             first,
             coverage,
+            geo,
         })
     }
 
@@ -171,6 +211,16 @@ impl PostalIndex {
 
     pub fn coverage(&self) -> Coverage {
         self.coverage
+    }
+
+    /// The geography of the same records.
+    pub fn geo(&self) -> &GeoIndex {
+        &self.geo
+    }
+
+    /// The first record of the code stored under `key` (a compact key).
+    pub fn place(&self, country: CountryCode, key: &str) -> Option<PlaceView<'_>> {
+        self.first.get(&country)?.get(key).map(StoredRecord::place)
     }
 
     /// The first record (in source order) of a postal code, after normalisation.

@@ -55,14 +55,24 @@ pub struct Reply {
 }
 
 pub fn spawn_app() -> TestApp {
-    spawn_app_with(postal::api::Settings::default())
+    spawn_app_on_with(template(), postal::api::Settings::default())
 }
 
 /// `spawn_app` with other serve settings (durable charges, flush interval).
 pub fn spawn_app_with(settings: postal::api::Settings) -> TestApp {
+    spawn_app_on_with(template(), settings)
+}
+
+/// The real server on a copy of the database `source`.
+pub fn spawn_app_on(source: &Path) -> TestApp {
+    spawn_app_on_with(source, postal::api::Settings::default())
+}
+
+/// The real server on a copy of the database `source`, with `settings`.
+pub fn spawn_app_on_with(source: &Path, settings: postal::api::Settings) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("postal.db");
-    std::fs::copy(template(), &db).expect("copying the template database");
+    std::fs::copy(source, &db).expect("copying the template database");
     let (tx, rx) = std::sync::mpsc::channel();
     let (shutdown, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
     let server_db = db.clone();
@@ -158,6 +168,24 @@ impl TestApp {
     }
     pub fn aboutapi(&self, body: Value) -> Reply {
         self.post("/api/aboutapi", &body)
+    }
+    pub fn nearest(&self, body: Value) -> Reply {
+        self.post("/api/nearest", &body)
+    }
+    pub fn radius(&self, body: Value) -> Reply {
+        self.post("/api/radius", &body)
+    }
+    pub fn distance(&self, body: Value) -> Reply {
+        self.post("/api/distance", &body)
+    }
+    pub fn autocomplete(&self, body: Value) -> Reply {
+        self.post("/api/autocomplete", &body)
+    }
+    pub fn countries(&self, body: Value) -> Reply {
+        self.post("/api/countries", &body)
+    }
+    pub fn nearest_bulk(&self, body: Value) -> Reply {
+        self.post("/api/nearest-bulk", &body)
     }
 
     /// Runs the real `postal` CLI on this app's database; its stdout as JSON.

@@ -10,6 +10,10 @@ mod city;
 mod endpoints;
 /// Every error of the contract: status and exact text.
 mod errors;
+/// nearest, radius, distance, autocomplete, countries, nearest-bulk on the sample.
+mod geo;
+/// /api/nearest and /api/radius against a brute-force scan of allCountries.zip (slow).
+mod geo_full;
 /// What is charged and when; 402 and 429.
 mod money;
 /// The normalisation table of decisions.md.
