@@ -105,10 +105,15 @@ fn create_private(path: &Path) -> Result<()> {
 ///
 /// Any connection can do it, but only at a moment when no read transaction uses the WAL,
 /// and the checkpoint holds the write lock while it waits for that moment: so a short
-/// `wait` (writers wait at most that long), and the caller tries again later. The server's
+/// `wait` (writers wait at most that long plus the copy of the frames committed since the
+/// PASSIVE pass), and the caller tries again later. The server's
 /// readers last microseconds except its reload of the postal data (seconds), which is
 /// why the server tries after each reload and the import after its swap.
 pub fn truncate_wal(conn: &Connection, wait: Duration) -> Result<bool> {
+    // A TRUNCATE checkpoint copies what is left of the WAL into the file while it holds
+    // the write lock (6 s for an import's WAL, every charge waiting); a PASSIVE one copies
+    // without it. So PASSIVE first, and TRUNCATE has only the last few frames to copy.
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
     conn.busy_timeout(wait)?;
     let done = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
         r.get::<_, i64>(0)
