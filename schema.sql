@@ -5,9 +5,21 @@
 -- adds a numbered migration in `src/db/mod.rs` rather than editing a released version.
 
 ---------------------------------------------------------------------------------------
--- Postal data. Owned by `postal-import`, which replaces the rows of these three tables
--- (and the per-country columns of `countries`) in one transaction; nothing else writes them.
+-- Postal data. Owned by `postal-import`, which builds new copies of `postal_codes`,
+-- `places` and `places_trigram` beside these (`<name>_next`, from the definitions below)
+-- and swaps them in, with the rows of `countries`, in one short transaction
+-- (`db::dataset`); nothing else writes them.
 ---------------------------------------------------------------------------------------
+
+-- Which dataset the postal tables hold: the swap transaction of every import adds 1 to
+-- `generation`, and nothing else changes it. A server keeps the postal data in memory and
+-- loads it again when it sees a new generation (`db::postal_index`).
+CREATE TABLE dataset (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    generation  INTEGER NOT NULL,
+    imported_at INTEGER                          -- unix seconds of the swap; NULL: never
+) STRICT;
+INSERT INTO dataset (id, generation) VALUES (1, 0);
 
 -- All 252 ISO 3166-1 alpha-2 codes of GeoNames' countryInfo.txt, whether or not any
 -- postal data is loaded for them, with what the API needs to know about a country
@@ -160,4 +172,4 @@ BEGIN
 END;
 
 
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;

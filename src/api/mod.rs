@@ -110,7 +110,9 @@ impl State {
 
     /// Every `DATASET_CHECK` reads the file's dataset generation; when an import has
     /// committed a new one, loads it on a blocking thread and swaps it in. Until then the
-    /// old data answers, as a reader of the file would see it before the commit.
+    /// old data answers, as a reader of the file would see it before the commit. The old
+    /// index is freed as soon as the last request using it ends; then the WAL the import
+    /// left is emptied (`after_reload`).
     fn watch_dataset(&self) {
         let postal = self.postal.clone();
         let pool = self.slow_pool.clone();
@@ -122,20 +124,29 @@ impl State {
                     Ok(index) => index.loaded_generation(),
                     Err(poisoned) => poisoned.into_inner().loaded_generation(),
                 };
+                let reload_pool = pool.clone();
                 let fresh = tokio::task::spawn_blocking(move || -> Result<Option<PostalIndex>> {
-                    let conn = pool.get()?;
+                    let conn = reload_pool.get()?;
                     if PostalIndex::generation(&conn)? == loaded {
                         return Ok(None);
                     }
-                    PostalIndex::load(&conn).map(Some)
+                    let index = PostalIndex::load(&conn)?;
+                    // The full scan filled this connection's page cache: give it back.
+                    conn.execute_batch("PRAGMA shrink_memory")?;
+                    Ok(Some(index))
                 })
                 .await;
                 match fresh {
                     Ok(Ok(Some(index))) => {
                         tracing::info!("new dataset loaded: {:?}", index.coverage());
-                        if let Ok(mut slot) = postal.write() {
-                            *slot = Arc::new(index);
-                        }
+                        let old = match postal.write() {
+                            Ok(mut slot) => std::mem::replace(&mut *slot, Arc::new(index)),
+                            Err(poisoned) => {
+                                std::mem::replace(&mut *poisoned.into_inner(), Arc::new(index))
+                            }
+                        };
+                        drop(old);
+                        tokio::task::spawn_blocking(move || after_reload(&pool));
                     }
                     Ok(Ok(None)) => {}
                     Ok(Err(e)) => tracing::error!("reloading the dataset: {e:#}"),
@@ -166,6 +177,31 @@ impl State {
         self.billing
             .status(caller)
             .map_err(|_| ApiError::invalid_api_key())
+    }
+}
+
+/// After a reload: empties the WAL the import left (hundreds of MB), which no checkpoint
+/// could do while the reload's read transaction was open (`db::truncate_wal`; the import
+/// tries too, but may be done before the server has reloaded).
+fn after_reload(pool: &db::Pool) {
+    // The old index was 1.8 M small allocations, freed into glibc's arenas (the reload ran
+    // on whichever blocking thread, so each reload may fill another arena): give their
+    // free pages back to the OS, or RSS grows with every import.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator; no pointer involved.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    for _ in 0..50 {
+        match pool
+            .get()
+            .map_err(anyhow::Error::from)
+            .and_then(|conn| db::truncate_wal(&conn, Duration::from_millis(20)))
+        {
+            Ok(true) => return,
+            Ok(false) => std::thread::sleep(Duration::from_millis(200)),
+            Err(e) => return tracing::warn!("emptying the WAL after a reload: {e:#}"),
+        }
     }
 }
 

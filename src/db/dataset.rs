@@ -1,18 +1,52 @@
-//! Replacing the postal dataset (written by `postal-import`): one transaction, old data kept on failure.
+//! Replacing the postal dataset (written by `postal-import`) without ever holding the write
+//! lock for long: staging tables filled in short slices, then one brief swap.
 //!
-//! [`replace`] swaps every row of `postal_codes`, `places` and `places_trigram`, and the
-//! per-country columns of `countries`, inside one IMMEDIATE transaction. In WAL mode a
-//! reader keeps its snapshot until that commit, so a running server answers from the old
-//! data, then from the new, never from an empty or half-filled table. The money tables are
-//! not touched. The caller parses everything first, so the write lock is held only for
-//! the inserts themselves.
+//! SQLite has one write lock per file, and every charge of the server takes it. An import
+//! that wrote 1.6 M rows in one transaction held it for about 10 s, and every billed
+//! request waited (issue 11). So [`replace`]:
+//!
+//! 1. creates empty staging tables `postal_codes_next`, `places_next`,
+//!    `places_trigram_next` (and the indexes of `postal_codes`) from the DDL of the live
+//!    tables as `schema.sql` created them, so `schema.sql` stays the one place DDL is
+//!    written;
+//! 2. fills them in slices: each slice is one IMMEDIATE transaction of at most
+//!    [`SLICE`] of work, followed by a pause of [`PAUSE`] without the lock. A writer that
+//!    wants the lock meanwhile (the billing thread, the admin CLI) retries with SQLite's
+//!    busy handler, whose retries are at most 25 ms apart during its first 100 ms of
+//!    waiting: the pause is longer than that gap, so it gets the lock at the end of the
+//!    slice it found running, after at most `SLICE` + 25 ms;
+//! 3. swaps them in with one short transaction: `ALTER TABLE ... RENAME` of the three
+//!    tables each way (a rewrite of `sqlite_master`, no data moves), the `countries` rows,
+//!    and `dataset.generation` + 1. Readers are in WAL snapshots: each read transaction
+//!    sees the old tables or the new ones, never a mix, and a server reloads its in-memory
+//!    copy when `generation` changes (nothing else changes it);
+//! 4. empties the old tables in slices and drops them once empty (dropping a full table
+//!    reads every page of it in one statement: 3 s for `postal_codes`).
+//!
+//! An import that stops half-way leaves staging (or old) tables behind; the next one
+//! removes them first. The money tables are never touched.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
-use rusqlite::{Connection, TransactionBehavior, params};
+use anyhow::{Context, Result, bail};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::domain::postal_code::shape;
+
+/// The most work one slice does while holding the write lock (its commit comes on top).
+pub const SLICE: Duration = Duration::from_millis(25);
+/// The pause after each slice, without the lock: longer than the 25 ms between two retries
+/// of a writer that has been waiting less than 100 ms (SQLite's default busy handler).
+pub const PAUSE: Duration = Duration::from_millis(30);
+
+/// The tables the import owns and replaces as a whole (`countries` is rewritten in the swap).
+/// Pages of trigram index one 'merge' command writes (FTS5 pages of 4 KB: a few ms).
+const MERGE_PAGES: i64 = 16;
+
+const OWNED: [&str; 3] = ["postal_codes", "places", "places_trigram"];
+const NEXT: &str = "_next";
+const OLD: &str = "_old";
 
 /// One line of `countryInfo.txt`, the columns the service keeps.
 #[derive(Debug, Clone)]
@@ -39,54 +73,59 @@ pub struct PostalRecord {
     pub timezone: Option<&'static str>,
 }
 
+/// What a [`replace`] did, for `POSTAL_IMPORT_TIMINGS`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Replaced {
+    /// The dataset generation the swap committed.
+    pub generation: i64,
+    /// Write transactions taken (slices, the swap, the removal of the old data).
+    pub transactions: u64,
+    /// The longest time the write lock was held by one of them, commit included.
+    pub longest_hold: Duration,
+    /// How long the swap transaction held it.
+    pub swap_hold: Duration,
+}
+
 /// Replaces the whole dataset with `records` (in source order) and the country table's
-/// rows with `countries`. `progress` is called with the number of records written so far,
-/// `phase` with the name of each step as it ends (for `POSTAL_IMPORT_TIMINGS`).
+/// rows with `countries`, holding the write lock only in short slices (module doc).
+/// `progress` is called with the number of records written so far, `phase` with the name
+/// of each step as it ends (for `POSTAL_IMPORT_TIMINGS`).
 pub fn replace(
     conn: &mut Connection,
     countries: &[CountryRow],
     records: &[PostalRecord],
     mut progress: impl FnMut(u64),
     mut phase: impl FnMut(&str),
-) -> Result<()> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    phase("write lock taken");
+) -> Result<Replaced> {
+    let summary = Summary::of(records);
+    let mut writer = Sliced::new(conn);
+    // Slices need no fsync each: an interrupted import is cleaned up by the next one.
+    // The swap is committed with FULL (below).
+    writer.conn.pragma_update(None, "synchronous", "NORMAL")?;
 
-    // Indexes are rebuilt after the rows are in: one sort instead of 1.6 M b-tree inserts.
-    // Their DDL is read back from the file, so schema.sql stays the only place it is written.
-    let indexes: Vec<(String, String)> = tx
-        .prepare(
-            "SELECT name, sql FROM sqlite_master
-             WHERE type = 'index' AND tbl_name = 'postal_codes' AND sql IS NOT NULL",
-        )?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    for (name, _) in &indexes {
-        tx.execute_batch(&format!("DROP INDEX \"{name}\""))?;
-    }
-    tx.execute_batch(
-        "DELETE FROM postal_codes;
-         DELETE FROM places;
-         INSERT INTO places_trigram(places_trigram) VALUES ('delete-all');
-         DELETE FROM countries;",
-    )
-    .context("clearing the old dataset")?;
-    phase("old rows and indexes dropped");
+    discard(&mut writer, NEXT).context("removing the staging tables of an interrupted import")?;
+    discard(&mut writer, OLD).context("removing the old tables of an interrupted import")?;
+    let generation = writer.once(|tx| {
+        Ok(tx.query_row("SELECT generation FROM dataset", [], |r| r.get::<_, i64>(0))? + 1)
+    })?;
+    writer
+        .once(|tx| create_staging(tx, generation))
+        .context("creating the staging tables")?;
+    phase("staging tables created");
 
-    let mut shapes: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-    let mut record_counts: BTreeMap<&str, i64> = BTreeMap::new();
-    let mut places: BTreeSet<(&str, &str)> = BTreeSet::new();
-    {
-        let mut insert = tx.prepare(
-            "INSERT INTO postal_codes (id, country, postal_code, compact_key, place_name, place_folded,
-                 admin_name1, admin_code1, admin_name2, admin_code2, admin_name3, admin_code3,
-                 latitude, longitude, accuracy, timezone)
+    let mut next = 0;
+    writer.slices(|tx, deadline| {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO postal_codes_next (id, country, postal_code, compact_key, place_name,
+                 place_folded, admin_name1, admin_code1, admin_name2, admin_code2, admin_name3,
+                 admin_code3, latitude, longitude, accuracy, timezone)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         )?;
-        for (i, r) in records.iter().enumerate() {
+        while next < records.len() {
+            let r = &records[next];
             let [n1, c1, n2, c2, n3, c3] = &r.admin;
             insert.execute(params![
-                i as i64 + 1,
+                next as i64 + 1,
                 r.country,
                 r.postal_code,
                 r.compact_key,
@@ -103,75 +142,374 @@ pub fn replace(
                 r.accuracy,
                 r.timezone,
             ])?;
-            *record_counts.entry(&r.country).or_default() += 1;
-            shapes
+            next += 1;
+            if next % 64 == 0 && Instant::now() >= deadline {
+                break;
+            }
+        }
+        progress(next as u64);
+        Ok(next < records.len())
+    })?;
+    phase("postal_codes_next filled (with its indexes)");
+
+    let places: Vec<&(&str, &str)> = summary.places.iter().collect();
+    let mut next = 0;
+    writer.slices(|tx, deadline| {
+        let mut place = tx.prepare_cached(
+            "INSERT INTO places_next (id, country, name_folded) VALUES (?1, ?2, ?3)",
+        )?;
+        // External content: the index is written directly; its content table is `places`,
+        // the name `places_next` takes in the swap.
+        let mut trigram = tx.prepare_cached(
+            "INSERT INTO places_trigram_next (rowid, name_folded) VALUES (?1, ?2)",
+        )?;
+        while next < places.len() {
+            let (country, name) = places[next];
+            let id = next as i64 + 1;
+            place.execute(params![id, country, name])?;
+            trigram.execute(params![id, name])?;
+            next += 1;
+            if next % 64 == 0 && Instant::now() >= deadline {
+                break;
+            }
+        }
+        Ok(next < places.len())
+    })?;
+    phase("places_next and its trigram index filled");
+
+    // Many small transactions leave the trigram index in many segments. A negative
+    // 'merge' puts them all on one level and starts merging them; positive ones go on,
+    // a bounded number of pages each, until one changes fewer than 2 rows (FTS5's sign
+    // that it found nothing to merge).
+    let mut merge = -MERGE_PAGES;
+    writer.slices(|tx, deadline| {
+        loop {
+            let before = tx.total_changes();
+            tx.execute(
+                "INSERT INTO places_trigram_next (places_trigram_next, rank) VALUES ('merge', ?1)",
+                [merge],
+            )?;
+            merge = MERGE_PAGES;
+            if tx.total_changes() - before < 2 {
+                return Ok(false);
+            }
+            if Instant::now() >= deadline {
+                return Ok(true);
+            }
+        }
+    })?;
+    phase("trigram index merged");
+
+    writer.conn.pragma_update(None, "synchronous", "FULL")?;
+    writer
+        .once(|tx| swap(tx, countries, &summary, generation))
+        .context("swapping the new dataset in")?;
+    writer.swap_hold = writer.last_hold;
+    writer.conn.pragma_update(None, "synchronous", "NORMAL")?;
+    phase("new dataset swapped in");
+
+    discard(&mut writer, OLD).context("removing the old dataset")?;
+    writer.conn.pragma_update(None, "synchronous", "FULL")?;
+    phase("old dataset removed");
+    Ok(Replaced {
+        generation,
+        transactions: writer.transactions,
+        longest_hold: writer.longest_hold,
+        swap_hold: writer.swap_hold,
+    })
+}
+
+/// What the `countries` rows need from the records: per country its record count and
+/// key shapes; the distinct (country, folded place name) pairs, sorted by country so each
+/// country's place ids are one contiguous range.
+struct Summary<'r> {
+    shapes: BTreeMap<&'r str, BTreeSet<String>>,
+    record_counts: BTreeMap<&'r str, i64>,
+    places: BTreeSet<(&'r str, &'r str)>,
+}
+
+impl<'r> Summary<'r> {
+    fn of(records: &'r [PostalRecord]) -> Summary<'r> {
+        let mut summary = Summary {
+            shapes: BTreeMap::new(),
+            record_counts: BTreeMap::new(),
+            places: BTreeSet::new(),
+        };
+        for r in records {
+            *summary.record_counts.entry(&r.country).or_default() += 1;
+            summary
+                .shapes
                 .entry(&r.country)
                 .or_default()
                 .insert(shape(&r.compact_key));
             if !r.place_folded.is_empty() {
-                places.insert((&r.country, &r.place_folded));
-            }
-            if i % 16_384 == 0 {
-                progress(i as u64);
+                summary.places.insert((&r.country, &r.place_folded));
             }
         }
-        progress(records.len() as u64);
+        summary
     }
-    phase("postal_codes inserted");
-    for (_, sql) in &indexes {
-        tx.execute_batch(sql)
-            .context("rebuilding an index of postal_codes")?;
-    }
-    phase("postal_codes indexes built");
 
-    // Places grouped by country, so each country's ids are one contiguous range.
-    let mut place_ranges: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-    {
-        let mut insert =
-            tx.prepare("INSERT INTO places (id, country, name_folded) VALUES (?1, ?2, ?3)")?;
-        for (i, (country, name)) in places.iter().enumerate() {
+    /// Each country's ids in `places` (numbered from 1 in `places` order).
+    fn place_ranges(&self) -> BTreeMap<&'r str, (i64, i64)> {
+        let mut ranges: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+        for (i, (country, _)) in self.places.iter().enumerate() {
             let id = i as i64 + 1;
-            insert.execute(params![id, country, name])?;
-            place_ranges
+            ranges
                 .entry(country)
                 .and_modify(|r| r.1 = id)
                 .or_insert((id, id));
         }
+        ranges
     }
-    phase("places inserted");
-    tx.execute_batch("INSERT INTO places_trigram(places_trigram) VALUES ('rebuild')")
-        .context("building the place-name trigram index")?;
-    phase("trigram index built");
+}
 
-    {
-        let mut insert = tx.prepare(
-            "INSERT INTO countries (code, name, postal_format, postal_regex, record_count, key_shapes,
-                 place_first, place_last)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )?;
-        for c in countries {
-            let code = c.code.as_str();
-            let key_shapes = shapes
-                .get(code)
-                .map(|s| s.iter().map(String::as_str).collect::<Vec<_>>().join(" "))
-                .unwrap_or_default();
-            let range = place_ranges.get(code);
-            insert.execute(params![
-                code,
-                c.name,
-                c.postal_format,
-                c.postal_regex,
-                record_counts.get(code).copied().unwrap_or(0),
-                key_shapes,
-                range.map(|r| r.0),
-                range.map(|r| r.1),
-            ])?;
+/// The one short transaction that makes the staging tables the live ones.
+fn swap(
+    tx: &Transaction,
+    countries: &[CountryRow],
+    summary: &Summary,
+    generation: i64,
+) -> Result<()> {
+    let stored: i64 = tx.query_row("SELECT generation FROM dataset", [], |r| r.get(0))?;
+    if stored + 1 != generation {
+        bail!("another import replaced the dataset meanwhile");
+    }
+    for table in OWNED {
+        tx.execute_batch(&format!(
+            "ALTER TABLE \"{table}\" RENAME TO \"{table}{OLD}\";
+             ALTER TABLE \"{table}{NEXT}\" RENAME TO \"{table}\";"
+        ))?;
+    }
+    tx.execute("DELETE FROM countries", [])?;
+    let place_ranges = summary.place_ranges();
+    let mut insert = tx.prepare(
+        "INSERT INTO countries (code, name, postal_format, postal_regex, record_count, key_shapes,
+             place_first, place_last)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?;
+    for c in countries {
+        let code = c.code.as_str();
+        let key_shapes = summary
+            .shapes
+            .get(code)
+            .map(|s| s.iter().map(String::as_str).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default();
+        let range = place_ranges.get(code);
+        insert.execute(params![
+            code,
+            c.name,
+            c.postal_format,
+            c.postal_regex,
+            summary.record_counts.get(code).copied().unwrap_or(0),
+            key_shapes,
+            range.map(|r| r.0),
+            range.map(|r| r.1),
+        ])?;
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    tx.execute(
+        "UPDATE dataset SET generation = ?1, imported_at = ?2",
+        params![generation, now],
+    )?;
+    Ok(())
+}
+
+/// Creates `<table>_next` for every owned table, and the indexes of each, from the DDL of
+/// the live tables. An index is named after its `schema.sql` name with the generation it
+/// is built for (`postal_codes_by_key_g3`): SQLite cannot rename an index, and the live
+/// table's indexes keep their names until it is dropped.
+fn create_staging(tx: &Transaction, generation: i64) -> Result<()> {
+    for table in OWNED {
+        let sql: String = tx
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE name = ?1 AND type = 'table'",
+                [table],
+                |r| r.get(0),
+            )
+            .with_context(|| format!("reading the definition of {table}"))?;
+        tx.execute_batch(&renamed(&sql, &format!("{table}{NEXT}"), None)?)?;
+        let indexes: Vec<(String, String)> = tx
+            .prepare(
+                "SELECT name, sql FROM sqlite_master
+                 WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL",
+            )?
+            .query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (name, sql) in indexes {
+            let name = format!("{}_g{generation}", base_index_name(&name));
+            tx.execute_batch(&renamed(&sql, &name, Some(&format!("{table}{NEXT}")))?)?;
         }
     }
-    phase("countries written");
-    tx.commit().context("committing the new dataset")?;
-    phase("committed");
     Ok(())
+}
+
+/// An index's name as `schema.sql` writes it: without the `_g<generation>` an import adds.
+fn base_index_name(name: &str) -> &str {
+    match name.rsplit_once("_g") {
+        Some((base, digits))
+            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base
+        }
+        _ => name,
+    }
+}
+
+/// `sql` (a `CREATE [VIRTUAL] TABLE name ...` or `CREATE [UNIQUE] INDEX name ON table ...`
+/// as `sqlite_master` stores it) creating `name` instead, and for an index on `on_table`.
+fn renamed(sql: &str, name: &str, on_table: Option<&str>) -> Result<String> {
+    let mut rest = sql.trim_start();
+    let mut out = String::new();
+    // Keywords up to the name: CREATE, VIRTUAL or UNIQUE, TABLE or INDEX.
+    loop {
+        let (word, after) = identifier(rest).context("unexpected DDL")?;
+        out.push_str(word);
+        out.push(' ');
+        rest = after;
+        if word.eq_ignore_ascii_case("TABLE") || word.eq_ignore_ascii_case("INDEX") {
+            break;
+        }
+        if out.len() > 32 {
+            bail!("unexpected DDL: {sql}");
+        }
+    }
+    let (_, after) = identifier(rest).context("a DDL statement without a name")?;
+    out.push_str(&format!("\"{name}\""));
+    rest = after;
+    if let Some(table) = on_table {
+        let (on, after) = identifier(rest).context("an index without ON")?;
+        if !on.eq_ignore_ascii_case("ON") {
+            bail!("unexpected index DDL: {sql}");
+        }
+        let (_, after) = identifier(after).context("an index without a table")?;
+        out.push_str(&format!(" ON \"{table}\""));
+        rest = after;
+    }
+    out.push(' ');
+    out.push_str(rest.trim_start());
+    Ok(out)
+}
+
+/// The first token of `s` (a bare word or a quoted identifier) and what follows it.
+fn identifier(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_start();
+    let close = match s.chars().next()? {
+        '"' => '"',
+        '`' => '`',
+        '[' => ']',
+        _ => {
+            let end = s
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+                .unwrap_or(s.len());
+            return (end > 0).then(|| s.split_at(end));
+        }
+    };
+    let end = s[1..].find(close)? + 2;
+    Some(s.split_at(end))
+}
+
+/// Empties the owned tables named `<table><suffix>` in slices, then drops them.
+fn discard(writer: &mut Sliced, suffix: &str) -> Result<()> {
+    for table in OWNED {
+        let name = format!("{table}{suffix}");
+        let exists = writer
+            .conn
+            .query_row(
+                "SELECT 1 FROM sqlite_master WHERE name = ?1 AND type = 'table'",
+                [&name],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if !exists {
+            continue;
+        }
+        // An FTS5 table keeps its index in shadow tables; empty the big ones row by row.
+        // (Its `_idx` and `_config` are a few pages; the DROP removes them.)
+        let mut targets = vec![name.clone()];
+        if table == "places_trigram" {
+            targets = vec![format!("{name}_data"), format!("{name}_docsize")];
+        }
+        for target in targets {
+            let mut batch = 256_i64;
+            writer.slices(|tx, deadline| {
+                let mut delete = tx.prepare_cached(&format!(
+                    "DELETE FROM \"{target}\" WHERE rowid IN (SELECT rowid FROM \"{target}\" LIMIT ?1)"
+                ))?;
+                loop {
+                    let started = Instant::now();
+                    let deleted = delete.execute([batch])? as i64;
+                    if deleted < batch {
+                        return Ok(false);
+                    }
+                    // Aim at about a tenth of a slice per statement.
+                    if started.elapsed() < SLICE / 20 {
+                        batch *= 2;
+                    } else if started.elapsed() > SLICE / 5 && batch > 16 {
+                        batch /= 2;
+                    }
+                    if Instant::now() >= deadline {
+                        return Ok(true);
+                    }
+                }
+            })?;
+        }
+        writer.once(|tx| Ok(tx.execute_batch(&format!("DROP TABLE \"{name}\""))?))?;
+    }
+    Ok(())
+}
+
+/// A connection that writes in short IMMEDIATE transactions with pauses between them.
+struct Sliced<'c> {
+    conn: &'c mut Connection,
+    transactions: u64,
+    longest_hold: Duration,
+    last_hold: Duration,
+    swap_hold: Duration,
+    last_commit: Option<Instant>,
+}
+
+impl<'c> Sliced<'c> {
+    fn new(conn: &'c mut Connection) -> Sliced<'c> {
+        Sliced {
+            conn,
+            transactions: 0,
+            longest_hold: Duration::ZERO,
+            last_hold: Duration::ZERO,
+            swap_hold: Duration::ZERO,
+            last_commit: None,
+        }
+    }
+
+    /// One write transaction running `work`, after the pause that follows the previous one.
+    fn once<R>(&mut self, work: impl FnOnce(&Transaction) -> Result<R>) -> Result<R> {
+        if let Some(last) = self.last_commit {
+            std::thread::sleep(PAUSE.saturating_sub(last.elapsed()));
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let taken = Instant::now();
+        let result = work(&tx)?;
+        tx.commit()?;
+        self.last_hold = taken.elapsed();
+        self.last_commit = Some(Instant::now());
+        self.transactions += 1;
+        self.longest_hold = self.longest_hold.max(self.last_hold);
+        Ok(result)
+    }
+
+    /// Runs `step` in successive transactions until it answers `false`; each call gets the
+    /// deadline of its slice and should stop by then.
+    fn slices(
+        &mut self,
+        mut step: impl FnMut(&Transaction, Instant) -> Result<bool>,
+    ) -> Result<()> {
+        while self.once(|tx| step(tx, Instant::now() + SLICE))? {}
+        Ok(())
+    }
 }
 
 /// Rows per country as stored, ascending by country code.
@@ -182,4 +520,73 @@ pub fn record_counts(conn: &Connection) -> Result<Vec<(String, i64)>> {
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
     Ok(rows)
+}
+
+/// The dataset generation stored in the file: `postal-import` adds 1 in the transaction
+/// that swaps a new dataset in, and nothing else changes it.
+pub fn generation(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row("SELECT generation FROM dataset", [], |r| r.get(0))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_definition_is_renamed_whatever_the_quoting() {
+        assert_eq!(
+            renamed(
+                "CREATE TABLE postal_codes (id INTEGER PRIMARY KEY) STRICT",
+                "postal_codes_next",
+                None
+            )
+            .unwrap(),
+            "CREATE TABLE \"postal_codes_next\" (id INTEGER PRIMARY KEY) STRICT"
+        );
+        assert_eq!(
+            renamed(
+                "CREATE TABLE \"postal_codes\" (id INTEGER)",
+                "postal_codes_next",
+                None
+            )
+            .unwrap(),
+            "CREATE TABLE \"postal_codes_next\" (id INTEGER)"
+        );
+        assert_eq!(
+            renamed(
+                "CREATE VIRTUAL TABLE \"places_trigram\" USING fts5(name_folded, content = 'places')",
+                "places_trigram_next",
+                None
+            )
+            .unwrap(),
+            "CREATE VIRTUAL TABLE \"places_trigram_next\" USING fts5(name_folded, content = 'places')"
+        );
+    }
+
+    #[test]
+    fn an_index_definition_gets_its_new_name_and_table() {
+        assert_eq!(
+            renamed(
+                "CREATE INDEX postal_codes_by_key_g2 ON \"postal_codes\" (country, compact_key)",
+                "postal_codes_by_key_g3",
+                Some("postal_codes_next")
+            )
+            .unwrap(),
+            "CREATE INDEX \"postal_codes_by_key_g3\" ON \"postal_codes_next\" (country, compact_key)"
+        );
+    }
+
+    #[test]
+    fn an_index_name_loses_only_a_generation_suffix() {
+        assert_eq!(
+            base_index_name("postal_codes_by_key"),
+            "postal_codes_by_key"
+        );
+        assert_eq!(
+            base_index_name("postal_codes_by_key_g12"),
+            "postal_codes_by_key"
+        );
+        assert_eq!(base_index_name("by_g"), "by_g");
+        assert_eq!(base_index_name("by_gx1"), "by_gx1");
+    }
 }

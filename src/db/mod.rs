@@ -19,7 +19,10 @@
 //!   a power cut possibly the last commits) or `FULL` with `--durable-charges`
 //!   (docs/money.md).
 //! - **Schema once.** `open` applies `schema.sql` to a new file (user_version 0) inside an
-//!   IMMEDIATE transaction, so concurrent first opens cannot race.
+//!   IMMEDIATE transaction, so concurrent first opens cannot race; an older file gets the
+//!   numbered migrations below.
+//! - **Private files.** The file holds key hashes and balances: `open` creates it 0600
+//!   (SQLite gives the `-wal` and `-shm` files the database file's permissions).
 
 pub mod accounts;
 pub mod billing;
@@ -44,10 +47,23 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
-/// How long a statement waits for another connection's write lock before failing. An
-/// import holds it for the few seconds of its final write; the admin CLI for milliseconds.
+/// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
+/// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
+/// staging table created or dropped also changes.
+const MIGRATION_2: &str = "
+    CREATE TABLE dataset (
+        id          INTEGER PRIMARY KEY CHECK (id = 1),
+        generation  INTEGER NOT NULL,
+        imported_at INTEGER
+    ) STRICT;
+    INSERT INTO dataset (id, generation) VALUES (1, 0);
+    PRAGMA user_version = 2;";
+
+/// How long a statement waits for another connection's write lock before failing. Every
+/// writer holds it for milliseconds (the import too: `dataset`); this bounds the
+/// pathological cases.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A pool of connections for readers (and short writers) of the server.
@@ -59,6 +75,7 @@ pub fn open(path: &Path) -> Result<Connection> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
+    create_private(path)?;
     let mut conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -71,6 +88,50 @@ pub fn open(path: &Path) -> Result<Connection> {
         .context("switching the database to WAL")?;
     migrate(&mut conn)?;
     Ok(conn)
+}
+
+/// Creates `path` empty with mode 0600 unless it exists (SQLite would create it 0644, and
+/// its `-wal` and `-shm` files take the mode of the database file).
+fn create_private(path: &Path) -> Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating database {}", path.display())),
+    }
+}
+
+/// Tries once to empty the WAL file (a TRUNCATE checkpoint), waiting at most `wait` for
+/// the write lock and for readers to leave the WAL; `Ok(false)` when they did not.
+///
+/// Any connection can do it, but only at a moment when no read transaction uses the WAL,
+/// and the checkpoint holds the write lock while it waits for that moment: so a short
+/// `wait` (writers wait at most that long plus the copy of the frames committed since the
+/// PASSIVE pass), and the caller tries again later. The server's
+/// readers last microseconds except its reload of the postal data (seconds), which is
+/// why the server tries after each reload and the import after its swap.
+pub fn truncate_wal(conn: &Connection, wait: Duration) -> Result<bool> {
+    // A TRUNCATE checkpoint copies what is left of the WAL into the file while it holds
+    // the write lock (6 s for an import's WAL, every charge waiting); a PASSIVE one copies
+    // without it. So PASSIVE first, and TRUNCATE has only the last few frames to copy.
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+    conn.busy_timeout(wait)?;
+    let done = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        r.get::<_, i64>(0)
+    });
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    match done {
+        Ok(busy) => Ok(busy == 0),
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::DatabaseBusy =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Runs `read` inside one read transaction of `conn`: one consistent view for all its
@@ -122,6 +183,9 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     match version {
         0 => tx.execute_batch(SCHEMA).context("applying schema.sql")?,
+        1 => tx
+            .execute_batch(MIGRATION_2)
+            .context("migrating the schema to version 2")?,
         SCHEMA_VERSION => {}
         other => {
             bail!("database schema version {other} is newer than this program's ({SCHEMA_VERSION})")
@@ -151,5 +215,40 @@ mod tests {
         drop(conn);
         // Opening again leaves it as it is.
         open(&path).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_database_its_wal_and_its_shm_are_created_readable_by_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        let conn = open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+            .unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            let file = dir.path().join(format!("p.db{suffix}"));
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}: {mode:o}", file.display());
+        }
+    }
+
+    #[test]
+    fn a_version_1_file_gets_the_dataset_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        // The version 1 schema: schema.sql without its `dataset` table.
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(&format!(
+                "{SCHEMA}; DROP TABLE dataset; PRAGMA user_version = 1;"
+            ))
+            .unwrap();
+        let conn = open(&path).unwrap();
+        assert_eq!(dataset::generation(&conn).unwrap(), 0);
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 2);
     }
 }

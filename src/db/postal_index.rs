@@ -5,8 +5,8 @@
 //! a second. Every lookup then re-read its b-tree pages from the OS, and a bulk of 1,000
 //! random codes took 7-11 ms of such reads (perf, bench/api.sh). The data changes only by
 //! `postal-import`, so the server holds it in memory: about 0.9 M distinct keys of the full
-//! dataset. [`PostalIndex::generation`] tells when the file holds a new dataset (the import
-//! rebuilds the table's indexes, which changes `PRAGMA schema_version`); the server then
+//! dataset. [`PostalIndex::generation`] tells when the file holds a new dataset
+//! (`dataset.generation`, which only the import's swap changes); the server then
 //! loads the new one and swaps it in, answering from the old until then.
 
 use std::collections::HashMap;
@@ -118,10 +118,10 @@ impl StoredRecord {
 }
 
 impl PostalIndex {
-    /// What identifies the dataset in the file: `PRAGMA schema_version`, which every
-    /// import changes.
+    /// What identifies the dataset in the file: `dataset.generation`, which every
+    /// import's swap changes (and nothing else).
     pub fn generation(conn: &Connection) -> Result<i64> {
-        Ok(conn.pragma_query_value(None, "schema_version", |r| r.get(0))?)
+        super::dataset::generation(conn)
     }
 
     /// Reads the whole dataset in one read transaction.
