@@ -53,7 +53,7 @@ impl PostalApi {
     ///
     /// Non-US records carry only city, latitude and longitude (`state` and `ST` are "");
     /// their regions are in /api/metacode. Billed 0.000028 USD when it answers 200.
-    #[oai(path = "/api/lookup", method = "post")]
+    #[oai(path = "/api/lookup", method = "post", tag = "ApiTags::PostalCodes")]
     async fn lookup(
         &self,
         body: ContractJson<CodeRequest>,
@@ -84,7 +84,7 @@ impl PostalApi {
     /// Case, accents and punctuation are ignored. With no exact match, the closest name
     /// of the country (and state) answers, named in `matchedCity`/`matchedState`/`matchedST`.
     /// For the US, `state` or `ST` is required.
-    #[oai(path = "/api/city", method = "post")]
+    #[oai(path = "/api/city", method = "post", tag = "ApiTags::Cities")]
     async fn city(&self, body: ContractJson<CityRequest>) -> Result<Json<CityResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
@@ -132,7 +132,7 @@ impl PostalApi {
     /// US codes have the US shape (zipcode, city, state, stateAbbrev, county, ...), others
     /// the GeoNames shape (postalCode, placeName, admin_name1..3, ...). Fields without
     /// data are omitted.
-    #[oai(path = "/api/metacode", method = "post")]
+    #[oai(path = "/api/metacode", method = "post", tag = "ApiTags::PostalCodes")]
     async fn metacode(
         &self,
         body: ContractJson<CodeRequest>,
@@ -141,7 +141,12 @@ impl PostalApi {
     }
 
     /// Legacy alias of /api/metacode (identical behaviour, kept indefinitely).
-    #[oai(path = "/api/metazip", method = "post", deprecated)]
+    #[oai(
+        path = "/api/metazip",
+        method = "post",
+        deprecated,
+        tag = "ApiTags::PostalCodes"
+    )]
     async fn metazip(
         &self,
         body: ContractJson<CodeRequest>,
@@ -152,7 +157,7 @@ impl PostalApi {
     /// Check whether a postal code exists.
     ///
     /// An unknown code answers 200 with `valid: false` (and is billed).
-    #[oai(path = "/api/validate", method = "post")]
+    #[oai(path = "/api/validate", method = "post", tag = "ApiTags::Validation")]
     async fn validate(
         &self,
         body: ContractJson<CodeRequest>,
@@ -183,7 +188,11 @@ impl PostalApi {
     /// Per-record problems are results (`reason`: not_found, invalid_format,
     /// unknown_country), never errors. Billed per record; when the balance or a rate
     /// window cannot take the whole batch, nothing is charged (402 / 429).
-    #[oai(path = "/api/validate-bulk", method = "post")]
+    #[oai(
+        path = "/api/validate-bulk",
+        method = "post",
+        tag = "ApiTags::Validation"
+    )]
     async fn validate_bulk(
         &self,
         body: ContractJson<BulkRequest>,
@@ -233,7 +242,7 @@ impl PostalApi {
     }
 
     /// Service version and coverage; free, and never rate-limited (a health check).
-    #[oai(path = "/api/aboutapi", method = "post")]
+    #[oai(path = "/api/aboutapi", method = "post", tag = "ApiTags::Service")]
     async fn aboutapi(
         &self,
         body: ContractJson<AboutRequest>,

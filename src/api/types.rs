@@ -158,10 +158,33 @@ impl Example for BulkRequest {
 
 /// Body of /api/aboutapi.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct AboutRequest {
     /// Your API key.
     #[oai(rename = "apiKey")]
     pub api_key: String,
+}
+
+impl Example for AboutRequest {
+    fn example() -> Self {
+        AboutRequest {
+            api_key: "pk_your_api_key".into(),
+        }
+    }
+}
+
+/// How Swagger UI groups the operations.
+#[derive(poem_openapi::Tags)]
+pub enum ApiTags {
+    /// Look up a postal code and its metadata.
+    #[oai(rename = "Postal codes")]
+    PostalCodes,
+    /// Find the postal codes of a city.
+    Cities,
+    /// Check postal codes, one or a thousand at a time.
+    Validation,
+    /// The service and your account (free).
+    Service,
 }
 
 // ---------------------------------------------------------------------------------------
