@@ -27,6 +27,7 @@ pub mod billing;
 pub mod dataset;
 pub mod postal;
 pub mod postal_index;
+pub mod reports;
 
 pub use accounts::{AccountStatus, Caller};
 pub use billing::{Billing, BillingStats, Charge, Charged, Refusal};

@@ -2,6 +2,7 @@
 
 pub mod api_key;
 pub mod country;
+pub mod date;
 pub mod money;
 pub mod postal_code;
 pub mod rate_limit;

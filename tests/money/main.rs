@@ -12,3 +12,6 @@ mod cli;
 
 /// `postal ledger verify` against a tampered database.
 mod ledger;
+
+/// The admin's daily reads: `account list`, `ledger show`, `usage`, `key list`.
+mod daily;
