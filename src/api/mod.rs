@@ -18,6 +18,8 @@ mod contract;
 mod endpoints;
 mod envelope;
 mod error;
+pub mod ops;
+pub mod telemetry;
 mod types;
 
 use std::future::Future;
@@ -29,7 +31,7 @@ use std::time::{Instant, SystemTime};
 use anyhow::{Context, Result};
 use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
-use poem::{Endpoint, EndpointExt, Response, Route, Server};
+use poem::{Endpoint, EndpointExt, Response, Route, Server, get};
 use poem_openapi::OpenApiService;
 use rusqlite::Connection;
 
@@ -195,9 +197,11 @@ impl State {
         };
         let verdict = self.billing.charge(charge).await;
         timings.balance += t.elapsed();
-        verdict
+        let charged = verdict
             .map_err(ApiError::internal)?
-            .map_err(|refusal| refused(refusal, texts))
+            .map_err(|refusal| refused(refusal, texts))?;
+        telemetry::count_charge(queries);
+        Ok(charged)
     }
 
     /// Balance and windows as they stood (the free /api/aboutapi).
@@ -235,9 +239,12 @@ pub fn spec_json() -> String {
     service(None).spec()
 }
 
-/// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, and JSON
-/// bodies for 404 / 405.
-pub fn app(state: State) -> impl Endpoint {
+/// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, the
+/// operator's `/healthz`, `/readyz` and `/metrics`, JSON bodies for 404 / 405; every
+/// request observed by `telemetry` (request id, access log, metrics).
+pub fn app(state: State, operations: ops::Operations) -> impl Endpoint {
+    let metrics = Arc::new(telemetry::Metrics::new());
+    let ops = ops::Ops::new(&state, operations, metrics.clone());
     let api = service(Some(state));
     let docs = api.swagger_ui();
     let spec = api.spec_endpoint();
@@ -245,6 +252,9 @@ pub fn app(state: State) -> impl Endpoint {
         .nest("/", api)
         .nest("/docs", docs)
         .at("/openapi.json", spec)
+        .at("/healthz", get(ops::healthz))
+        .at("/readyz", get(ops::readyz).data(ops.clone()))
+        .at("/metrics", get(ops::scrape).data(ops))
         .catch_all_error(|err: poem::Error| async move {
             if err.is_from_response() {
                 return err.into_response();
@@ -262,6 +272,7 @@ pub fn app(state: State) -> impl Endpoint {
             };
             json_error(status, text)
         })
+        .with(telemetry::Telemetry { metrics })
 }
 
 fn json_error(status: StatusCode, text: &str) -> Response {
@@ -272,13 +283,13 @@ fn json_error(status: StatusCode, text: &str) -> Response {
 }
 
 /// Serves the API on `listen` until Ctrl-C or SIGTERM.
-pub async fn serve(db_path: &Path, listen: &str) -> Result<()> {
+pub async fn serve(db_path: &Path, listen: &str, operations: ops::Operations) -> Result<()> {
     let acceptor = TcpListener::bind(listen.to_string())
         .into_acceptor()
         .await
         .with_context(|| format!("listening on {listen}"))?;
     tracing::info!("listening on http://{listen} (Swagger UI at /docs)");
-    serve_with(acceptor, db_path, shutdown_signal()).await
+    serve_with_operations(acceptor, db_path, operations, shutdown_signal()).await
 }
 
 /// Serves the API on `acceptor` until `shutdown` completes; in-flight requests finish
@@ -288,12 +299,22 @@ pub async fn serve_with(
     db_path: &Path,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    serve_with_operations(acceptor, db_path, ops::Operations::default(), shutdown).await
+}
+
+/// As [`serve_with`], with the operator's settings.
+pub async fn serve_with_operations(
+    acceptor: impl Acceptor + 'static,
+    db_path: &Path,
+    operations: ops::Operations,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let billing = Billing::start(db_path)?;
     let pool = db::pool(db_path, 8)?;
     let postal = PostalIndex::load(&*pool.get()?)?;
     let state = State::new(postal, pool, db::pool(db_path, 8)?, billing.clone());
     state.watch_dataset();
-    let app = app(state);
+    let app = app(state, operations);
     Server::new_with_acceptor(acceptor)
         .run_with_graceful_shutdown(app, shutdown, Some(std::time::Duration::from_secs(30)))
         .await

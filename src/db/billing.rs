@@ -92,6 +92,8 @@ pub type ChargeResult = anyhow::Result<Result<Charged, Refusal>>;
 
 enum Message {
     Charge(Charge, oneshot::Sender<ChargeResult>),
+    /// Answered as soon as the writer reads it: it is alive and draining its queue.
+    Ping(oneshot::Sender<()>),
     Stop,
 }
 
@@ -116,6 +118,11 @@ pub struct BillingStats {
     pub charges: u64,
     /// Time the writer spent in transactions (from `BEGIN` to the end of `COMMIT`).
     pub busy: Duration,
+    /// When the last transaction committed, and how long it took (operations: /metrics).
+    pub last_commit: Option<SystemTime>,
+    pub last_transaction: Duration,
+    /// Charges sent to the writer and not answered yet.
+    pub pending: u64,
 }
 
 #[derive(Default)]
@@ -123,6 +130,10 @@ struct Counts {
     transactions: AtomicU64,
     charges: AtomicU64,
     busy_nanos: AtomicU64,
+    last_commit_unix_micros: AtomicU64,
+    last_transaction_nanos: AtomicU64,
+    received: AtomicU64,
+    answered: AtomicU64,
 }
 
 impl Billing {
@@ -172,7 +183,18 @@ impl Billing {
             .sender
             .send(Message::Charge(charge, reply))
             .map_err(|_| anyhow!("billing has stopped"))?;
+        self.inner.stats.received.fetch_add(1, Ordering::Relaxed);
         Ok(answer)
+    }
+
+    /// Whether the writer answers a ping within `patience`: it runs and reads its queue
+    /// between commits (`/readyz`).
+    pub async fn responds_within(&self, patience: Duration) -> bool {
+        let (reply, answer) = oneshot::channel();
+        if self.inner.sender.send(Message::Ping(reply)).is_err() {
+            return false;
+        }
+        matches!(tokio::time::timeout(patience, answer).await, Ok(Ok(())))
     }
 
     pub fn stats(&self) -> BillingStats {
@@ -180,6 +202,23 @@ impl Billing {
             transactions: self.inner.stats.transactions.load(Ordering::Relaxed),
             charges: self.inner.stats.charges.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.inner.stats.busy_nanos.load(Ordering::Relaxed)),
+            last_commit: match self
+                .inner
+                .stats
+                .last_commit_unix_micros
+                .load(Ordering::Relaxed)
+            {
+                0 => None,
+                micros => Some(SystemTime::UNIX_EPOCH + Duration::from_micros(micros)),
+            },
+            last_transaction: Duration::from_nanos(
+                self.inner
+                    .stats
+                    .last_transaction_nanos
+                    .load(Ordering::Relaxed),
+            ),
+            pending: (self.inner.stats.received.load(Ordering::Relaxed))
+                .saturating_sub(self.inner.stats.answered.load(Ordering::Relaxed)),
         }
     }
 
@@ -268,6 +307,9 @@ fn run_writer(mut conn: Connection, receiver: Receiver<Message>, stats: &Counts)
             }
         }
         expected = answers.len() + batch.len();
+        stats
+            .answered
+            .fetch_add(answers.len() as u64, Ordering::Relaxed);
         for (reply, answer) in answers {
             let _ = reply.send(answer);
         }
@@ -384,6 +426,10 @@ fn take(message: Message, batch: &mut Vec<Waiting>) -> bool {
             batch.push((charge, reply));
             false
         }
+        Message::Ping(reply) => {
+            let _ = reply.send(());
+            false
+        }
         Message::Stop => true,
     }
 }
@@ -405,6 +451,12 @@ fn commit(
     match applied {
         Ok(outcomes) => {
             stats.transactions.fetch_add(1, Ordering::Relaxed);
+            stats
+                .last_commit_unix_micros
+                .store(unix_micros(SystemTime::now()), Ordering::Relaxed);
+            stats
+                .last_transaction_nanos
+                .store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
             stats
                 .charges
                 .fetch_add(charges.len() as u64, Ordering::Relaxed);
@@ -428,6 +480,12 @@ fn commit(
                 .collect()
         }
     }
+}
+
+fn unix_micros(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 /// One account's state during a batch.

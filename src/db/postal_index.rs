@@ -24,6 +24,8 @@ pub struct PostalIndex {
     /// country -> compact key -> the key's first record in source order.
     first: HashMap<CountryCode, HashMap<Box<str>, StoredRecord>>,
     coverage: Coverage,
+    /// When this dataset was read from the file (operations: /metrics).
+    loaded_at: std::time::SystemTime,
 }
 
 /// A record kept compact (one allocation for its text): 0.9 M of them are in memory.
@@ -161,6 +163,7 @@ impl PostalIndex {
             countries,
             first,
             coverage,
+            loaded_at: std::time::SystemTime::now(),
         })
     }
 
@@ -171,6 +174,18 @@ impl PostalIndex {
 
     pub fn coverage(&self) -> Coverage {
         self.coverage
+    }
+
+    pub fn loaded_at(&self) -> std::time::SystemTime {
+        self.loaded_at
+    }
+
+    /// (countries, distinct postal codes) held in memory.
+    pub fn size(&self) -> (usize, usize) {
+        (
+            self.countries.len(),
+            self.first.values().map(HashMap::len).sum(),
+        )
     }
 
     /// The first record (in source order) of a postal code, after normalisation.

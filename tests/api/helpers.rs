@@ -20,7 +20,7 @@ const COUNTRY_INFO: &str = concat!(
 );
 
 /// A database with the sample imported, built once per test run and copied per app.
-fn template() -> &'static Path {
+pub fn template() -> &'static Path {
     static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir").keep();
@@ -55,9 +55,19 @@ pub struct Reply {
 }
 
 pub fn spawn_app() -> TestApp {
+    spawn_app_with(postal::api::ops::Operations::default())
+}
+
+/// [`spawn_app`] with the operator's settings (e.g. a metrics token).
+pub fn spawn_app_with(operations: postal::api::ops::Operations) -> TestApp {
+    spawn_app_on(template(), operations)
+}
+
+/// The real server on a copy of the database `source`.
+pub fn spawn_app_on(source: &Path, operations: postal::api::ops::Operations) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("postal.db");
-    std::fs::copy(template(), &db).expect("copying the template database");
+    std::fs::copy(source, &db).expect("copying the template database");
     let (tx, rx) = std::sync::mpsc::channel();
     let (shutdown, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
     let server_db = db.clone();
@@ -76,7 +86,7 @@ pub fn spawn_app() -> TestApp {
             let address = acceptor.local_addr()[0].to_string();
             let address = address.trim_start_matches("socket://").to_string();
             tx.send(address).expect("reporting the address");
-            postal::api::serve_with(acceptor, &server_db, async move {
+            postal::api::serve_with_operations(acceptor, &server_db, operations, async move {
                 let _ = shutdown_rx.await;
             })
             .await
@@ -131,6 +141,29 @@ impl TestApp {
             .call()
             .expect("sending the request");
         reply(response)
+    }
+
+    /// GETs `path` with `headers`: status, response headers, body text.
+    pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Raw {
+        let mut request = self.agent.get(format!("{}{path}", self.address));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        raw(request.call().expect("sending the request"))
+    }
+
+    /// POSTs JSON to `path` with `headers`.
+    pub fn post_with(&self, path: &str, body: &Value, headers: &[(&str, &str)]) -> Raw {
+        let mut request = self
+            .agent
+            .post(format!("{}{path}", self.address))
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        raw(request
+            .send(body.to_string().as_bytes())
+            .expect("sending the request"))
     }
 
     pub fn lookup(&self, body: Value) -> Reply {
@@ -204,6 +237,30 @@ impl TestApp {
             ]);
         }
         assert_eq!(self.balance_micros(account), micros);
+    }
+}
+
+/// A response as it came: status, headers, body text.
+pub struct Raw {
+    pub status: u16,
+    pub headers: ureq::http::HeaderMap,
+    pub text: String,
+}
+
+impl Raw {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+fn raw(mut response: ureq::http::Response<ureq::Body>) -> Raw {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    Raw {
+        status,
+        headers,
+        text,
     }
 }
 
