@@ -29,7 +29,8 @@
 //! - [`db`]: SQL and transactions; the only code with SQL strings.
 //! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt) and
 //!   their sources (file, zip, directory, URL); writes through `db::dataset`.
-//! - [`api`]: HTTP, JSON shapes, OpenAPI, status codes.
+//! - [`api`]: HTTP, JSON shapes, OpenAPI, status codes; the operator's routes
+//!   (`/healthz`, `/readyz`, `/metrics`) and request telemetry.
 
 pub mod api;
 pub mod db;

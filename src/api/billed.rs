@@ -87,6 +87,7 @@ impl State {
                 .map_err(|e| refused(e, O::ENDPOINT))?;
         }
         timings.balance += t.elapsed();
+        super::telemetry::count_charge(queries);
         let envelope = Envelope::of(&charged, &timings);
         Ok(Billed { answer, envelope })
     }

@@ -23,6 +23,8 @@ mod envelope;
 mod error;
 mod geo;
 mod lookup;
+pub mod ops;
+pub mod telemetry;
 mod types;
 mod validate;
 
@@ -35,7 +37,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
-use poem::{Endpoint, EndpointExt, Response, Route, Server};
+use poem::{Endpoint, EndpointExt, Response, Route, Server, get};
 use poem_openapi::OpenApiService;
 use rusqlite::Connection;
 
@@ -261,9 +263,12 @@ pub fn spec_json() -> String {
     service(None).spec()
 }
 
-/// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, and JSON
-/// bodies for 404 / 405.
-pub fn app(state: State) -> impl Endpoint {
+/// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, the
+/// operator's `/healthz`, `/readyz` and `/metrics`, JSON bodies for 404 / 405; every
+/// request observed by `telemetry` (request id, access log, metrics).
+pub fn app(state: State, operations: ops::Operations) -> impl Endpoint {
+    let metrics = Arc::new(telemetry::Metrics::new());
+    let ops = ops::Ops::new(&state, operations, metrics.clone());
     let api = service(Some(state));
     let docs = api.swagger_ui();
     let spec = api.spec_endpoint();
@@ -271,6 +276,9 @@ pub fn app(state: State) -> impl Endpoint {
         .nest("/", api)
         .nest("/docs", docs)
         .at("/openapi.json", spec)
+        .at("/healthz", get(ops::healthz))
+        .at("/readyz", get(ops::readyz).data(ops.clone()))
+        .at("/metrics", get(ops::scrape).data(ops))
         .catch_all_error(|err: poem::Error| async move {
             if err.is_from_response() {
                 return err.into_response();
@@ -288,6 +296,7 @@ pub fn app(state: State) -> impl Endpoint {
             };
             json_error(status, text)
         })
+        .with(telemetry::Telemetry { metrics })
 }
 
 fn json_error(status: StatusCode, text: &str) -> Response {
@@ -298,9 +307,11 @@ fn json_error(status: StatusCode, text: &str) -> Response {
 }
 
 /// How `postal serve` runs (its flags).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Settings {
     pub billing: BillingOptions,
+    /// The operator's routes (e.g. a bearer token for /metrics).
+    pub operations: ops::Operations,
 }
 
 /// Serves the API on `listen` until Ctrl-C or SIGTERM.
@@ -313,7 +324,7 @@ pub async fn serve(db_path: &Path, listen: &str, settings: Settings) -> Result<(
         .await
         .with_context(|| format!("listening on {listen}"))?;
     tracing::info!("listening on http://{listen} (Swagger UI at /docs)");
-    run(acceptor, db_path, billing, shutdown).await
+    run(acceptor, db_path, billing, settings.operations, shutdown).await
 }
 
 /// Serves the API on `acceptor` until `shutdown` completes; in-flight requests finish
@@ -325,13 +336,14 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let billing = Billing::start(db_path, settings.billing)?;
-    run(acceptor, db_path, billing, shutdown).await
+    run(acceptor, db_path, billing, settings.operations, shutdown).await
 }
 
 async fn run(
     acceptor: impl Acceptor + 'static,
     db_path: &Path,
     billing: Billing,
+    operations: ops::Operations,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let served = async {
@@ -340,7 +352,7 @@ async fn run(
         let postal = PostalIndex::load(&*slow_pool.get()?)?;
         let state = State::new(postal, slow_pool, billing.clone());
         state.watch_dataset();
-        let app = app(state);
+        let app = app(state, operations);
         Server::new_with_acceptor(acceptor)
             .run_with_graceful_shutdown(app, shutdown, Some(std::time::Duration::from_secs(30)))
             .await

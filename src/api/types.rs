@@ -158,10 +158,19 @@ impl Example for BulkRequest {
 
 /// Body of /api/aboutapi.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct AboutRequest {
     /// Your API key.
     #[oai(rename = "apiKey")]
     pub api_key: String,
+}
+
+impl Example for AboutRequest {
+    fn example() -> Self {
+        AboutRequest {
+            api_key: "pk_your_api_key".into(),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -19,6 +19,10 @@ struct Cli {
     /// countryInfo.txt path or URL (default: beside the first source, else upstream).
     #[arg(long)]
     country_info: Option<String>,
+    /// Parse the sources and report counts and bad lines; write nothing (the database is
+    /// not opened). Exit 1 when an import of them would fail.
+    #[arg(long)]
+    check: bool,
     /// GeoNames postal-code files: .txt, .zip, a directory, or an http(s) URL
     /// (default: upstream allCountries.zip).
     sources: Vec<String>,
@@ -32,6 +36,18 @@ fn main() -> ExitCode {
         country_info: cli.country_info,
         progress: std::io::stderr().is_terminal(),
     };
+    if cli.check {
+        return match postal::import::check(&options) {
+            Ok(report) => {
+                println!("{report}");
+                ExitCode::from(u8::from(report.would_fail))
+            }
+            Err(e) => {
+                eprintln!("postal-import: {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
     match postal::import::run(&options) {
         Ok(summary) => {
             println!("{summary}");

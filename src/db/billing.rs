@@ -97,6 +97,11 @@ pub struct BillingStats {
     pub flush_busy: Duration,
     /// Reloads of accounts and keys after an outside change.
     pub reloads: u64,
+    /// The last committed flush's duration, and when it committed.
+    pub last_flush: Duration,
+    pub last_commit: Option<std::time::SystemTime>,
+    /// Charge rows (account x endpoint) waiting for the next flush.
+    pub pending: u64,
 }
 
 #[derive(Default)]
@@ -108,6 +113,9 @@ struct Counts {
     failed_flushes: AtomicU64,
     flush_busy_nanos: AtomicU64,
     reloads: AtomicU64,
+    /// The last committed flush: how long it took, and when it ended (µs since 1970).
+    last_flush_nanos: AtomicU64,
+    last_commit_unix_micros: AtomicU64,
 }
 
 /// What a flush has reached: every batch up to `done` is committed; `failing` holds the
@@ -353,7 +361,21 @@ impl Billing {
             failed_flushes: get(&c.failed_flushes),
             flush_busy: Duration::from_nanos(get(&c.flush_busy_nanos)),
             reloads: get(&c.reloads),
+            last_flush: Duration::from_nanos(get(&c.last_flush_nanos)),
+            last_commit: match get(&c.last_commit_unix_micros) {
+                0 => None,
+                micros => Some(std::time::UNIX_EPOCH + Duration::from_micros(micros)),
+            },
+            pending: self.books().pending.rows.len() as u64,
         }
+    }
+
+    /// The writer thread is running (readiness: `/readyz`).
+    pub fn writer_running(&self) -> bool {
+        self.writer
+            .lock()
+            .map(|w| w.as_ref().is_some_and(|h| !h.is_finished()))
+            .unwrap_or(false)
     }
 
     /// Flushes everything charged so far and stops the writer (retrying a failing flush
@@ -518,11 +540,17 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
             let number = batch.number;
             match store.apply(&batch) {
                 Ok(()) => {
-                    shared.counts.flushes.fetch_add(1, Ordering::Relaxed);
-                    shared
-                        .counts
-                        .flush_busy_nanos
-                        .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    let took = started.elapsed().as_nanos() as u64;
+                    let counts = &shared.counts;
+                    counts.flushes.fetch_add(1, Ordering::Relaxed);
+                    counts.flush_busy_nanos.fetch_add(took, Ordering::Relaxed);
+                    counts.last_flush_nanos.store(took, Ordering::Relaxed);
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default();
+                    counts
+                        .last_commit_unix_micros
+                        .store(now.as_micros() as u64, Ordering::Relaxed);
                     let recovered = lock(&shared.books).failing.take();
                     if recovered.is_some() {
                         tracing::warn!("billing flushes work again: charges are answered");

@@ -33,6 +33,7 @@ pub mod keys;
 pub mod ledger;
 pub mod postal;
 pub mod postal_index;
+pub mod reports;
 pub mod store;
 
 pub use accounts::Caller;

@@ -27,6 +27,8 @@ pub struct PostalIndex {
     coverage: Coverage,
     /// The same first records, by place (nearest, radius, autocomplete, countries).
     geo: GeoIndex,
+    /// When this dataset was read from the file (operations: /metrics).
+    loaded_at: std::time::SystemTime,
 }
 
 /// The fields of a code's first record the geography endpoints show, borrowed.
@@ -201,6 +203,7 @@ impl PostalIndex {
             first,
             coverage,
             geo,
+            loaded_at: std::time::SystemTime::now(),
         })
     }
 
@@ -211,6 +214,18 @@ impl PostalIndex {
 
     pub fn coverage(&self) -> Coverage {
         self.coverage
+    }
+
+    pub fn loaded_at(&self) -> std::time::SystemTime {
+        self.loaded_at
+    }
+
+    /// (countries, distinct postal codes) held in memory.
+    pub fn size(&self) -> (usize, usize) {
+        (
+            self.countries.len(),
+            self.first.values().map(HashMap::len).sum(),
+        )
     }
 
     /// The geography of the same records.

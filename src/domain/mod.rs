@@ -3,6 +3,7 @@
 pub mod api_key;
 pub mod charge;
 pub mod country;
+pub mod date;
 pub mod geo;
 pub mod money;
 pub mod postal_code;

@@ -70,50 +70,11 @@ pub fn run(options: &Options) -> Result<Summary> {
     let _lock = lock(&options.db)?;
     // A large page cache keeps the index rebuild of 1.6 M rows in memory.
     conn.pragma_update(None, "cache_size", -1_000_000)?;
-
-    let sources = if options.sources.is_empty() {
-        vec![UPSTREAM_POSTAL_CODES.to_string()]
-    } else {
-        options.sources.clone()
-    };
-    let staging = tempfile::tempdir().context("creating a directory for downloads")?;
-    let mut inputs = Vec::new();
-    for s in &sources {
-        inputs.extend(source::resolve(s, staging.path(), options.progress)?);
-    }
-    if inputs.is_empty() {
-        bail!(
-            "no postal-code files (.txt or .zip) found in {}",
-            sources.join(", ")
-        );
-    }
-    let country_info_source = match &options.country_info {
-        Some(s) => s.clone(),
-        None => source::country_info_beside(&sources[0])
-            .unwrap_or_else(|| UPSTREAM_COUNTRY_INFO.to_string()),
-    };
-    let countries = country_info::read(&mut source::open_text(
-        &country_info_source,
-        staging.path(),
-        options.progress,
-    )?)
-    .with_context(|| format!("reading {country_info_source}"))?;
-    clock.lap("database opened, countryInfo.txt read");
-
-    let mut reader = geonames::Reader::new(&countries);
-    for input in &inputs {
-        input.read_each(options.progress, |name, r| reader.read(name, r))?;
-    }
-    let parsed = reader.finish();
-    clock.lap("postal-code files read and parsed (timezones, folding)");
-    for bad in parsed.bad.iter().take(MAX_REPORTED) {
-        eprintln!("{bad}");
-    }
-    if parsed.bad_count > MAX_REPORTED {
-        eprintln!("... and {} more bad lines", parsed.bad_count - MAX_REPORTED);
-    }
+    clock.lap("database opened");
+    let (countries, parsed) = parse_sources(options, &mut clock)?;
+    report_bad_lines(&parsed);
     let lines = parsed.records.len() + parsed.bad_count;
-    if parsed.bad_count as f64 > lines as f64 * MAX_BAD_SHARE {
+    if too_many_bad(&parsed) {
         bail!(
             "{} of {} lines are bad (more than {}%): import abandoned, the database keeps its old data",
             parsed.bad_count,
@@ -184,6 +145,111 @@ fn lock(db: &Path) -> Result<File> {
             Err(e).with_context(|| format!("locking {}", Path::new(&path).display()))
         }
     }
+}
+
+/// What `postal-import --check` found: the sources parsed as an import would, nothing
+/// written.
+#[derive(Debug)]
+pub struct CheckReport {
+    pub records: usize,
+    pub countries: usize,
+    pub bad_lines: usize,
+    pub seconds: f64,
+    /// Whether an import of these sources would be refused (too many bad lines, or none good).
+    pub would_fail: bool,
+}
+
+impl std::fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "checked {} records, {} countries, {} bad lines in {:.1} s: {}",
+            self.records,
+            self.countries,
+            self.bad_lines,
+            self.seconds,
+            if self.would_fail {
+                "an import would fail"
+            } else {
+                "an import would succeed"
+            }
+        )
+    }
+}
+
+/// Parses `options.sources` as [`run`] would and reports counts and bad lines (on
+/// stderr, as an import does), without opening the database.
+pub fn check(options: &Options) -> Result<CheckReport> {
+    let started = Instant::now();
+    let mut clock = PhaseClock::from_env();
+    let (_, parsed) = parse_sources(options, &mut clock)?;
+    report_bad_lines(&parsed);
+    Ok(CheckReport {
+        records: parsed.records.len(),
+        countries: parsed.countries,
+        bad_lines: parsed.bad_count,
+        seconds: started.elapsed().as_secs_f64(),
+        would_fail: too_many_bad(&parsed) || parsed.records.is_empty(),
+    })
+}
+
+/// Reads countryInfo.txt and every postal-code file of the sources into memory.
+fn parse_sources(
+    options: &Options,
+    clock: &mut PhaseClock,
+) -> Result<(Vec<db::dataset::CountryRow>, geonames::Parsed)> {
+    let sources = if options.sources.is_empty() {
+        vec![UPSTREAM_POSTAL_CODES.to_string()]
+    } else {
+        options.sources.clone()
+    };
+    let staging = tempfile::tempdir().context("creating a directory for downloads")?;
+    let mut inputs = Vec::new();
+    for s in &sources {
+        inputs.extend(source::resolve(s, staging.path(), options.progress)?);
+    }
+    if inputs.is_empty() {
+        bail!(
+            "no postal-code files (.txt or .zip) found in {}",
+            sources.join(", ")
+        );
+    }
+    let country_info_source = match &options.country_info {
+        Some(s) => s.clone(),
+        None => source::country_info_beside(&sources[0])
+            .unwrap_or_else(|| UPSTREAM_COUNTRY_INFO.to_string()),
+    };
+    let countries = country_info::read(&mut source::open_text(
+        &country_info_source,
+        staging.path(),
+        options.progress,
+    )?)
+    .with_context(|| format!("reading {country_info_source}"))?;
+    clock.lap("countryInfo.txt read");
+
+    let mut reader = geonames::Reader::new(&countries);
+    for input in &inputs {
+        input.read_each(options.progress, |name, r| reader.read(name, r))?;
+    }
+    let parsed = reader.finish();
+    clock.lap("postal-code files read and parsed (timezones, folding)");
+    Ok((countries, parsed))
+}
+
+/// The first [`MAX_REPORTED`] bad lines on stderr, and how many more there were.
+fn report_bad_lines(parsed: &geonames::Parsed) {
+    for bad in parsed.bad.iter().take(MAX_REPORTED) {
+        eprintln!("{bad}");
+    }
+    if parsed.bad_count > MAX_REPORTED {
+        eprintln!("... and {} more bad lines", parsed.bad_count - MAX_REPORTED);
+    }
+}
+
+/// More than [`MAX_BAD_SHARE`] of the lines are bad.
+fn too_many_bad(parsed: &geonames::Parsed) -> bool {
+    let lines = parsed.records.len() + parsed.bad_count;
+    parsed.bad_count as f64 > lines as f64 * MAX_BAD_SHARE
 }
 
 /// `POSTAL_IMPORT_TIMINGS=1`: the seconds each phase of an import took, on stderr, to see

@@ -20,7 +20,7 @@ const COUNTRY_INFO: &str = concat!(
 );
 
 /// A database with the sample imported, built once per test run and copied per app.
-fn template() -> &'static Path {
+pub fn template() -> &'static Path {
     static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir").keep();
@@ -148,6 +148,29 @@ impl TestApp {
         reply(response)
     }
 
+    /// GETs `path` with `headers`: status, response headers, body text.
+    pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Raw {
+        let mut request = self.agent.get(format!("{}{path}", self.address));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        raw(request.call().expect("sending the request"))
+    }
+
+    /// POSTs JSON to `path` with `headers`.
+    pub fn post_with(&self, path: &str, body: &Value, headers: &[(&str, &str)]) -> Raw {
+        let mut request = self
+            .agent
+            .post(format!("{}{path}", self.address))
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        raw(request
+            .send(body.to_string().as_bytes())
+            .expect("sending the request"))
+    }
+
     pub fn lookup(&self, body: Value) -> Reply {
         self.post("/api/lookup", &body)
     }
@@ -237,6 +260,30 @@ impl TestApp {
             ]);
         }
         assert_eq!(self.balance_micros(account), micros);
+    }
+}
+
+/// A response as it came: status, headers, body text.
+pub struct Raw {
+    pub status: u16,
+    pub headers: ureq::http::HeaderMap,
+    pub text: String,
+}
+
+impl Raw {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+fn raw(mut response: ureq::http::Response<ureq::Body>) -> Raw {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    Raw {
+        status,
+        headers,
+        text,
     }
 }
 

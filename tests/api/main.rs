@@ -20,3 +20,7 @@ mod money;
 mod normalisation;
 /// The committed OpenAPI document.
 mod openapi;
+/// /healthz, /readyz, /metrics (exact counters), request ids.
+mod ops;
+/// Swagger UI in headless Chromium: try /api/lookup.
+mod swagger_ui;

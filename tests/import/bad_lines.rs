@@ -148,3 +148,62 @@ fn reported_line_numbers_count_blank_lines_and_crlf_line_ends() {
     );
     assert_eq!(carriage_returns_stored, 0, "the \\r of CRLF is not data");
 }
+
+fn check(db: &Path, file: &Path) -> crate::helpers::Run {
+    crate::helpers::import(
+        db,
+        [
+            std::ffi::OsStr::new("--check"),
+            std::ffi::OsStr::new("--country-info"),
+            crate::helpers::geonames("countryInfo.txt").as_os_str(),
+            file.as_os_str(),
+        ],
+    )
+}
+
+#[test]
+fn check_reports_counts_and_bad_lines_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("postal.db");
+    let file = postal_file(dir.path(), "US.txt", 1000, &[10, 500, 999]);
+
+    let run = check(&db, &file);
+    run.assert_success();
+    assert!(
+        run.stdout
+            .starts_with("checked 997 records, 1 countries, 3 bad lines in "),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.ends_with(": an import would succeed\n"),
+        "{}",
+        run.stdout
+    );
+    let shown = reported(&run.stderr, &file);
+    assert_eq!(shown.len(), 3, "stderr: {}", run.stderr);
+    assert!(shown[1].starts_with(&format!("{}:500: ", file.display())));
+    assert!(!db.exists(), "--check created the database");
+}
+
+#[test]
+fn check_of_a_file_an_import_would_refuse_exits_1_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("postal.db");
+    let file = postal_file(dir.path(), "US.txt", 100, &[1, 2]);
+
+    let run = check(&db, &file);
+    assert_eq!(run.exit_code, Some(1), "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("checked 98 records, 1 countries, 2 bad lines in "),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.ends_with(": an import would fail\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(!db.exists());
+}

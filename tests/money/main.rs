@@ -13,5 +13,7 @@ mod cli;
 /// `postal ledger verify` against a tampered database.
 mod ledger;
 
+/// The admin's daily reads: `account list`, `ledger show`, `usage`, `key list`.
+mod daily;
 /// `postal serve` as a process: stops, crashes, CLI under load, races, failing flushes.
 mod serve;

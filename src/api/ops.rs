@@ -1,0 +1,203 @@
+//! The operator's routes, outside the billed API (no key, no charge, no rate limit):
+//! `GET /healthz` (the process answers), `GET /readyz` (it can serve: postal data in
+//! memory, billing writer alive, database readable) and `GET /metrics` (Prometheus).
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use poem::http::{StatusCode, header};
+use poem::web::Data;
+use poem::{Response, handler};
+use serde_json::json;
+
+use super::State;
+use super::telemetry::Metrics;
+use crate::db;
+use crate::db::billing::Billing;
+use crate::db::postal_index::PostalIndex;
+
+/// How long `/readyz` waits for the billing writer and for the database.
+const READY_PATIENCE: Duration = Duration::from_secs(2);
+
+/// The operator's settings of a server (`postal serve` flags).
+#[derive(Debug, Clone, Default)]
+pub struct Operations {
+    /// When set, `/metrics` answers only `Authorization: Bearer <token>`.
+    pub metrics_token: Option<String>,
+}
+
+/// What the operator's routes look at: handles shared with the API's `State`.
+#[derive(Clone)]
+pub(super) struct Ops {
+    postal: Arc<RwLock<Arc<PostalIndex>>>,
+    pool: db::Pool,
+    billing: Billing,
+    metrics: Arc<Metrics>,
+    metrics_token: Option<Arc<str>>,
+    /// One scrape at a time sets the scrape-time series.
+    scraping: Arc<Mutex<()>>,
+}
+
+impl Ops {
+    pub(super) fn new(state: &State, operations: Operations, metrics: Arc<Metrics>) -> Ops {
+        Ops {
+            postal: state.postal.clone(),
+            pool: state.slow_pool.clone(),
+            billing: state.billing.clone(),
+            metrics,
+            metrics_token: operations.metrics_token.map(Arc::from),
+            scraping: Arc::new(Mutex::new(())),
+        }
+    }
+
+    fn postal(&self) -> Arc<PostalIndex> {
+        match self.postal.read() {
+            Ok(index) => index.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}
+
+fn json_response(status: StatusCode, body: serde_json::Value) -> Response {
+    Response::builder()
+        .status(status)
+        .content_type("application/json; charset=utf-8")
+        .header(header::CACHE_CONTROL, "no-store")
+        .body(body.to_string())
+}
+
+/// The process answers HTTP.
+#[handler]
+pub(super) fn healthz() -> Response {
+    json_response(StatusCode::OK, json!({"status": "ok"}))
+}
+
+/// 200 when every check passes; 503 with the first failing check's reason otherwise.
+#[handler]
+pub(super) async fn readyz(ops: Data<&Ops>) -> Response {
+    let mut reasons = Vec::new();
+    let index = ops.postal();
+    if index.coverage().records == 0 {
+        reasons.push("postal index: no postal data loaded".to_string());
+    }
+    if !ops.billing.writer_running() {
+        reasons.push("billing writer: not running".to_string());
+    }
+    if let Some(why) = ops.billing.flush_state().failing {
+        reasons.push(format!("billing writer: flushes failing: {why}"));
+    }
+    let pool = ops.pool.clone();
+    let read = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let conn = pool.get()?;
+        db::postal::coverage(&conn)?;
+        Ok(())
+    });
+    match tokio::time::timeout(READY_PATIENCE, read).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => reasons.push(format!("database: {e:#}")),
+        Ok(Err(e)) => reasons.push(format!("database: {e}")),
+        Err(_) => reasons.push(format!(
+            "database: no answer within {} s",
+            READY_PATIENCE.as_secs()
+        )),
+    }
+    if reasons.is_empty() {
+        json_response(StatusCode::OK, json!({"status": "ready"}))
+    } else {
+        tracing::warn!("not ready: {}", reasons.join("; "));
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "not ready", "reason": reasons.join("; ")}),
+        )
+    }
+}
+
+/// Prometheus metrics (OpenMetrics text), behind the bearer token when one is set.
+#[handler]
+pub(super) fn scrape(ops: Data<&Ops>, req: &poem::Request) -> Response {
+    if let Some(token) = &ops.metrics_token {
+        let presented = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if presented != Some(&**token) {
+            let mut response = json_response(
+                StatusCode::UNAUTHORIZED,
+                json!({"error": "Missing or wrong metrics token"}),
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return response;
+        }
+    }
+    let _one_at_a_time = ops.scraping.lock();
+    refresh(ops.0);
+    let mut text = String::new();
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &ops.metrics.registry) {
+        tracing::error!("encoding metrics: {e}");
+        return json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({"error": "Internal server error"}),
+        );
+    }
+    Response::builder()
+        .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
+        .header(header::CACHE_CONTROL, "no-store")
+        .body(text)
+}
+
+fn unix_secs(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Sets the series read at scrape time: dataset, index, ledger writer, process.
+fn refresh(ops: &Ops) {
+    let m = &ops.metrics;
+    let index = ops.postal();
+    let coverage = index.coverage();
+    m.dataset_records.set(coverage.records);
+    m.dataset_countries.set(coverage.countries);
+    m.dataset_loaded.set(unix_secs(index.loaded_at()));
+    let (countries, codes) = index.size();
+    m.index_countries.set(countries as i64);
+    m.index_codes.set(codes as i64);
+
+    let stats = ops.billing.stats();
+    let flushes = m.ledger_flushes.get();
+    m.ledger_flushes
+        .inc_by(stats.flushes.saturating_sub(flushes));
+    let busy = m.ledger_flush_seconds.get();
+    let delta = stats.flush_busy.as_secs_f64() - busy;
+    if delta > 0.0 {
+        m.ledger_flush_seconds.inc_by(delta);
+    }
+    m.ledger_last_flush_seconds
+        .set(stats.last_flush.as_secs_f64());
+    m.ledger_pending
+        .set(i64::try_from(stats.pending).unwrap_or(i64::MAX));
+    let lag = match (stats.pending, stats.last_commit) {
+        (0, _) => 0.0,
+        (_, Some(at)) => SystemTime::now()
+            .duration_since(at)
+            .unwrap_or_default()
+            .as_secs_f64(),
+        (_, None) => 0.0,
+    };
+    m.ledger_lag_seconds.set(lag);
+    if let Some(rss) = resident_bytes() {
+        m.resident_bytes.set(rss);
+    }
+}
+
+/// `VmRSS` of `/proc/self/status` (Linux); `None` elsewhere.
+fn resident_bytes() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

@@ -1,0 +1,353 @@
+//! What the service tells its operator: Prometheus metrics and one access log line per
+//! request, each request carrying an id (`X-Request-Id`).
+//!
+//! Why `prometheus-client` (a registry per server) rather than a process-global recorder:
+//! a test binary runs many servers at once, and the metrics test checks exact counter
+//! values of its own server.
+//!
+//! Charges are counted where they happen (`State::charge`) without handing a metrics
+//! handle through the billed path: [`Telemetry`] wraps every request's future in a
+//! task-local scope holding its server's [`Metrics`], and [`count_charge`] adds to
+//! whatever server the current request belongs to. Everything else (requests, statuses,
+//! refusals, shed requests, latency) is read off the response here.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use poem::http::HeaderValue;
+use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tracing::Instrument;
+
+use crate::domain::money::PRICE_PER_QUERY;
+
+/// The header a request id comes in and goes out with.
+pub const REQUEST_ID: &str = "x-request-id";
+
+type Labels = Vec<(&'static str, String)>;
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// Every series this server exports. Gauges of the dataset, the index, the ledger writer
+/// and the process are set when `/metrics` is read (`api::ops`).
+pub struct Metrics {
+    pub(crate) registry: Registry,
+    requests: Family<Labels, Counter>,
+    latency: HistogramFamily,
+    refusals: Family<Labels, Counter>,
+    shed: Counter,
+    queries_charged: Counter,
+    micros_charged: Counter,
+    pub(crate) ledger_flushes: Counter,
+    pub(crate) ledger_flush_seconds: Counter<f64, AtomicU64>,
+    pub(crate) ledger_last_flush_seconds: Gauge<f64, AtomicU64>,
+    pub(crate) ledger_lag_seconds: Gauge<f64, AtomicU64>,
+    pub(crate) ledger_pending: Gauge,
+    pub(crate) dataset_records: Gauge,
+    pub(crate) dataset_countries: Gauge,
+    pub(crate) dataset_loaded: Gauge,
+    pub(crate) index_codes: Gauge,
+    pub(crate) index_countries: Gauge,
+    pub(crate) resident_bytes: Gauge,
+}
+
+fn latency_histogram() -> Histogram {
+    // 50 µs .. about 3.3 s
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 17))
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("postal");
+        let requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by operation and status",
+            requests.clone(),
+        );
+        let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "http_request_duration_seconds",
+            "Time from request to response, by operation",
+            latency.clone(),
+        );
+        let refusals = Family::<Labels, Counter>::default();
+        registry.register(
+            "refusals",
+            "Requests refused: 401 (key), 402 (balance), 429 (rate limit)",
+            refusals.clone(),
+        );
+        let shed = Counter::default();
+        registry.register(
+            "requests_shed",
+            "Requests answered 503 (overload or not ready)",
+            shed.clone(),
+        );
+        let queries_charged = Counter::default();
+        registry.register(
+            "queries_charged",
+            "Billed queries charged",
+            queries_charged.clone(),
+        );
+        let micros_charged = Counter::default();
+        registry.register(
+            "charged_micro_dollars",
+            "Money charged for those queries, in micro-dollars (1 USD = 1,000,000)",
+            micros_charged.clone(),
+        );
+        let ledger_flushes = Counter::default();
+        registry.register(
+            "ledger_flushes",
+            "Ledger transactions committed by the billing writer",
+            ledger_flushes.clone(),
+        );
+        let ledger_flush_seconds = Counter::<f64, AtomicU64>::default();
+        registry.register(
+            "ledger_flush_seconds",
+            "Time spent in ledger transactions, BEGIN to end of COMMIT (divide by ledger_flushes for the mean)",
+            ledger_flush_seconds.clone(),
+        );
+        let ledger_last_flush_seconds = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "ledger_last_flush_seconds",
+            "Duration of the last ledger transaction",
+            ledger_last_flush_seconds.clone(),
+        );
+        let ledger_lag_seconds = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "ledger_lag_seconds",
+            "Seconds since the last ledger commit while charges wait for one; 0 when none waits",
+            ledger_lag_seconds.clone(),
+        );
+        let ledger_pending = Gauge::default();
+        registry.register(
+            "ledger_pending_charges",
+            "Charges sent to the billing writer and not answered yet",
+            ledger_pending.clone(),
+        );
+        let dataset_records = Gauge::default();
+        registry.register(
+            "dataset_records",
+            "Postal-code records of the served dataset",
+            dataset_records.clone(),
+        );
+        let dataset_countries = Gauge::default();
+        registry.register(
+            "dataset_countries",
+            "Countries with postal data in the served dataset",
+            dataset_countries.clone(),
+        );
+        let dataset_loaded = Gauge::default();
+        registry.register(
+            "dataset_loaded_timestamp_seconds",
+            "Unix time the served dataset was loaded (at start, or when an import committed a new one)",
+            dataset_loaded.clone(),
+        );
+        let index_codes = Gauge::default();
+        registry.register(
+            "index_postal_codes",
+            "Distinct postal codes held in memory",
+            index_codes.clone(),
+        );
+        let index_countries = Gauge::default();
+        registry.register(
+            "index_countries",
+            "Countries held in memory",
+            index_countries.clone(),
+        );
+        let resident_bytes = Gauge::default();
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident set size of the server process",
+            resident_bytes.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            refusals,
+            shed,
+            queries_charged,
+            micros_charged,
+            ledger_flushes,
+            ledger_flush_seconds,
+            ledger_last_flush_seconds,
+            ledger_lag_seconds,
+            ledger_pending,
+            dataset_records,
+            dataset_countries,
+            dataset_loaded,
+            index_codes,
+            index_countries,
+            resident_bytes,
+        }
+    }
+
+    /// One answered request.
+    fn observe(&self, operation: &'static str, status: u16, seconds: f64) {
+        self.requests
+            .get_or_create(&vec![
+                ("operation", operation.to_owned()),
+                ("status", status.to_string()),
+            ])
+            .inc();
+        self.latency
+            .get_or_create(&vec![("operation", operation.to_owned())])
+            .observe(seconds);
+        let billed_api = matches!(
+            operation,
+            "lookup" | "city" | "metacode" | "metazip" | "validate" | "validate-bulk" | "aboutapi"
+        );
+        match status {
+            401 | 402 | 429 if billed_api => {
+                let reason = match status {
+                    401 => "invalid_key",
+                    402 => "insufficient_balance",
+                    _ => "rate_limited",
+                };
+                self.refusals
+                    .get_or_create(&vec![
+                        ("status", status.to_string()),
+                        ("reason", reason.to_owned()),
+                    ])
+                    .inc();
+            }
+            503 => {
+                self.shed.inc();
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+tokio::task_local! {
+    static CURRENT: Arc<Metrics>;
+}
+
+/// Counts `queries` charged (and their price) to the server of the current request; a
+/// no-op outside a request (CLI, benchmarks).
+pub(crate) fn count_charge(queries: u64) {
+    let _ = CURRENT.try_with(|m| {
+        m.queries_charged.inc_by(queries);
+        m.micros_charged
+            .inc_by(queries.saturating_mul(PRICE_PER_QUERY.get().unsigned_abs()));
+    });
+}
+
+/// The operation a path belongs to, from a fixed list, so that a scan of random paths
+/// cannot make new series.
+fn operation(path: &str) -> &'static str {
+    match path {
+        "/api/lookup" => "lookup",
+        "/api/city" => "city",
+        "/api/metacode" => "metacode",
+        "/api/metazip" => "metazip",
+        "/api/validate" => "validate",
+        "/api/validate-bulk" => "validate-bulk",
+        "/api/aboutapi" => "aboutapi",
+        "/healthz" => "healthz",
+        "/readyz" => "readyz",
+        "/metrics" => "metrics",
+        "/openapi.json" => "openapi",
+        p if p == "/docs" || p.starts_with("/docs/") => "docs",
+        p if p.starts_with("/api/") => "other-api",
+        _ => "other",
+    }
+}
+
+/// A request id as sent by the client when it is reasonable (1 to 128 visible ASCII
+/// characters), else a new random one.
+fn request_id(req: &Request) -> String {
+    req.headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            let bits: u128 = rand::random();
+            format!("{bits:032x}")
+        })
+}
+
+/// The middleware: request id, span, access log line, metrics.
+pub struct Telemetry {
+    pub metrics: Arc<Metrics>,
+}
+
+impl<E: Endpoint> Middleware<E> for Telemetry {
+    type Output = TelemetryEndpoint<E>;
+
+    fn transform(&self, inner: E) -> Self::Output {
+        TelemetryEndpoint {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+pub struct TelemetryEndpoint<E> {
+    inner: E,
+    metrics: Arc<Metrics>,
+}
+
+impl<E: Endpoint> Endpoint for TelemetryEndpoint<E> {
+    type Output = Response;
+
+    async fn call(&self, req: Request) -> poem::Result<Response> {
+        let started = Instant::now();
+        let id = request_id(&req);
+        let operation = operation(req.uri().path());
+        let method = req.method().clone();
+        // The path only (never the query string), and the body is never logged: the API
+        // key travels in the body.
+        let path = req.uri().path().to_owned();
+        let span = tracing::info_span!("request", request_id = %id);
+        let answered = CURRENT
+            .scope(self.metrics.clone(), self.inner.call(req))
+            .instrument(span.clone())
+            .await;
+        let mut response = match answered {
+            Ok(output) => output.into_response(),
+            Err(e) => e.into_response(),
+        };
+        let status = response.status().as_u16();
+        let seconds = started.elapsed().as_secs_f64();
+        self.metrics.observe(operation, status, seconds);
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            response.headers_mut().insert(REQUEST_ID, value);
+        }
+        span.in_scope(|| {
+            tracing::info!(
+                method = %method,
+                path = %path,
+                status,
+                micros = (seconds * 1e6) as u64,
+                "access"
+            );
+        });
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_paths_share_one_operation_label() {
+        assert_eq!(operation("/api/lookup"), "lookup");
+        assert_eq!(operation("/api/nope"), "other-api");
+        assert_eq!(operation("/wp-admin/x.php"), "other");
+        assert_eq!(operation("/docs/"), "docs");
+    }
+}

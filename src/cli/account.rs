@@ -1,0 +1,198 @@
+//! `postal account create|list|show|topup|adjust|limits`.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use clap::Subcommand;
+use serde::Serialize;
+use serde_json::Number;
+
+use postal::db::accounts::{self, LimitsChange};
+use postal::db::{self, reports};
+use postal::domain::money::Micros;
+
+use super::{RateLimits, Verdict, now_unix, print};
+
+#[derive(Subcommand)]
+pub(super) enum AccountCommand {
+    /// A new account with a balance of 0.028 USD (1,000 free queries) and a first key.
+    Create {
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Every account: balance, active keys, rate limits and billed queries today (UTC).
+    List,
+    /// Balance, keys and rate limits of an account.
+    Show { account_id: String },
+    /// Credit a payment of at least 5.00 USD, in full.
+    Topup {
+        account_id: String,
+        /// USD, up to 6 decimals, at least 5.00.
+        #[arg(long, value_name = "AMOUNT")]
+        usd: String,
+    },
+    /// Correct a balance up or down (never below 0), with a reason kept in the ledger.
+    Adjust {
+        account_id: String,
+        /// Signed USD, up to 6 decimals (`-1.5`, `2`).
+        #[arg(long, value_name = "SIGNED_AMOUNT", allow_hyphen_values = true)]
+        usd: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Set per-minute/hour/day limits (windows not given keep theirs), remove them all
+    /// with --off, or show them with no option.
+    Limits {
+        account_id: String,
+        #[arg(long, value_name = "N")]
+        per_minute: Option<u64>,
+        #[arg(long, value_name = "N")]
+        per_hour: Option<u64>,
+        #[arg(long, value_name = "N")]
+        per_day: Option<u64>,
+        #[arg(long, conflicts_with_all = ["per_minute", "per_hour", "per_day"])]
+        off: bool,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Created {
+    account_id: String,
+    key_id: String,
+    api_key: String,
+    balance: Number,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Shown {
+    account_id: String,
+    name: Option<String>,
+    balance: Number,
+    keys: Vec<ShownKey>,
+    rate_limits: RateLimits,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShownKey {
+    key_id: String,
+    created_at: String,
+    revoked: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Balance {
+    account_id: String,
+    balance: Number,
+}
+
+#[derive(Serialize)]
+struct Listed {
+    accounts: Vec<ListedAccount>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListedAccount {
+    account_id: String,
+    name: Option<String>,
+    balance: Number,
+    active_keys: u64,
+    rate_limits: RateLimits,
+    queries_today: u64,
+}
+
+pub(super) fn run(db_path: &Path, command: AccountCommand) -> anyhow::Result<Verdict> {
+    let mut conn = db::open(db_path)?;
+    let now = SystemTime::now();
+    match command {
+        AccountCommand::Create { name } => {
+            let created = accounts::create_account(&mut conn, name.as_deref(), now)?;
+            print(&Created {
+                account_id: created.account_id,
+                key_id: created.key_id,
+                api_key: created.api_key.expose().to_owned(),
+                balance: created.balance.to_json_number(),
+            })?;
+        }
+        AccountCommand::List => {
+            let lines = reports::account_lines(&mut conn, now_unix())?;
+            print(&Listed {
+                accounts: lines
+                    .into_iter()
+                    .map(|a| ListedAccount {
+                        account_id: a.account_id,
+                        name: a.name,
+                        balance: a.balance.to_json_number(),
+                        active_keys: a.active_keys,
+                        rate_limits: a.limits.into(),
+                        queries_today: a.queries_today,
+                    })
+                    .collect(),
+            })?;
+        }
+        AccountCommand::Show { account_id } => {
+            let view = accounts::show(&conn, &account_id)?;
+            print(&Shown {
+                account_id: view.account_id,
+                name: view.name,
+                balance: view.balance.to_json_number(),
+                keys: view
+                    .keys
+                    .into_iter()
+                    .map(|k| ShownKey {
+                        key_id: k.key_id,
+                        created_at: k.created_at,
+                        revoked: k.revoked,
+                    })
+                    .collect(),
+                rate_limits: view.limits.into(),
+            })?;
+        }
+        AccountCommand::Topup { account_id, usd } => {
+            let amount = Micros::parse_usd(&usd)?;
+            let balance = accounts::topup(&mut conn, &account_id, amount, now)?;
+            print(&Balance {
+                account_id,
+                balance: balance.to_json_number(),
+            })?;
+        }
+        AccountCommand::Adjust {
+            account_id,
+            usd,
+            reason,
+        } => {
+            let amount = Micros::parse_usd(&usd)?;
+            let balance = accounts::adjust(&mut conn, &account_id, amount, &reason, now)?;
+            print(&Balance {
+                account_id,
+                balance: balance.to_json_number(),
+            })?;
+        }
+        AccountCommand::Limits {
+            account_id,
+            per_minute,
+            per_hour,
+            per_day,
+            off,
+        } => {
+            let change = if off {
+                LimitsChange::Off
+            } else if per_minute.is_none() && per_hour.is_none() && per_day.is_none() {
+                LimitsChange::Keep
+            } else {
+                LimitsChange::Set {
+                    per_minute,
+                    per_hour,
+                    per_day,
+                }
+            };
+            let limits = accounts::set_limits(&mut conn, &account_id, change)?;
+            print(&RateLimits::from(limits))?;
+        }
+    }
+    Ok(Verdict::Success)
+}

@@ -1,0 +1,155 @@
+//! The `postal` command line: its arguments, one module per command group, and the
+//! conventions they share (one JSON object on stdout, exit 2 for the user's mistakes).
+
+mod account;
+mod key;
+mod ledger;
+mod serve;
+mod usage;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use postal::db::accounts::AccountError;
+use postal::domain::date::DateError;
+use postal::domain::money::{AmountError, Micros};
+use postal::domain::rate_limit::Limits;
+
+#[derive(Parser)]
+#[command(
+    name = "postal",
+    version,
+    about = "Postal-code data service: serve and administer"
+)]
+struct Cli {
+    /// SQLite database file.
+    #[arg(
+        long,
+        global = true,
+        env = "POSTAL_DB",
+        default_value = "data/postal.db"
+    )]
+    db: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API (imports the dataset first when the database has none).
+    Serve(serve::ServeArgs),
+    /// Create, list, show, top up or adjust accounts; set their rate limits.
+    #[command(subcommand)]
+    Account(account::AccountCommand),
+    /// Create, list or revoke API keys.
+    #[command(subcommand)]
+    Key(key::KeyCommand),
+    /// Read or check the ledger.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
+    /// Billed queries and USD per day, account and endpoint.
+    Usage(usage::UsageArgs),
+}
+
+/// How a command that ran to its end came out.
+enum Verdict {
+    Success,
+    /// The command ran and its answer is "no" (`ledger verify` found a mismatch).
+    Failure,
+}
+
+/// Runs the command line and decides the exit code, once.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse(); // clap exits 2 itself on bad usage
+    match run(cli) {
+        Ok(Verdict::Success) => ExitCode::SUCCESS,
+        Ok(Verdict::Failure) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(if is_bad_argument(&e) { 2 } else { 1 })
+        }
+    }
+}
+
+/// Errors that are the user's (exit 2) rather than the system's (exit 1).
+fn is_bad_argument(e: &anyhow::Error) -> bool {
+    match e.downcast_ref::<AccountError>() {
+        Some(AccountError::Unexpected(_)) => false,
+        Some(_) => true,
+        None => {
+            e.downcast_ref::<AmountError>().is_some() || e.downcast_ref::<DateError>().is_some()
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<Verdict> {
+    match cli.command {
+        Command::Serve(args) => serve::run(&cli.db, args),
+        Command::Account(command) => account::run(&cli.db, command),
+        Command::Key(command) => key::run(&cli.db, command),
+        Command::Ledger(command) => ledger::run(&cli.db, command),
+        Command::Usage(args) => usage::run(&cli.db, args),
+    }
+}
+
+/// How a listing is printed: one JSON object (cli.md), or CSV with a header line for a
+/// spreadsheet.
+#[derive(Clone, Copy, ValueEnum, Default)]
+enum Format {
+    #[default]
+    Json,
+    Csv,
+}
+
+/// Prints the command's one JSON object and a newline.
+fn print(output: &impl Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string(output)?);
+    Ok(())
+}
+
+/// Prints `rows` as CSV under `header`; every field is text (amounts as exact decimals).
+fn print_csv(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> anyhow::Result<()> {
+    let mut out = csv::Writer::from_writer(std::io::stdout().lock());
+    out.write_record(header)?;
+    for row in rows {
+        out.write_record(&row)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Raw micros (possibly tampered with) as USD: exact when within `Micros`' bound.
+fn usd_or_raw(micros: i64) -> serde_json::Value {
+    match Micros::new(micros) {
+        Some(m) => serde_json::Value::Number(m.to_json_number()),
+        None => serde_json::Value::String(format!("{micros} micro-dollars")),
+    }
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RateLimits {
+    per_minute: Option<u64>,
+    per_hour: Option<u64>,
+    per_day: Option<u64>,
+}
+
+impl From<Limits> for RateLimits {
+    fn from(l: Limits) -> Self {
+        RateLimits {
+            per_minute: l.per_minute,
+            per_hour: l.per_hour,
+            per_day: l.per_day,
+        }
+    }
+}

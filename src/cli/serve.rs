@@ -1,0 +1,117 @@
+//! `postal serve`: first-run set-up (dataset, first account), logging, then the API.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::SystemTime;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+use postal::api::ops::Operations;
+use postal::db::{self, accounts};
+
+use super::Verdict;
+
+#[derive(Args)]
+pub(super) struct ServeArgs {
+    #[arg(long, env = "POSTAL_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Log lines on stderr: `text` for a person, `json` (one object a line) for a collector.
+    #[arg(long, env = "POSTAL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// When set, GET /metrics requires `Authorization: Bearer <token>`.
+    #[arg(long, env = "POSTAL_METRICS_TOKEN", hide_env_values = true)]
+    metrics_token: Option<String>,
+    /// Write-behind: the longest time (ms) between a charge and its commit; a crash
+    /// loses at most this interval's charges (docs/money.md).
+    #[arg(long, env = "POSTAL_FLUSH_INTERVAL_MS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    flush_interval_ms: u64,
+    /// Answer each billed request only after its charge is committed with
+    /// synchronous=FULL (slower; nothing answered is ever lost).
+    #[arg(long, env = "POSTAL_DURABLE_CHARGES")]
+    durable_charges: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Where `postal serve` finds the dataset on a fresh clone (the shared copy beside the
+/// repository); without it, the upstream files.
+const LOCAL_DATASET: &str = "../shared/geonames/allCountries.zip";
+
+/// A database without postal data first gets the dataset, one without accounts gets a
+/// first account whose key is printed once; then the API runs until Ctrl-C or SIGTERM.
+pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
+    init_logging(args.log_format);
+    let mut conn = db::open(db_path)?;
+    if db::postal::coverage(&conn)?.records == 0 {
+        let local = Path::new(LOCAL_DATASET);
+        let sources = if local.exists() {
+            vec![LOCAL_DATASET.to_string()]
+        } else {
+            Vec::new()
+        };
+        let shown = sources
+            .first()
+            .map_or(postal::import::UPSTREAM_POSTAL_CODES, String::as_str);
+        eprintln!(
+            "{} holds no postal data: importing {shown}",
+            db_path.display()
+        );
+        let summary = postal::import::run(&postal::import::Options {
+            db: db_path.to_path_buf(),
+            sources,
+            country_info: None,
+            progress: std::io::stderr().is_terminal(),
+        })?;
+        eprintln!("{summary}");
+    }
+    if accounts::account_count(&conn)? == 0 {
+        let created =
+            accounts::create_account(&mut conn, Some("first account"), SystemTime::now())?;
+        println!(
+            "created account {} with API key {} (shown once; balance {} USD)",
+            created.account_id,
+            created.api_key.expose(),
+            created.balance
+        );
+    }
+    drop(conn);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(8) // the size of the slow-read pool (src/api/mod.rs)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let settings = postal::api::Settings {
+        billing: postal::db::BillingOptions {
+            flush_interval: std::time::Duration::from_millis(args.flush_interval_ms),
+            durable: args.durable_charges,
+        },
+        operations: Operations {
+            metrics_token: args.metrics_token,
+        },
+    };
+    runtime.block_on(postal::api::serve(db_path, &args.listen, settings))?;
+    Ok(Verdict::Success)
+}
+
+/// Logs to stderr at info (or `RUST_LOG`-free: the level is fixed; requests log one
+/// access line each, see `api::telemetry`).
+fn init_logging(format: LogFormat) {
+    let builder = tracing_subscriber::fmt()
+        .with_target(false)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+    }
+}

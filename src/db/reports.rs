@@ -1,0 +1,211 @@
+//! The admin's daily reads: accounts at a glance, one account's ledger, usage per day,
+//! an account's keys. Read-only, each in one read snapshot.
+//!
+//! The ledger has no index by account (see `schema.sql`: it would cost the billing writer
+//! a random page per account per commit), so these reports scan it; at one row per
+//! account and endpoint per commit that is a few milliseconds per 100,000 rows, fine for
+//! a command run by hand.
+
+use anyhow::Result;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::db::accounts::{AccountError, micros};
+use crate::domain::money::Micros;
+use crate::domain::rate_limit::Limits;
+
+const DAY: i64 = 86_400;
+
+/// One line of `postal account list`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountLine {
+    pub account_id: String,
+    pub name: Option<String>,
+    pub balance: Micros,
+    pub active_keys: u64,
+    pub limits: Limits,
+    /// Billed queries since 00:00 UTC today, from the ledger.
+    pub queries_today: u64,
+}
+
+/// One row of an account's ledger (`postal ledger show`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerEntry {
+    /// RFC 3339, UTC, seconds.
+    pub at: String,
+    /// `grant`, `topup`, `charge` or `adjustment`.
+    pub kind: String,
+    /// Signed: a charge is negative.
+    pub amount: Micros,
+    pub balance_after: Micros,
+    pub queries: u64,
+    /// Charges: the endpoint as stored (`lookup`, `validate-bulk`, ...).
+    pub endpoint: Option<String>,
+    /// Adjustments: the reason.
+    pub note: Option<String>,
+}
+
+/// Billed queries and their price for one account, endpoint and UTC day (`postal usage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageLine {
+    /// `YYYY-MM-DD`, UTC.
+    pub date: String,
+    pub account_id: String,
+    pub endpoint: String,
+    pub queries: u64,
+    /// What those queries cost (positive).
+    pub charged: Micros,
+}
+
+/// One key of an account (`postal key list`): never the secret, which is not stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLine {
+    pub key_id: String,
+    pub created_at: String,
+    /// When it was revoked, `None` while active.
+    pub revoked_at: Option<String>,
+}
+
+fn count(stored: i64) -> u64 {
+    u64::try_from(stored).unwrap_or(0)
+}
+
+/// The start (unix seconds) of the UTC day holding `now`.
+pub fn day_start(now: i64) -> i64 {
+    now - now.rem_euclid(DAY)
+}
+
+/// Every account, oldest first. `now`: unix seconds (for "today").
+pub fn account_lines(conn: &mut Connection, now: i64) -> Result<Vec<AccountLine>> {
+    let tx = conn.transaction()?; // deferred: one read snapshot
+    let lines = {
+        let mut stmt = tx.prepare(
+            "SELECT a.public_id, a.name, a.balance,
+                    a.limit_per_minute, a.limit_per_hour, a.limit_per_day,
+                    (SELECT count(*) FROM api_keys k
+                      WHERE k.account_id = a.id AND k.revoked_at IS NULL),
+                    coalesce(t.queries, 0)
+             FROM accounts a
+             LEFT JOIN (SELECT account_id, sum(query_count) AS queries FROM ledger
+                        WHERE kind = 'charge' AND at >= ?1 GROUP BY account_id) t
+               ON t.account_id = a.id
+             ORDER BY a.id",
+        )?;
+        stmt.query_map([day_start(now)], |r| {
+            Ok(AccountLine {
+                account_id: r.get(0)?,
+                name: r.get(1)?,
+                balance: micros(r.get(2)?)?,
+                limits: Limits {
+                    per_minute: r.get::<_, Option<i64>>(3)?.map(count),
+                    per_hour: r.get::<_, Option<i64>>(4)?.map(count),
+                    per_day: r.get::<_, Option<i64>>(5)?.map(count),
+                },
+                active_keys: count(r.get(6)?),
+                queries_today: count(r.get(7)?),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+    };
+    Ok(lines)
+}
+
+fn account_rowid(conn: &Connection, public_id: &str) -> Result<i64, AccountError> {
+    conn.query_row(
+        "SELECT id FROM accounts WHERE public_id = ?1",
+        [public_id],
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))
+}
+
+/// The account's ledger in the order it was written, from `since` (unix seconds) on.
+pub fn ledger_entries(
+    conn: &mut Connection,
+    public_id: &str,
+    since: Option<i64>,
+) -> Result<Vec<LedgerEntry>, AccountError> {
+    let tx = conn.transaction()?;
+    let rowid = account_rowid(&tx, public_id)?;
+    let entries = {
+        let mut stmt = tx.prepare(
+            "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', at, 'unixepoch'), kind, amount,
+                    balance_after, query_count, endpoint, note
+             FROM ledger WHERE account_id = ?1 AND at >= ?2 ORDER BY id",
+        )?;
+        stmt.query_map(params![rowid, since.unwrap_or(i64::MIN)], |r| {
+            Ok(LedgerEntry {
+                at: r.get(0)?,
+                kind: r.get(1)?,
+                amount: micros(r.get(2)?)?,
+                balance_after: micros(r.get(3)?)?,
+                queries: count(r.get(4)?),
+                endpoint: r.get(5)?,
+                note: r.get(6)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+    };
+    Ok(entries)
+}
+
+/// Charges of the last `days` UTC days (today included), per day, account and endpoint;
+/// by day, then account, then endpoint.
+pub fn usage(conn: &mut Connection, days: u32, now: i64) -> Result<Vec<UsageLine>> {
+    let from = day_start(now) - (i64::from(days.max(1)) - 1) * DAY;
+    let tx = conn.transaction()?;
+    let lines = {
+        let mut stmt = tx.prepare(
+            "SELECT strftime('%Y-%m-%d', l.at - l.at % 86400, 'unixepoch') AS day,
+                    a.public_id, l.endpoint, sum(l.query_count), -sum(l.amount)
+             FROM ledger l JOIN accounts a ON a.id = l.account_id
+             WHERE l.kind = 'charge' AND l.at >= ?1
+             GROUP BY day, l.account_id, l.endpoint
+             ORDER BY day, l.account_id, l.endpoint",
+        )?;
+        stmt.query_map([from], |r| {
+            Ok(UsageLine {
+                date: r.get(0)?,
+                account_id: r.get(1)?,
+                endpoint: r.get(2)?,
+                queries: count(r.get(3)?),
+                charged: micros(r.get(4)?)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+    };
+    Ok(lines)
+}
+
+/// The account's keys, oldest first.
+pub fn keys(conn: &mut Connection, public_id: &str) -> Result<Vec<KeyLine>, AccountError> {
+    let tx = conn.transaction()?;
+    let rowid = account_rowid(&tx, public_id)?;
+    let keys = {
+        let mut stmt = tx.prepare(
+            "SELECT public_id, strftime('%Y-%m-%dT%H:%M:%SZ', created_at, 'unixepoch'),
+                    strftime('%Y-%m-%dT%H:%M:%SZ', revoked_at, 'unixepoch')
+             FROM api_keys WHERE account_id = ?1 ORDER BY id",
+        )?;
+        stmt.query_map([rowid], |r| {
+            Ok(KeyLine {
+                key_id: r.get(0)?,
+                created_at: r.get(1)?,
+                revoked_at: r.get(2)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+    };
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_day_starts_at_midnight_utc() {
+        assert_eq!(day_start(86_400 * 3 + 5), 86_400 * 3);
+        assert_eq!(day_start(86_400 * 3), 86_400 * 3);
+    }
+}
