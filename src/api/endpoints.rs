@@ -90,8 +90,9 @@ impl PostalApi {
         let mut timings = Timings::start();
         let session = state.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
         let city = body.required_text("city")?;
+        let state_filter = body.optional_text("state")?;
+        let st_filter = body.optional_text("ST")?;
         let country = body.country()?;
-        let (state_filter, st_filter) = (body.optional_text("state"), body.optional_text("ST"));
         if country == CountryCode::US && state_filter.is_none() && st_filter.is_none() {
             return Err(ApiError::bad_request(
                 "Missing 'state' or 'ST' in request body",

@@ -14,11 +14,13 @@
 //!   awaits the answer, so a worker never blocks on a commit, and one commit carries all
 //!   the charges that arrived meanwhile.
 
-mod contract;
+pub mod contract;
 mod endpoints;
 mod envelope;
 mod error;
-mod types;
+mod http_errors;
+pub mod server;
+pub mod types;
 
 use std::future::Future;
 use std::path::Path;
@@ -29,7 +31,7 @@ use std::time::{Instant, SystemTime};
 use anyhow::{Context, Result};
 use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
-use poem::{Endpoint, EndpointExt, Response, Route, Server};
+use poem::{Endpoint, EndpointExt, Response, Route};
 use poem_openapi::OpenApiService;
 use rusqlite::Connection;
 
@@ -236,7 +238,7 @@ pub fn spec_json() -> String {
 }
 
 /// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, and JSON
-/// bodies for 404 / 405.
+/// bodies for 404 / 405 (`http_errors`).
 pub fn app(state: State) -> impl Endpoint {
     let api = service(Some(state));
     let docs = api.swagger_ui();
@@ -245,23 +247,7 @@ pub fn app(state: State) -> impl Endpoint {
         .nest("/", api)
         .nest("/docs", docs)
         .at("/openapi.json", spec)
-        .catch_all_error(|err: poem::Error| async move {
-            if err.is_from_response() {
-                return err.into_response();
-            }
-            let (status, text) = match err.status() {
-                StatusCode::NOT_FOUND => (StatusCode::NOT_FOUND, "Not found"),
-                StatusCode::METHOD_NOT_ALLOWED => {
-                    (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed")
-                }
-                StatusCode::PAYLOAD_TOO_LARGE => {
-                    (StatusCode::PAYLOAD_TOO_LARGE, "Request body too large")
-                }
-                StatusCode::BAD_REQUEST => (StatusCode::BAD_REQUEST, contract::INVALID_JSON),
-                _ => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error"),
-            };
-            json_error(status, text)
-        })
+        .around(http_errors::json_errors)
 }
 
 fn json_error(status: StatusCode, text: &str) -> Response {
@@ -277,7 +263,13 @@ pub async fn serve(db_path: &Path, listen: &str) -> Result<()> {
         .into_acceptor()
         .await
         .with_context(|| format!("listening on {listen}"))?;
-    tracing::info!("listening on http://{listen} (Swagger UI at /docs)");
+    let bound = acceptor
+        .local_addr()
+        .first()
+        .map_or(listen.to_string(), |a| {
+            a.to_string().trim_start_matches("socket://").to_string()
+        });
+    tracing::info!("listening on http://{bound} (Swagger UI at /docs)");
     serve_with(acceptor, db_path, shutdown_signal()).await
 }
 
@@ -294,10 +286,15 @@ pub async fn serve_with(
     let state = State::new(postal, pool, db::pool(db_path, 8)?, billing.clone());
     state.watch_dataset();
     let app = app(state);
-    Server::new_with_acceptor(acceptor)
-        .run_with_graceful_shutdown(app, shutdown, Some(std::time::Duration::from_secs(30)))
-        .await
-        .context("serving HTTP")?;
+    server::run(
+        acceptor,
+        app,
+        server::Limits::default(),
+        shutdown,
+        Duration::from_secs(30),
+    )
+    .await
+    .context("serving HTTP")?;
     billing.shutdown();
     Ok(())
 }

@@ -10,9 +10,13 @@ mod city;
 mod endpoints;
 /// Every error of the contract: status and exact text.
 mod errors;
+/// The HTTP layer: JSON errors from hyper and the router, 405 Allow, 413 at once.
+mod http;
 /// What is charged and when; 402 and 429.
 mod money;
 /// The normalisation table of decisions.md.
 mod normalisation;
 /// The committed OpenAPI document.
 mod openapi;
+/// Slow and half-open connections under a 1,024-descriptor limit (the real binary).
+mod slow_clients;
