@@ -370,8 +370,10 @@ pub struct Performance {
 #[oai(rename_all = "camelCase")]
 pub struct WindowUse {
     /// The limit, or null when this window has none.
+    #[oai(nullable)]
     pub limit: Option<u64>,
     /// Billed queries in the current window, this request included; null without a limit.
+    #[oai(nullable)]
     pub current: Option<u64>,
     /// `current` is at least 80% of `limit`.
     pub approaching_limit: bool,
@@ -403,7 +405,9 @@ pub struct LookupResponse {
     /// State abbreviation; "" outside the US.
     #[oai(rename = "ST")]
     pub st: String,
+    #[oai(nullable)]
     pub latitude: Option<f64>,
+    #[oai(nullable)]
     pub longitude: Option<f64>,
     /// Balance in USD after this query.
     pub balance: f64,
@@ -533,8 +537,10 @@ pub struct BulkResult {
     pub country_code: String,
     pub valid: bool,
     /// The stored key when valid (GB outcode, CA forward sortation area, ...), else null.
+    #[oai(nullable)]
     pub normalized: Option<String>,
     /// null when valid.
+    #[oai(nullable)]
     pub reason: Option<Reason>,
 }
 
