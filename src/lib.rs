@@ -7,8 +7,10 @@
 //!
 //! The path of a request, and where each step lives:
 //!
-//! 1. **accept**: `api` (poem + poem-openapi) receives `POST /api/<operation>`; the
-//!    contract extractor turns any body into either the endpoint's request type or the
+//! 1. **accept**: `api::server` accepts the connection (a cap below the open-files
+//!    limit; head, body and idle timeouts; JSON bodies on hyper's own errors) and reads
+//!    the body; `api` (poem + poem-openapi) routes `POST /api/<operation>`; the contract
+//!    extractor turns any body into either the endpoint's request type or the
 //!    contract's `400 {"error": ...}` / `413`.
 //! 2. **parse**: the handler turns fields into `domain` types (`CountryCode`,
 //!    `PostalQuery`, ...): once built they are valid.

@@ -26,8 +26,8 @@ impl Operation for City {
 
     fn parse(body: &Self::Body) -> Result<CityQuery, ApiError> {
         let city = body.required_text("city")?;
+        let (state, st) = (body.optional_text("state")?, body.optional_text("ST")?);
         let country = body.country()?;
-        let (state, st) = (body.optional_text("state"), body.optional_text("ST"));
         if country == CountryCode::US && state.is_none() && st.is_none() {
             return Err(ApiError::bad_request(
                 "Missing 'state' or 'ST' in request body",

@@ -15,16 +15,29 @@ use poem::{Request, RequestBody};
 use poem_openapi::ApiExtractor;
 use poem_openapi::ApiExtractorType;
 use poem_openapi::ExtractParamOptions;
-use poem_openapi::registry::{MetaMediaType, MetaRequest, Registry};
+use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchemaRef, Registry};
 use poem_openapi::types::Type;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
+use super::types::MAX_ZIPCODE_INTEGER;
 use crate::domain::CountryCode;
 use crate::domain::postal_code::ZipInput;
 
 /// Largest accepted body (decisions.md): 1 MiB.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// The OpenAPI schema of a request body: the documented type `T`, and for some bodies a
+/// rule over several fields (/api/city: `state`, `ST` or a country outside the US).
+pub trait DocumentedBody: Type + Send {
+    fn register_body(registry: &mut Registry) {
+        Self::register(registry);
+    }
+
+    fn body_schema() -> MetaSchemaRef {
+        Self::schema_ref()
+    }
+}
 
 /// A request body that is a JSON object, documented as `T`.
 pub struct ContractJson<T> {
@@ -32,13 +45,13 @@ pub struct ContractJson<T> {
     documented: PhantomData<T>,
 }
 
-impl<'a, T: Type + Send> ApiExtractor<'a> for ContractJson<T> {
+impl<'a, T: DocumentedBody> ApiExtractor<'a> for ContractJson<T> {
     const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
     type ParamType = ();
     type ParamRawType = ();
 
     fn register(registry: &mut Registry) {
-        T::register(registry);
+        T::register_body(registry);
     }
 
     fn request_meta() -> Option<MetaRequest> {
@@ -47,7 +60,7 @@ impl<'a, T: Type + Send> ApiExtractor<'a> for ContractJson<T> {
             required: true,
             content: vec![MetaMediaType {
                 content_type: "application/json",
-                schema: T::schema_ref(),
+                schema: T::body_schema(),
             }],
         })
     }
@@ -66,19 +79,24 @@ impl<'a, T: Type + Send> ApiExtractor<'a> for ContractJson<T> {
                 poem::error::ReadBodyError::PayloadTooLarge => ApiError::too_large(),
                 _ => ApiError::bad_request(INVALID_JSON),
             })?;
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Object(fields)) => Ok(ContractJson {
-                fields,
-                documented: PhantomData,
-            }),
-            _ => Err(ApiError::bad_request(INVALID_JSON).into()),
-        }
+        Ok(Self::from_bytes(&bytes)?)
     }
 }
 
 pub const INVALID_JSON: &str = "Invalid JSON body";
 
 impl<T> ContractJson<T> {
+    /// A body that is a JSON object, else `400 Invalid JSON body`.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, ApiError> {
+        match serde_json::from_slice::<Value>(bytes) {
+            Ok(Value::Object(fields)) => Ok(ContractJson {
+                fields,
+                documented: PhantomData,
+            }),
+            _ => Err(ApiError::bad_request(INVALID_JSON)),
+        }
+    }
+
     /// `apiKey`: a non-empty string, else `missing_text` (endpoints word it differently).
     pub fn api_key(&self, missing_text: &str) -> Result<&str, ApiError> {
         match self.fields.get("apiKey") {
@@ -87,7 +105,7 @@ impl<T> ContractJson<T> {
         }
     }
 
-    /// `zipcode`: a non-blank string or a non-negative JSON integer.
+    /// `zipcode`: a non-blank string, or a JSON integer from 0 to 2^53 - 1.
     pub fn zipcode(&self) -> Result<ZipInput, ApiError> {
         zip_input(self.fields.get("zipcode"))
             .ok_or_else(|| ApiError::bad_request("Missing required field: zipcode"))
@@ -108,18 +126,22 @@ impl<T> ContractJson<T> {
         }
     }
 
-    /// An optional string field; blank, `null` or another type count as absent.
-    pub fn optional_text(&self, name: &str) -> Option<&str> {
+    /// An optional string field: absent, or blank, is `None`; `null` or another type
+    /// than a string is `400 Invalid '<name>'` (docs/decisions.md).
+    pub fn optional_text(&self, name: &str) -> Result<Option<&str>, ApiError> {
         match self.fields.get(name) {
-            Some(Value::String(s)) if !s.trim().is_empty() => Some(s),
-            _ => None,
+            None => Ok(None),
+            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(ApiError::bad_request(format!("Invalid '{name}'"))),
         }
     }
 
-    /// `country`: absent or `null` means US; otherwise one of the 252 ISO codes.
+    /// `country`: absent means US; otherwise one of the 252 ISO codes. `null` is not a
+    /// code: `400 Invalid 'country'` (docs/decisions.md).
     pub fn country(&self) -> Result<CountryCode, ApiError> {
         match self.fields.get("country") {
-            None | Some(Value::Null) => Ok(CountryCode::US),
+            None => Ok(CountryCode::US),
             Some(Value::String(s)) => {
                 CountryCode::parse(s).ok_or_else(|| ApiError::bad_request("Invalid 'country'"))
             }
@@ -132,7 +154,11 @@ impl<T> ContractJson<T> {
 pub fn zip_input(value: Option<&Value>) -> Option<ZipInput> {
     match value {
         Some(Value::String(s)) if !s.trim().is_empty() => Some(ZipInput::Text(s.clone())),
-        Some(Value::Number(n)) => n.as_u64().map(ZipInput::Integer),
+        // Above 2^53 - 1 a JSON number is not an exact integer in most clients.
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .filter(|&v| v <= MAX_ZIPCODE_INTEGER)
+            .map(ZipInput::Integer),
         _ => None,
     }
 }

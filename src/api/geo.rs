@@ -697,7 +697,7 @@ impl Place {
 
 /// Body of /api/nearest.
 #[derive(Debug, Object)]
-#[oai(rename_all = "camelCase", example)]
+#[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 pub struct NearestRequest {
     /// -90 to 90.
     pub latitude: f64,
@@ -726,7 +726,7 @@ pub struct NearestResponse {
 
 /// Body of /api/radius: `zipcode` (and `country`) or `latitude` and `longitude`.
 #[derive(Debug, Object)]
-#[oai(rename_all = "camelCase", example)]
+#[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 pub struct RadiusRequest {
     /// The centre's postal code (string or integer, as /api/lookup).
     pub zipcode: Option<ZipCodeValue>,
@@ -767,7 +767,7 @@ pub struct CodeRef {
 
 /// Body of /api/distance.
 #[derive(Debug, Object)]
-#[oai(rename_all = "camelCase", example)]
+#[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 pub struct DistanceRequest {
     pub from: CodeRef,
     pub to: CodeRef,
@@ -792,7 +792,7 @@ pub struct DistanceResponse {
 
 /// Body of /api/autocomplete.
 #[derive(Debug, Object)]
-#[oai(rename_all = "camelCase", example)]
+#[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 pub struct AutocompleteRequest {
     /// The beginning of a code; spaces and hyphens are ignored.
     pub q: String,
@@ -877,7 +877,7 @@ pub struct BulkPoint {
 
 /// Body of /api/nearest-bulk.
 #[derive(Debug, Object)]
-#[oai(rename_all = "camelCase", example)]
+#[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 pub struct NearestBulkRequest {
     /// 1 to 1,000 points.
     pub records: Vec<BulkPoint>,
@@ -1332,3 +1332,10 @@ mod tests {
         );
     }
 }
+
+impl super::contract::DocumentedBody for NearestRequest {}
+impl super::contract::DocumentedBody for RadiusRequest {}
+impl super::contract::DocumentedBody for DistanceRequest {}
+impl super::contract::DocumentedBody for AutocompleteRequest {}
+impl super::contract::DocumentedBody for CountriesRequest {}
+impl super::contract::DocumentedBody for NearestBulkRequest {}

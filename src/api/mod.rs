@@ -17,15 +17,17 @@
 
 mod billed;
 mod city;
-mod contract;
+pub mod contract;
 mod endpoints;
 mod envelope;
 mod error;
 mod geo;
+mod http_errors;
 mod lookup;
 pub mod ops;
+pub mod server;
 pub mod telemetry;
-mod types;
+pub mod types;
 mod validate;
 
 use std::future::Future;
@@ -37,7 +39,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
-use poem::{Endpoint, EndpointExt, Response, Route, Server, get};
+use poem::{Endpoint, EndpointExt, Response, Route, get};
 use poem_openapi::OpenApiService;
 use rusqlite::Connection;
 
@@ -232,8 +234,11 @@ requires, not in a header, so the document declares no security scheme.\n\n\
 **Data.** Postal-code data from GeoNames (https://www.geonames.org), licensed under \
 CC BY 4.0 (https://creativecommons.org/licenses/by/4.0/); credit GeoNames wherever you show it.";
 
+/// Every OpenAPI operation of the service, one API struct per group of routes.
+pub type Apis = (PostalApi, GeoApi);
+
 /// The OpenAPI service over `state` (`None`: only to generate the document).
-pub fn service(state: Option<State>) -> OpenApiService<(PostalApi, GeoApi), ()> {
+pub fn service(state: Option<State>) -> OpenApiService<Apis, ()> {
     let state = state.map(Arc::new);
     let apis = (
         PostalApi {
@@ -248,8 +253,10 @@ pub fn service(state: Option<State>) -> OpenApiService<(PostalApi, GeoApi), ()> 
                 .url("https://opensource.org/license/mit"),
         )
         .server(
-            poem_openapi::ServerObject::new("http://127.0.0.1:8080")
-                .description("`postal serve` with its default --listen address"),
+            // Relative: the server that serves this document (Swagger UI's "Try it out"
+            // then calls the same origin, whatever --listen says).
+            poem_openapi::ServerObject::new("/")
+                .description("the postal server that serves this document"),
         )
 }
 
@@ -264,7 +271,7 @@ pub fn spec_json() -> String {
 }
 
 /// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, the
-/// operator's `/healthz`, `/readyz` and `/metrics`, JSON bodies for 404 / 405; every
+/// operator's `/healthz`, `/readyz` and `/metrics`, JSON bodies for every error (`http_errors`); every
 /// request observed by `telemetry` (request id, access log, metrics).
 pub fn app(state: State, operations: ops::Operations) -> impl Endpoint {
     let metrics = Arc::new(telemetry::Metrics::new());
@@ -279,23 +286,7 @@ pub fn app(state: State, operations: ops::Operations) -> impl Endpoint {
         .at("/healthz", get(ops::healthz))
         .at("/readyz", get(ops::readyz).data(ops.clone()))
         .at("/metrics", get(ops::scrape).data(ops))
-        .catch_all_error(|err: poem::Error| async move {
-            if err.is_from_response() {
-                return err.into_response();
-            }
-            let (status, text) = match err.status() {
-                StatusCode::NOT_FOUND => (StatusCode::NOT_FOUND, "Not found"),
-                StatusCode::METHOD_NOT_ALLOWED => {
-                    (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed")
-                }
-                StatusCode::PAYLOAD_TOO_LARGE => {
-                    (StatusCode::PAYLOAD_TOO_LARGE, "Request body too large")
-                }
-                StatusCode::BAD_REQUEST => (StatusCode::BAD_REQUEST, contract::INVALID_JSON),
-                _ => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error"),
-            };
-            json_error(status, text)
-        })
+        .around(http_errors::json_errors)
         .with(telemetry::Telemetry { metrics })
 }
 
@@ -323,7 +314,13 @@ pub async fn serve(db_path: &Path, listen: &str, settings: Settings) -> Result<(
         .into_acceptor()
         .await
         .with_context(|| format!("listening on {listen}"))?;
-    tracing::info!("listening on http://{listen} (Swagger UI at /docs)");
+    let bound = acceptor
+        .local_addr()
+        .first()
+        .map_or(listen.to_string(), |a| {
+            a.to_string().trim_start_matches("socket://").to_string()
+        });
+    tracing::info!("listening on http://{bound} (Swagger UI at /docs)");
     run(acceptor, db_path, billing, settings.operations, shutdown).await
 }
 
@@ -353,10 +350,15 @@ async fn run(
         let state = State::new(postal, slow_pool, billing.clone());
         state.watch_dataset();
         let app = app(state, operations);
-        Server::new_with_acceptor(acceptor)
-            .run_with_graceful_shutdown(app, shutdown, Some(std::time::Duration::from_secs(30)))
-            .await
-            .context("serving HTTP")
+        server::run(
+            acceptor,
+            app,
+            server::Limits::default(),
+            shutdown,
+            Duration::from_secs(30),
+        )
+        .await
+        .context("serving HTTP")
     }
     .await;
     // Flush every charge, whether serving ended cleanly or not.

@@ -3,10 +3,149 @@
 
 use std::borrow::Cow;
 
-use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
 use poem_openapi::types::{Example, ParseFromJSON, ParseResult, ToJSON, Type};
 use poem_openapi::{Enum, Object, Union};
 use serde_json::Value;
+
+use super::contract::DocumentedBody;
+
+/// What `str::trim` leaves something of: a character that is not Unicode `White_Space`.
+/// Written out (not `\S`) so that every regex dialect reads it the same.
+pub const NON_BLANK: &str = "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
+
+/// Largest `zipcode` sent as an integer: 2^53 - 1, the largest integer every JSON client
+/// holds exactly (RFC 7493). No postal code has more than 10 digits.
+pub const MAX_ZIPCODE_INTEGER: u64 = (1 << 53) - 1;
+
+fn non_blank_string() -> MetaSchemaRef {
+    MetaSchemaRef::Inline(Box::new(MetaSchema {
+        pattern: Some(NON_BLANK.to_string()),
+        ..MetaSchema::new("string")
+    }))
+}
+
+/// Implements the poem-openapi traits of a documentation-only wrapper of a JSON value.
+macro_rules! documented_value {
+    ($ty:ident, $name:expr, $schema:expr, $register:expr) => {
+        impl Type for $ty {
+            const IS_REQUIRED: bool = true;
+            type RawValueType = Self;
+            type RawElementValueType = Self;
+
+            fn name() -> Cow<'static, str> {
+                $name.into()
+            }
+
+            fn schema_ref() -> MetaSchemaRef {
+                $schema
+            }
+
+            fn register(registry: &mut Registry) {
+                ($register)(registry)
+            }
+
+            fn as_raw_value(&self) -> Option<&Self> {
+                Some(self)
+            }
+
+            fn raw_element_iter<'a>(
+                &'a self,
+            ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+                Box::new(self.as_raw_value().into_iter())
+            }
+        }
+
+        impl ParseFromJSON for $ty {
+            fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+                match value {
+                    Some(Value::String(s)) => Ok($ty(s)),
+                    Some(other) => Err(poem_openapi::types::ParseError::expected_type(other)),
+                    None => Err(poem_openapi::types::ParseError::expected_input()),
+                }
+            }
+        }
+
+        impl ToJSON for $ty {
+            fn to_json(&self) -> Option<Value> {
+                Some(Value::String(self.0.clone()))
+            }
+        }
+    };
+}
+
+/// A string field the server requires to hold more than white space (`city`, `postalCode`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NonBlankText(pub String);
+
+documented_value!(
+    NonBlankText,
+    "non_blank_string",
+    non_blank_string(),
+    |_: &mut Registry| {}
+);
+
+/// `country` / `countryCode`: one of GeoNames' 252 ISO 3166-1 alpha-2 codes, in any case
+/// (the enum lists upper, lower and mixed case; surrounding spaces are also accepted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CountryField(pub String);
+
+documented_value!(
+    CountryField,
+    "CountryCode",
+    MetaSchemaRef::Reference("CountryCode".to_string()),
+    |registry: &mut Registry| register_country_enum::<CountryField>(
+        registry,
+        "CountryCode",
+        "ISO 3166-1 alpha-2 code (GeoNames' 252 codes), case-insensitive.",
+        |_| true
+    )
+);
+
+/// `country` on /api/city when it is what makes `state` / `ST` optional: any code but US.
+pub struct CountryOutsideUs;
+
+impl CountryOutsideUs {
+    pub fn register(registry: &mut Registry) {
+        register_country_enum::<CountryOutsideUs>(
+            registry,
+            "CountryCodeOutsideUS",
+            "An ISO 3166-1 alpha-2 code other than US, case-insensitive.",
+            |code| code != "US",
+        );
+    }
+
+    pub fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Reference("CountryCodeOutsideUS".to_string())
+    }
+}
+
+fn register_country_enum<T>(
+    registry: &mut Registry,
+    name: &str,
+    description: &'static str,
+    keep: impl Fn(&str) -> bool,
+) {
+    registry.create_schema::<T, _>(name.to_string(), |_| MetaSchema {
+        description: Some(description),
+        enum_items: crate::domain::country::ISO_CODES
+            .iter()
+            .filter(|code| keep(code))
+            .flat_map(|code| {
+                let mut chars = code.chars();
+                let (a, b) = (chars.next().unwrap_or('A'), chars.next().unwrap_or('A'));
+                [
+                    format!("{a}{b}"),
+                    format!("{}{}", a.to_ascii_lowercase(), b.to_ascii_lowercase()),
+                    format!("{a}{}", b.to_ascii_lowercase()),
+                    format!("{}{b}", a.to_ascii_lowercase()),
+                ]
+            })
+            .map(Value::String)
+            .collect(),
+        ..MetaSchema::new("string")
+    });
+}
 
 /// A postal code sent as a JSON string or integer (`"02134"`, `2134`).
 #[derive(Debug, Clone, PartialEq)]
@@ -24,8 +163,12 @@ impl Type for ZipCodeValue {
     fn schema_ref() -> MetaSchemaRef {
         MetaSchemaRef::Inline(Box::new(MetaSchema {
             one_of: vec![
-                MetaSchemaRef::Inline(Box::new(MetaSchema::new("string"))),
-                MetaSchemaRef::Inline(Box::new(MetaSchema::new("integer"))),
+                non_blank_string(),
+                MetaSchemaRef::Inline(Box::new(MetaSchema {
+                    minimum: Some(0.0),
+                    maximum: Some(MAX_ZIPCODE_INTEGER as f64),
+                    ..MetaSchema::new("integer")
+                })),
             ],
             ..MetaSchema::ANY
         }))
@@ -71,10 +214,11 @@ pub struct CodeRequest {
     /// country's codes are digits of one length: US `2134` is `02134`).
     pub zipcode: ZipCodeValue,
     /// Your API key.
-    #[oai(rename = "apiKey")]
+    #[oai(rename = "apiKey", validator(min_length = 1))]
     pub api_key: String,
-    /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
-    pub country: Option<String>,
+    /// ISO 3166-1 alpha-2 code, case-insensitive; default `US` when absent (`null` is
+    /// not a code: 400).
+    pub country: Option<CountryField>,
 }
 
 impl Example for CodeRequest {
@@ -82,7 +226,7 @@ impl Example for CodeRequest {
         CodeRequest {
             zipcode: ZipCodeValue(Value::String("90210".into())),
             api_key: "pk_your_api_key".into(),
-            country: Some("US".into()),
+            country: Some(CountryField("US".into())),
         }
     }
 }
@@ -92,28 +236,60 @@ impl Example for CodeRequest {
 #[oai(example, skip_serializing_if_is_none)]
 pub struct CityRequest {
     /// City or place name; case, accents and punctuation are ignored.
-    pub city: String,
+    pub city: NonBlankText,
     /// Full state name (US: or its code); for US either `state` or `ST` is required.
     pub state: Option<String>,
     /// State abbreviation (admin code 1).
     #[oai(rename = "ST")]
     pub st: Option<String>,
     /// Your API key.
-    #[oai(rename = "apiKey")]
+    #[oai(rename = "apiKey", validator(min_length = 1))]
     pub api_key: String,
-    /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
-    pub country: Option<String>,
+    /// ISO 3166-1 alpha-2 code, case-insensitive; default `US` when absent (`null` is
+    /// not a code: 400).
+    pub country: Option<CountryField>,
 }
 
 impl Example for CityRequest {
     fn example() -> Self {
         CityRequest {
-            city: "Beverly Hills".into(),
+            city: NonBlankText("Beverly Hills".into()),
             state: None,
             st: Some("CA".into()),
             api_key: "pk_your_api_key".into(),
-            country: Some("US".into()),
+            country: Some(CountryField("US".into())),
         }
+    }
+}
+
+impl DocumentedBody for CodeRequest {}
+impl DocumentedBody for BulkRequest {}
+impl DocumentedBody for AboutRequest {}
+
+impl DocumentedBody for CityRequest {
+    fn register_body(registry: &mut Registry) {
+        Self::register(registry);
+        CountryOutsideUs::register(registry);
+    }
+
+    /// For the US (no `country`, or `US`), `state` or `ST` is required.
+    fn body_schema() -> MetaSchemaRef {
+        let given = |name: &'static str, schema: MetaSchemaRef| {
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                required: vec![name],
+                properties: vec![(name, schema)],
+                ..MetaSchema::new("object")
+            }))
+        };
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            all_of: vec![Self::schema_ref()],
+            any_of: vec![
+                given("state", non_blank_string()),
+                given("ST", non_blank_string()),
+                given("country", CountryOutsideUs::schema_ref()),
+            ],
+            ..MetaSchema::ANY
+        }))
     }
 }
 
@@ -122,10 +298,10 @@ impl Example for CityRequest {
 pub struct BulkRecordRequest {
     /// Non-empty postal code.
     #[oai(rename = "postalCode")]
-    pub postal_code: String,
+    pub postal_code: NonBlankText,
     /// ISO 3166-1 alpha-2 code.
     #[oai(rename = "countryCode")]
-    pub country_code: String,
+    pub country_code: CountryField,
 }
 
 /// Body of /api/validate-bulk.
@@ -133,17 +309,18 @@ pub struct BulkRecordRequest {
 #[oai(example)]
 pub struct BulkRequest {
     /// Your API key.
-    #[oai(rename = "apiKey")]
+    #[oai(rename = "apiKey", validator(min_length = 1))]
     pub api_key: String,
     /// 1 to 1,000 records; countries may be mixed.
+    #[oai(validator(min_items = 1, max_items = 1000))]
     pub records: Vec<BulkRecordRequest>,
 }
 
 impl Example for BulkRequest {
     fn example() -> Self {
         let record = |code: &str, country: &str| BulkRecordRequest {
-            postal_code: code.into(),
-            country_code: country.into(),
+            postal_code: NonBlankText(code.into()),
+            country_code: CountryField(country.into()),
         };
         BulkRequest {
             api_key: "pk_your_api_key".into(),
@@ -161,7 +338,7 @@ impl Example for BulkRequest {
 #[oai(example)]
 pub struct AboutRequest {
     /// Your API key.
-    #[oai(rename = "apiKey")]
+    #[oai(rename = "apiKey", validator(min_length = 1))]
     pub api_key: String,
 }
 
@@ -237,7 +414,9 @@ pub struct LookupResponse {
     /// State abbreviation; "" outside the US.
     #[oai(rename = "ST")]
     pub st: String,
+    #[oai(nullable)]
     pub latitude: Option<f64>,
+    #[oai(nullable)]
     pub longitude: Option<f64>,
     /// Balance in USD after this query.
     pub balance: f64,

@@ -143,8 +143,10 @@ fn country_rule(country: CountryCode, compact: String) -> String {
     match country.as_str() {
         // `02134-1234`, `021341234` -> `02134`
         "US" if shape == "999999999" => compact[..5].to_string(),
-        // full postcode -> outward code: drop a trailing inward code `9AA`
-        "GB" | "IM" | "JE" | "GG" if compact.len() >= 5 && shape.ends_with("9AA") => {
+        // full postcode (5 to 7 characters) -> outward code: drop a trailing inward code
+        // `9AA`. Longer inputs are no postcode; shortening them once would leave a key
+        // that shortens again (`SW19AA1AA` -> `SW19AA` -> `SW1`).
+        "GB" | "IM" | "JE" | "GG" if (5..=7).contains(&compact.len()) && shape.ends_with("9AA") => {
             compact[..compact.len() - 3].to_string()
         }
         // `K1A0B1` -> FSA `K1A`
@@ -195,6 +197,12 @@ mod tests {
         }
         assert_eq!(key("GB", "M1 1AE").as_deref(), Some("M1"));
         assert_eq!(key("IM", "IM1 1AA").as_deref(), Some("IM1"));
+    }
+
+    #[test]
+    fn an_input_longer_than_a_postcode_is_not_shortened_so_its_key_is_stable() {
+        assert_eq!(key("GB", "SW19AA1AA").as_deref(), Some("SW19AA1AA"));
+        assert_eq!(key("GB", "SW19AA").as_deref(), Some("SW1"));
     }
 
     #[test]

@@ -179,6 +179,48 @@ fn city_errors_have_the_contract_texts() {
 }
 
 #[test]
+fn a_state_or_st_of_another_type_than_string_is_a_400_naming_the_field() {
+    let app = spawn_app();
+    let key = app.api_key();
+    for bad in [json!(true), json!([]), json!({}), json!(5), json!(null)] {
+        assert_error(
+            app.city(json!({"apiKey": key, "city": "Boston", "state": bad, "ST": "MA"})),
+            400,
+            "Invalid 'state'",
+        );
+        assert_error(
+            app.city(json!({"apiKey": key, "city": "Boston", "state": "Massachusetts", "ST": bad})),
+            400,
+            "Invalid 'ST'",
+        );
+    }
+}
+
+#[test]
+fn a_null_country_is_not_a_code_and_is_a_400() {
+    let app = spawn_app();
+    let key = app.api_key();
+    for path in SINGLE {
+        assert_error(
+            app.post(
+                path,
+                &json!({"apiKey": key, "zipcode": "90210", "country": null}),
+            ),
+            400,
+            "Invalid 'country'",
+        );
+    }
+    assert_error(
+        app.city(json!({"apiKey": key, "city": "Boston", "ST": "MA", "country": null})),
+        400,
+        "Invalid 'country'",
+    );
+    // Absent still means US.
+    let reply = app.lookup(json!({"apiKey": key, "zipcode": "90210"}));
+    assert_eq!(reply.status, 200, "{reply:?}");
+}
+
+#[test]
 fn bulk_request_errors_have_the_contract_texts() {
     let app = spawn_app();
     let key = app.api_key();

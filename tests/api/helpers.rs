@@ -339,3 +339,60 @@ pub fn code(key: &str, zipcode: Value, country: Option<&str>) -> Value {
     }
     body
 }
+
+/// A response read off a raw socket: status, lower-cased head, body.
+#[derive(Debug)]
+pub struct RawReply {
+    pub status: u16,
+    pub head: String,
+    pub body: Value,
+}
+
+/// Writes `request` as-is to `address` (`host:port`) and reads the response until the
+/// server closes the connection or `timeout` passes.
+pub fn raw_request(address: &str, request: &[u8], timeout: std::time::Duration) -> RawReply {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).expect("connecting");
+    stream
+        .set_read_timeout(Some(timeout))
+        .expect("read timeout");
+    // The server may answer and close before taking the whole request (413, 431).
+    let _ = stream.write_all(request);
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+        }
+        if let Some(reply) = parse_raw(&bytes) {
+            return reply;
+        }
+    }
+    parse_raw(&bytes).unwrap_or_else(|| {
+        panic!(
+            "no complete response in {:?}",
+            String::from_utf8_lossy(&bytes)
+        )
+    })
+}
+
+/// The first complete response in `bytes` (a head and `content-length` bytes of body).
+fn parse_raw(bytes: &[u8]) -> Option<RawReply> {
+    let text = String::from_utf8_lossy(bytes);
+    let (head, rest) = text.split_once("\r\n\r\n")?;
+    let head = head.to_ascii_lowercase();
+    let status = head.get(9..12)?.parse().ok()?;
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(Some(0), |v| v.trim().parse().ok())?;
+    if rest.len() < length {
+        return None;
+    }
+    Some(RawReply {
+        status,
+        body: serde_json::from_str(&rest[..length]).unwrap_or(Value::Null),
+        head,
+    })
+}

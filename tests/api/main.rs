@@ -14,6 +14,8 @@ mod errors;
 mod geo;
 /// /api/nearest and /api/radius against a brute-force scan of allCountries.zip (slow).
 mod geo_full;
+/// The HTTP layer: JSON errors from hyper and the router, 405 Allow, 413 at once.
+mod http;
 /// What is charged and when; 402 and 429.
 mod money;
 /// The normalisation table of decisions.md.
@@ -22,5 +24,7 @@ mod normalisation;
 mod openapi;
 /// /healthz, /readyz, /metrics (exact counters), request ids.
 mod ops;
+/// Slow and half-open connections under a 1,024-descriptor limit (the real binary).
+mod slow_clients;
 /// Swagger UI in headless Chromium: try /api/lookup.
 mod swagger_ui;

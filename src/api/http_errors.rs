@@ -1,0 +1,87 @@
+//! Errors raised by routing rather than by a handler (unknown path, wrong method, a body
+//! poem refuses) as the contract's JSON, and `405` with the `Allow` header RFC 9110 asks
+//! for. Errors of the HTTP framing itself (bad request line, 413 before the body, 414,
+//! 431) are answered in `server`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use poem::http::{HeaderValue, StatusCode, header};
+use poem::{Endpoint, IntoResponse, Request, Response};
+use poem_openapi::OpenApi;
+
+use super::Apis;
+use super::{contract, json_error};
+
+/// Wraps the whole application (`app`): every error leaves as `{"error": ...}`.
+pub(super) async fn json_errors<E: Endpoint>(
+    app: Arc<E>,
+    request: Request,
+) -> poem::Result<Response> {
+    let path = request.uri().path().to_string();
+    let mut response = match app.call(request).await {
+        Ok(output) => output.into_response(),
+        Err(err) if err.is_from_response() => err.into_response(),
+        Err(err) => {
+            let text = match err.status() {
+                StatusCode::NOT_FOUND => "Not found",
+                StatusCode::METHOD_NOT_ALLOWED => "Method not allowed",
+                StatusCode::PAYLOAD_TOO_LARGE => "Request body too large",
+                StatusCode::BAD_REQUEST => contract::INVALID_JSON,
+                _ => "Internal server error",
+            };
+            let status = match err.status() {
+                s @ (StatusCode::NOT_FOUND
+                | StatusCode::METHOD_NOT_ALLOWED
+                | StatusCode::PAYLOAD_TOO_LARGE
+                | StatusCode::BAD_REQUEST) => s,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            json_error(status, text)
+        }
+    };
+    if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+        if let Some(allow) = allowed_methods().get(&path) {
+            response.headers_mut().insert(header::ALLOW, allow.clone());
+        }
+    }
+    Ok(response)
+}
+
+/// Each path of the OpenAPI document and its methods, as an `Allow` value (`POST`).
+fn allowed_methods() -> &'static HashMap<String, HeaderValue> {
+    static ALLOWED: OnceLock<HashMap<String, HeaderValue>> = OnceLock::new();
+    ALLOWED.get_or_init(|| {
+        let get = HeaderValue::from_static("GET");
+        <Apis as OpenApi>::meta()
+            .into_iter()
+            .flat_map(|api| api.paths)
+            .filter_map(|path| {
+                let methods: Vec<&str> = path
+                    .operations
+                    .iter()
+                    .map(|op| op.method.as_str())
+                    .collect();
+                let value = HeaderValue::from_str(&methods.join(", ")).ok()?;
+                Some((path.path, value))
+            })
+            // The operator's routes and the document, outside the OpenAPI paths.
+            .chain(
+                ["/healthz", "/readyz", "/metrics", "/openapi.json"]
+                    .map(|path| (path.to_string(), get.clone())),
+            )
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_api_path_allows_post_only() {
+        let allowed = super::allowed_methods();
+        assert_eq!(allowed.len(), 7, "{allowed:?}");
+        for path in ["/api/lookup", "/api/validate-bulk", "/api/aboutapi"] {
+            assert_eq!(allowed[path], "POST");
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The HTTP/1.1 server under the API: accept loop, connection cap, timeouts, and a JSON
+//! body for every error, including those hyper answers by itself.
+//!
+//! poem 3.1.12's `Server` reads a request head with no deadline (it builds hyper without a
+//! timer, and hyper then turns its header timeout off), reads bodies with none, caps no
+//! connections, and retries a failing `accept` in a busy loop: 1,100 half-sent requests
+//! under a 1,024-descriptor limit held a core at 100 % and starved real requests. So the
+//! accept loop is ours, driving hyper's http1 connection with poem's endpoint:
+//!
+//! - **Connection cap** ([`Limits::max_connections`]): a semaphore taken before `accept`,
+//!   kept below the open-files limit. At the cap the loop stops accepting; new
+//!   connections wait in the kernel's backlog until a slot frees (at the latest when the
+//!   slow connections holding the slots time out), instead of failing with `EMFILE`.
+//! - **Request head**: complete within [`Limits::header_timeout`] of the connection
+//!   opening or of the previous response (hyper's `header_read_timeout`, with a timer).
+//! - **Keep-alive idle**: no byte read or written for [`Limits::idle_timeout`] while no
+//!   request is being handled closes the connection (`connection::Guarded`).
+//! - **Body**: read whole, within [`Limits::body_timeout`], before the endpoint runs; a
+//!   declared `Content-Length` over 1 MiB answers 413 at once, before any body byte.
+//! - **Errors**: hyper answers a malformed head itself (400, 414, 431) with an empty
+//!   body; `connection::Guarded` replaces those responses with the JSON error shape.
+//!
+//! HTTP/2 is not served (poem's server offered h2c with prior knowledge); every client of
+//! the contract speaks HTTP/1.1.
+
+mod connection;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use poem::http::{HeaderValue, StatusCode, header};
+use poem::listener::Acceptor;
+use poem::web::{LocalAddr, RemoteAddr};
+use poem::{Endpoint, Request, Response};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::contract::MAX_BODY_BYTES;
+use super::json_error;
+use connection::{Guarded, InFlight};
+
+/// Descriptors kept for everything but client connections: SQLite (two pools and the
+/// billing writer, each connection holding the database and its WAL), the listener,
+/// the runtime's epoll and event fds, stdio.
+const RESERVED_FDS: u64 = 128;
+/// The cap when the open-files limit is high: each connection costs buffers and a task.
+const MAX_CONNECTIONS: usize = 4096;
+/// Largest request head hyper buffers (its default is about 400 KiB); URIs up to hyper's
+/// 65,534-byte limit fit, so a long path is still a 414 and not a 431.
+const MAX_HEAD_BYTES: usize = 80 * 1024;
+
+/// The server's timeouts and caps.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Open connections at most; more wait in the kernel's accept backlog.
+    pub max_connections: usize,
+    /// A request head must be complete this long after the connection opened or the
+    /// previous response was sent.
+    pub header_timeout: Duration,
+    /// A request body must be complete this long after its head.
+    pub body_timeout: Duration,
+    /// A connection with no request in hand and no byte moving for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    /// 10 s for a head or a body, 5 s idle, and as many connections as the open-files
+    /// limit leaves room for (4,096 at most): 896 under the usual 1,024.
+    fn default() -> Limits {
+        let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        let room = open_files.saturating_sub(RESERVED_FDS).max(16);
+        Limits {
+            max_connections: usize::try_from(room)
+                .map_or(MAX_CONNECTIONS, |room| room.min(MAX_CONNECTIONS)),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Serves `app` on `acceptor` until `shutdown` completes, then lets open requests finish
+/// for `grace` at most.
+pub async fn run<A, E>(
+    mut acceptor: A,
+    app: E,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) -> io::Result<()>
+where
+    A: Acceptor + 'static,
+    E: Endpoint + 'static,
+{
+    let app = Arc::new(app);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let (stop, stopping) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    tracing::info!(
+        "at most {} connections; head {:?}, body {:?}, idle {:?}",
+        limits.max_connections,
+        limits.header_timeout,
+        limits.body_timeout,
+        limits.idle_timeout
+    );
+    tokio::pin!(shutdown);
+    let mut at_cap_logged = false;
+    loop {
+        while connections.try_join_next().is_some() {}
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                at_cap_logged = false;
+                slot
+            }
+            Err(_) => {
+                if !at_cap_logged {
+                    tracing::warn!(
+                        "{} connections open (the cap): new ones wait in the backlog",
+                        limits.max_connections
+                    );
+                    at_cap_logged = true;
+                }
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    slot = slots.clone().acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => break,
+                    },
+                }
+            }
+        };
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = acceptor.accept() => accepted,
+        };
+        let (socket, local, remote, _scheme) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) if is_out_of_descriptors(&e) => {
+                // Something else holds descriptors (an import, a burst of SQLite files):
+                // wait for some to close instead of spinning on accept.
+                tracing::warn!("accepting a connection: {e}; retrying in 100 ms");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!("accepting a connection: {e}");
+                continue;
+            }
+        };
+        let app = app.clone();
+        let stopping = stopping.clone();
+        connections.spawn(async move {
+            serve_connection(socket, local, remote, app, limits, stopping).await;
+            drop(slot);
+        });
+    }
+    drop(acceptor);
+    let _ = stop.send(true);
+    let drained = tokio::time::timeout(grace, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            "{} connections still open after {grace:?}: closing them",
+            connections.len()
+        );
+        connections.shutdown().await;
+    }
+    Ok(())
+}
+
+fn is_out_of_descriptors(e: &io::Error) -> bool {
+    let raw = e.raw_os_error();
+    raw == Some(rustix::io::Errno::MFILE.raw_os_error())
+        || raw == Some(rustix::io::Errno::NFILE.raw_os_error())
+}
+
+async fn serve_connection<E: Endpoint + 'static>(
+    socket: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    local: LocalAddr,
+    remote: RemoteAddr,
+    app: Arc<E>,
+    limits: Limits,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let in_flight = InFlight::default();
+    let io = Guarded::new(socket, limits.idle_timeout, in_flight.clone());
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let app = app.clone();
+        let (local, remote) = (local.clone(), remote.clone());
+        let handling = in_flight.start();
+        async move {
+            let response = respond(&*app, request, local, remote, limits).await;
+            drop(handling);
+            Ok::<_, Infallible>(hyper::Response::from(response))
+        }
+    });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(MAX_HEAD_BYTES)
+        // One buffer per write, so that `Guarded` sees hyper's own error responses whole.
+        .writev(false);
+    let connection = http.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        _ = stopping.wait_for(|stop| *stop) => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    let _ = connection.await;
+}
+
+/// One request: the body read whole under its limits, then the endpoint.
+async fn respond<E: Endpoint>(
+    app: &E,
+    request: hyper::Request<Incoming>,
+    local: LocalAddr,
+    remote: RemoteAddr,
+    limits: Limits,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+        return closing(json_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Request body too large",
+        ));
+    }
+    let scheme = poem::http::uri::Scheme::HTTP;
+    let mut request = Request::from((request, local, remote, scheme));
+    let body = request.take_body();
+    match tokio::time::timeout(limits.body_timeout, body.into_bytes_limit(MAX_BODY_BYTES)).await {
+        Ok(Ok(bytes)) => request.set_body(bytes),
+        Ok(Err(poem::error::ReadBodyError::PayloadTooLarge)) => {
+            return closing(json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Request body too large",
+            ));
+        }
+        Ok(Err(_)) => {
+            return closing(json_error(
+                StatusCode::BAD_REQUEST,
+                super::contract::INVALID_JSON,
+            ));
+        }
+        Err(_) => {
+            return closing(json_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "Request body not received in time",
+            ));
+        }
+    }
+    match AssertUnwindSafe(app.get_response(request))
+        .catch_unwind()
+        .await
+    {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::error!("internal error: a handler panicked");
+            json_error(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error")
+        }
+    }
+}
+
+/// The response, and the connection closed after it (its body was not read whole).
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}

@@ -1,0 +1,111 @@
+//! The HTTP layer under the contract: errors hyper or the router raise are the contract's
+//! JSON too, 405 names the allowed method, an oversized body is refused before it is sent.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::helpers::{RawReply, error, raw_request, spawn_app};
+
+fn assert_json_error(reply: &RawReply, status: u16, text: &str) {
+    assert_eq!(
+        (reply.status, &reply.body),
+        (status, &error(text)),
+        "{reply:?}"
+    );
+    assert!(
+        reply
+            .head
+            .contains("\r\ncontent-type: application/json; charset=utf-8"),
+        "{reply:?}"
+    );
+}
+
+fn host(address: &str) -> &str {
+    address.trim_start_matches("http://")
+}
+
+const WAIT: Duration = Duration::from_secs(5);
+
+#[test]
+fn a_declared_body_over_one_mebibyte_is_refused_at_once_without_waiting_for_it() {
+    let app = spawn_app();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let reply = raw_request(
+            host(&app.address),
+            b"POST /api/lookup HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2147483648\r\n\r\n",
+            Duration::from_secs(15),
+        );
+        let took = started.elapsed();
+        eprintln!("413 after {took:?}");
+        assert_json_error(&reply, 413, "Request body too large");
+        assert!(reply.head.contains("\r\nconnection: close"), "{reply:?}");
+        // Well before the 10 s body timeout: the body was not waited for.
+        assert!(took < Duration::from_secs(8), "{took:?}");
+    }
+}
+
+#[test]
+fn a_request_hyper_cannot_parse_is_answered_with_a_json_400() {
+    let app = spawn_app();
+    let address = host(&app.address);
+    for request in [
+        &b"GARBAGE\r\n\r\n"[..],
+        b"POST /api/lookup HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+        b"POST /api/lookup HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+        b"POST /api/lookup HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+        b"POST /api/lookup HTTP/9.9\r\nHost: x\r\n\r\n",
+    ] {
+        let reply = raw_request(address, request, WAIT);
+        assert_json_error(&reply, 400, "Bad request");
+    }
+}
+
+#[test]
+fn a_path_over_64_kib_is_a_json_414() {
+    let app = spawn_app();
+    let request = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    let reply = raw_request(host(&app.address), request.as_bytes(), WAIT);
+    assert_json_error(&reply, 414, "URI too long");
+}
+
+#[test]
+fn too_many_headers_is_a_json_431() {
+    let app = spawn_app();
+    let headers: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let request = format!("POST /api/lookup HTTP/1.1\r\nHost: x\r\n{headers}\r\n");
+    let reply = raw_request(host(&app.address), request.as_bytes(), WAIT);
+    assert_json_error(&reply, 431, "Request header fields too large");
+}
+
+#[test]
+fn another_method_on_an_api_path_is_a_405_that_allows_post() {
+    let app = spawn_app();
+    for method in ["GET", "PUT", "DELETE", "OPTIONS", "PATCH"] {
+        let request =
+            format!("{method} /api/lookup HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let reply = raw_request(host(&app.address), request.as_bytes(), WAIT);
+        assert_json_error(&reply, 405, "Method not allowed");
+        assert!(
+            reply.head.contains("\r\nallow: post"),
+            "{method}: {reply:?}"
+        );
+    }
+}
+
+#[test]
+fn a_keep_alive_connection_still_works_after_the_json_error_changes() {
+    let app = spawn_app();
+    let key = app.api_key();
+    // Through the ordinary client, which reuses its connection.
+    for _ in 0..3 {
+        let reply = app.lookup(json!({"apiKey": key, "zipcode": "90210"}));
+        assert_eq!(reply.status, 200, "{reply:?}");
+        let reply = app.get("/api/lookup");
+        assert_eq!(
+            (reply.status, reply.body),
+            (405, error("Method not allowed"))
+        );
+    }
+}

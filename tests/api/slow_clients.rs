@@ -1,0 +1,283 @@
+//! Slow and half-open connections against the real `postal serve` binary under a
+//! 1,024-descriptor limit (`prlimit`): real requests keep being answered, and every slow
+//! connection is closed within its timeout.
+//!
+//! Three kinds of slow clients, each reconnecting when the server closes it (so the count
+//! stays up): half-open (connects, sends nothing: the 5 s idle timeout), slow head (a
+//! header byte a second: the 10 s head timeout) and slow body (a whole head, then 10 of
+//! 100 body bytes: the 10 s body timeout). Timing bounds are generous (the machine is
+//! shared); the measured figures are printed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::helpers::template;
+
+/// The server's timeouts (`postal::api::server::Limits::default()`).
+const IDLE: Duration = Duration::from_secs(5);
+const HEAD: Duration = Duration::from_secs(10);
+const BODY: Duration = Duration::from_secs(10);
+/// Room for a loaded machine on top of a timeout.
+const SLACK: Duration = Duration::from_secs(3);
+
+struct Server {
+    child: Child,
+    address: String,
+    api_key: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `prlimit --nofile=1024:1024 postal serve` on a copy of the sample database.
+fn spawn_limited_server() -> Server {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("postal.db");
+    std::fs::copy(template(), &db).expect("copying the template");
+    let mut child = Command::new("prlimit")
+        .arg("--nofile=1024:1024")
+        .arg(env!("CARGO_BIN_EXE_postal"))
+        .arg("--db")
+        .arg(&db)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running prlimit postal serve");
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut api_key = String::new();
+    for line in stdout.lines() {
+        let line = line.expect("server stdout");
+        if let Some(rest) = line.split("with API key ").nth(1) {
+            api_key = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            break;
+        }
+    }
+    let stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut lines = stderr.lines();
+    let address = loop {
+        let line = lines
+            .next()
+            .expect("the server stopped before listening")
+            .expect("server stderr");
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+        }
+    };
+    // Keep draining the log so that the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    assert!(api_key.starts_with("pk_"), "no API key printed");
+    Server {
+        child,
+        address,
+        api_key,
+        _dir: dir,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Slowness {
+    HalfOpen,
+    SlowHead,
+    SlowBody,
+}
+
+impl Slowness {
+    fn timeout(self) -> Duration {
+        match self {
+            Slowness::HalfOpen => IDLE,
+            Slowness::SlowHead => HEAD,
+            Slowness::SlowBody => BODY,
+        }
+    }
+}
+
+/// How long each slow connection lived, from connect to the server's close.
+type Lifetimes = Arc<Mutex<Vec<(Slowness, Duration)>>>;
+
+/// A slow client: one connection after another until `stop`.
+fn slow_client(address: String, kind: Slowness, stop: Arc<AtomicBool>, lifetimes: Lifetimes) {
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut stream) = TcpStream::connect(&address) else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
+        let opened = Instant::now();
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(1000)));
+        let head = b"POST /api/lookup HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+        let mut sent = 0;
+        match kind {
+            Slowness::HalfOpen => {}
+            Slowness::SlowHead => {}
+            Slowness::SlowBody => {
+                let _ = stream.write_all(head);
+                let _ = stream.write_all(b"Content-Length: 100\r\n\r\n{\"apiKey\":");
+            }
+        }
+        let closed = loop {
+            if stop.load(Ordering::Relaxed) {
+                break false;
+            }
+            if let Slowness::SlowHead = kind {
+                let byte = head.get(sent).copied().unwrap_or(b'x');
+                sent += 1;
+                if stream.write_all(&[byte]).is_err() {
+                    break true;
+                }
+            }
+            let mut buf = [0u8; 1024];
+            match stream.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(_) => {} // the 408 of a slow body; its close follows
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break true,
+            }
+        };
+        if closed {
+            lifetimes
+                .lock()
+                .expect("lifetimes")
+                .push((kind, opened.elapsed()));
+        }
+    }
+}
+
+/// A billed lookup on a fresh connection; its status and how long it took.
+fn real_request(address: &str, api_key: &str, limit: Duration) -> (u16, Duration) {
+    let started = Instant::now();
+    let body = format!(r#"{{"apiKey":"{api_key}","zipcode":"90210"}}"#);
+    let request = format!(
+        "POST /api/lookup HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let reply = crate::helpers::raw_request(address, request.as_bytes(), limit);
+    (reply.status, started.elapsed())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((sorted.len() as f64) * p).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Starts `count` slow clients of the three kinds, in equal parts.
+fn start_slow_clients(
+    server: &Server,
+    count: usize,
+    stop: &Arc<AtomicBool>,
+    lifetimes: &Lifetimes,
+) -> Vec<std::thread::JoinHandle<()>> {
+    let kinds = [Slowness::HalfOpen, Slowness::SlowHead, Slowness::SlowBody];
+    (0..count)
+        .map(|i| {
+            let (address, stop, lifetimes) =
+                (server.address.clone(), stop.clone(), lifetimes.clone());
+            let kind = kinds[i % kinds.len()];
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || slow_client(address, kind, stop, lifetimes))
+                .expect("a slow client thread")
+        })
+        .collect()
+}
+
+#[test]
+fn real_requests_are_answered_beside_500_and_then_1100_slow_connections() {
+    let server = spawn_limited_server();
+    let stop = Arc::new(AtomicBool::new(false));
+    let lifetimes: Lifetimes = Arc::default();
+
+    // 500 slow connections: well under the cap (896 under 1,024 descriptors).
+    let mut clients = start_slow_clients(&server, 500, &stop, &lifetimes);
+    std::thread::sleep(Duration::from_secs(1));
+    let mut latencies = Vec::new();
+    for _ in 0..200 {
+        let (status, took) = real_request(&server.address, &server.api_key, HEAD + SLACK);
+        assert_eq!(status, 200);
+        latencies.push(took);
+    }
+    latencies.sort();
+    let (p50, p99, max) = (
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        latencies[latencies.len() - 1],
+    );
+    eprintln!("500 slow connections: 200 real requests, p50 {p50:?}, p99 {p99:?}, max {max:?}");
+    assert!(p99 < Duration::from_millis(500), "p99 {p99:?}");
+
+    // 1,100: past the cap. Real requests wait in the backlog for a slot at worst.
+    clients.extend(start_slow_clients(&server, 600, &stop, &lifetimes));
+    std::thread::sleep(Duration::from_secs(2));
+    let mut waits = Vec::new();
+    for _ in 0..10 {
+        let (status, took) = real_request(&server.address, &server.api_key, HEAD + SLACK * 2);
+        assert_eq!(status, 200);
+        waits.push(took);
+    }
+    waits.sort();
+    eprintln!(
+        "1,100 slow connections: 10 real requests, median {:?}, max {:?}",
+        percentile(&waits, 0.5),
+        waits[waits.len() - 1]
+    );
+    assert!(waits[waits.len() - 1] <= HEAD + SLACK, "{waits:?}");
+
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().expect("slow client");
+    }
+    let lifetimes = lifetimes.lock().expect("lifetimes");
+    for kind in [Slowness::HalfOpen, Slowness::SlowHead, Slowness::SlowBody] {
+        let mut lived: Vec<Duration> = lifetimes
+            .iter()
+            .filter(|(k, _)| {
+                matches!(
+                    (k, kind),
+                    (Slowness::HalfOpen, Slowness::HalfOpen)
+                        | (Slowness::SlowHead, Slowness::SlowHead)
+                        | (Slowness::SlowBody, Slowness::SlowBody)
+                )
+            })
+            .map(|(_, d)| *d)
+            .collect();
+        lived.sort();
+        assert!(!lived.is_empty(), "no {kind:?} connection was closed");
+        eprintln!(
+            "{kind:?}: {} closed by the server, median lifetime {:?}, max {:?}",
+            lived.len(),
+            percentile(&lived, 0.5),
+            lived[lived.len() - 1]
+        );
+        // A connection may wait in the backlog (past the cap) before its timeout starts.
+        assert!(
+            lived[lived.len() - 1] <= kind.timeout() + HEAD + SLACK,
+            "{kind:?}: {:?}",
+            lived[lived.len() - 1]
+        );
+        // Those accepted at once closed within their own timeout.
+        assert!(
+            percentile(&lived, 0.5) <= kind.timeout() + SLACK,
+            "{kind:?}: {lived:?}"
+        );
+    }
+}
