@@ -1141,6 +1141,13 @@ impl Example for NearestBulkResponse {
     }
 }
 
+impl super::contract::DocumentedBody for NearestRequest {}
+impl super::contract::DocumentedBody for RadiusRequest {}
+impl super::contract::DocumentedBody for DistanceRequest {}
+impl super::contract::DocumentedBody for AutocompleteRequest {}
+impl super::contract::DocumentedBody for CountriesRequest {}
+impl super::contract::DocumentedBody for NearestBulkRequest {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1332,10 +1339,3 @@ mod tests {
         );
     }
 }
-
-impl super::contract::DocumentedBody for NearestRequest {}
-impl super::contract::DocumentedBody for RadiusRequest {}
-impl super::contract::DocumentedBody for DistanceRequest {}
-impl super::contract::DocumentedBody for AutocompleteRequest {}
-impl super::contract::DocumentedBody for CountriesRequest {}
-impl super::contract::DocumentedBody for NearestBulkRequest {}

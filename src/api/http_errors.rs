@@ -40,10 +40,10 @@ pub(super) async fn json_errors<E: Endpoint>(
             json_error(status, text)
         }
     };
-    if response.status() == StatusCode::METHOD_NOT_ALLOWED {
-        if let Some(allow) = allowed_methods().get(&path) {
-            response.headers_mut().insert(header::ALLOW, allow.clone());
-        }
+    if response.status() == StatusCode::METHOD_NOT_ALLOWED
+        && let Some(allow) = allowed_methods().get(&path)
+    {
+        response.headers_mut().insert(header::ALLOW, allow.clone());
     }
     Ok(response)
 }
