@@ -1,6 +1,8 @@
 //! The seven operations of postal-api.md section 4. Each handler: read the body into
 //! domain types (`contract`), call `db`, map the result; errors leave as `ApiError`.
 
+use std::sync::Arc;
+
 use poem_openapi::OpenApi;
 use poem_openapi::payload::Json;
 
@@ -11,7 +13,8 @@ use super::error::ApiError;
 use super::types::*;
 use crate::db;
 use crate::db::billing::Charged;
-use crate::db::postal::{CityQuery, PlaceRecord, Verdict};
+use crate::db::city_index::CityQuery;
+use crate::db::postal::{PlaceRecord, Verdict};
 use crate::domain::CountryCode;
 use crate::domain::money::PRICE_PER_QUERY;
 use crate::domain::postal_code::canonical;
@@ -44,7 +47,7 @@ impl Billed {
 
 /// The API; `state` is `None` only when the value exists to generate the OpenAPI document.
 pub struct PostalApi {
-    pub(super) state: Option<State>,
+    pub(super) state: Option<Arc<State>>,
 }
 
 #[OpenApi]
@@ -105,8 +108,7 @@ impl PostalApi {
             st: st_filter.map(fold),
         };
         let found = timings
-            .processing_async(state.read_blocking(move |c| db::postal::find_city(c, &query)))
-            .await?
+            .processing(|| state.postal().city().find(&query))
             .ok_or_else(|| ApiError::not_found("No ZIP codes found for the given city/state"))?;
         let charged = state
             .charge(&session, 1, "city", Billed::Single, &mut timings)
@@ -266,7 +268,7 @@ impl PostalApi {
 impl PostalApi {
     fn state(&self) -> Result<&State, ApiError> {
         self.state
-            .as_ref()
+            .as_deref()
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the API runs without a database")))
     }
 

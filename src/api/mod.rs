@@ -8,8 +8,8 @@
 //! - **Authentication is one indexed read on the async worker** (key and account in one
 //!   statement); handing a read of microseconds to `spawn_blocking` costs more than the
 //!   read (stack.md section 4: 19 µs a round trip).
-//! - **The city search goes to the blocking pool**: its fuzzy step takes milliseconds and
-//!   would stall the other requests of its worker.
+//! - **City search and suggestions come from memory too** (`db::city_index`, loaded and
+//!   swapped with the postal index): microseconds, on the async worker.
 //! - **Charges go to the billing thread** (`db::billing`) through a channel; the handler
 //!   awaits the answer, so a worker never blocks on a commit, and one commit carries all
 //!   the charges that arrived meanwhile.
@@ -18,6 +18,7 @@ mod contract;
 mod endpoints;
 mod envelope;
 mod error;
+mod suggest;
 mod types;
 
 use std::future::Future;
@@ -31,10 +32,10 @@ use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::{Endpoint, EndpointExt, Response, Route, Server};
 use poem_openapi::OpenApiService;
-use rusqlite::Connection;
 
 pub use endpoints::PostalApi;
 pub use error::ApiError;
+pub use suggest::SuggestApi;
 
 use crate::db;
 use crate::db::accounts::{AccountStatus, Caller, ChargeState};
@@ -56,8 +57,8 @@ pub struct State {
     postal: Arc<RwLock<Arc<PostalIndex>>>,
     /// Authentication on the async workers: held for microseconds, never waited on long.
     pool: db::Pool,
-    /// Long reads on the blocking threads (city search, dataset reload): their own
-    /// connections, so that slow work can never take every connection from the short reads.
+    /// Long reads on the blocking threads (dataset reload): their own connections, so
+    /// that slow work can never take every connection from the short reads.
     slow_pool: db::Pool,
     billing: Billing,
 }
@@ -126,21 +127,6 @@ impl State {
                 }
             }
         });
-    }
-
-    /// A long read on the blocking pool.
-    async fn read_blocking<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> Result<R> + Send + 'static,
-    ) -> Result<R, ApiError> {
-        let pool = self.slow_pool.clone();
-        tokio::task::spawn_blocking(move || {
-            let conn = pool.get()?;
-            db::in_read_transaction(&conn, f)
-        })
-        .await
-        .map_err(|e| ApiError::internal(e.into()))?
-        .map_err(ApiError::internal)
     }
 
     /// 401 unless the key exists and is not revoked; reads the account in the same
@@ -217,8 +203,15 @@ fn refused(refusal: Refusal, texts: Billed) -> ApiError {
 }
 
 /// The OpenAPI service over `state` (`None`: only to generate the document).
-pub fn service(state: Option<State>) -> OpenApiService<PostalApi, ()> {
-    OpenApiService::new(PostalApi { state }, TITLE, env!("CARGO_PKG_VERSION")).description(
+pub fn service(state: Option<State>) -> OpenApiService<(PostalApi, SuggestApi), ()> {
+    let state = state.map(Arc::new);
+    let apis = (
+        PostalApi {
+            state: state.clone(),
+        },
+        SuggestApi { state },
+    );
+    OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION")).description(
         "Look up, validate and search postal codes of 120 countries (GeoNames data, CC BY 4.0). \
              Every request is a POST with a JSON body carrying your `apiKey`; every answered query \
              costs 0.000028 USD from your prepaid balance.",

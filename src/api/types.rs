@@ -392,7 +392,7 @@ pub struct AboutResponse {
 // Examples, from the real data (GeoNames, 2026-03 snapshot).
 // ---------------------------------------------------------------------------------------
 
-fn example_performance() -> Performance {
+pub(super) fn example_performance() -> Performance {
     Performance {
         auth_time: Some("0.011ms".into()),
         rate_limit_check_time: Some("0.006ms".into()),
@@ -402,7 +402,7 @@ fn example_performance() -> Performance {
     }
 }
 
-fn example_rate_limit() -> RateLimitStatus {
+pub(super) fn example_rate_limit() -> RateLimitStatus {
     let off = || WindowUse {
         limit: None,
         current: None,

@@ -24,6 +24,7 @@
 
 pub mod accounts;
 pub mod billing;
+pub mod city_index;
 pub mod dataset;
 pub mod postal;
 pub mod postal_index;

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use anyhow::{Context, Result};
 use rusqlite::Connection;
 
+use super::city_index::CityIndex;
 use super::postal::{COUNTRY_COLUMNS, CountryData, Coverage, PlaceRecord, Verdict, country_data};
 use crate::domain::postal_code::{ZipInput, canonical};
 use crate::domain::{CountryCode, PostalQuery};
@@ -24,6 +25,8 @@ pub struct PostalIndex {
     /// country -> compact key -> the key's first record in source order.
     first: HashMap<CountryCode, HashMap<Box<str>, StoredRecord>>,
     coverage: Coverage,
+    /// Place names for /api/city and /api/suggest, loaded and swapped with the rest.
+    city: CityIndex,
 }
 
 /// A record kept compact (one allocation for its text): 0.9 M of them are in memory.
@@ -155,12 +158,14 @@ impl PostalIndex {
                 of_country.insert(Box::from(key), StoredRecord::new(&record));
             }
         }
+        let city = CityIndex::load(&tx)?;
         tx.finish().context("reading the postal data")?;
         Ok(PostalIndex {
             generation,
             countries,
             first,
             coverage,
+            city,
         })
     }
 
@@ -171,6 +176,11 @@ impl PostalIndex {
 
     pub fn coverage(&self) -> Coverage {
         self.coverage
+    }
+
+    /// The place names (city search, suggestions).
+    pub fn city(&self) -> &CityIndex {
+        &self.city
     }
 
     /// The first record (in source order) of a postal code, after normalisation.

@@ -1,6 +1,7 @@
 //! The rules of the service, free of I/O: parse, don't validate.
 
 pub mod api_key;
+pub mod city_match;
 pub mod country;
 pub mod money;
 pub mod postal_code;

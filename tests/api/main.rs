@@ -16,3 +16,5 @@ mod money;
 mod normalisation;
 /// The committed OpenAPI document.
 mod openapi;
+/// /api/suggest: prefix then substring, ranking, limits, errors, billing.
+mod suggest;
