@@ -11,7 +11,6 @@ use super::contract::ContractJson;
 use super::envelope::{Timings, rate_limit_status, usd};
 use super::error::ApiError;
 use super::types::*;
-use crate::db;
 use crate::db::billing::Charged;
 use crate::db::city_index::CityQuery;
 use crate::db::postal::{PlaceRecord, Verdict};

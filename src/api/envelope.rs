@@ -1,7 +1,6 @@
 //! The envelope of every 200 (postal-api.md 2.1): exact balance, measured step timings,
 //! rate-limit status.
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::types::{Performance, RateLimitStatus, WindowUse};
@@ -39,13 +38,6 @@ impl Timings {
     pub fn processing<R>(&mut self, step: impl FnOnce() -> R) -> R {
         let t = Instant::now();
         let r = step();
-        self.processing += t.elapsed();
-        r
-    }
-
-    pub async fn processing_async<R>(&mut self, step: impl Future<Output = R>) -> R {
-        let t = Instant::now();
-        let r = step.await;
         self.processing += t.elapsed();
         r
     }

@@ -787,7 +787,7 @@ impl Builder {
         self.places
             .sort_by(|a, b| a.folded.cmp(&b.folded).then(a.region.cmp(&b.region)));
         let mut text = String::new();
-        let mut push = |text: &mut String, s: &str| {
+        let push = |text: &mut String, s: &str| {
             let span = Span {
                 start: text.len() as u32,
                 len: s.len() as u32,

