@@ -154,7 +154,8 @@ fn main() -> Result<()> {
                 .header("content-type", "application/json")
                 .send(body.to_string())?;
             let status = response.status().as_u16();
-            let reply: Value = response.body_mut().read_json().unwrap_or(Value::Null);
+            let text = response.body_mut().read_to_string().unwrap_or_default();
+            let reply: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
             let ms = reply["performance"]["processingTime"]
                 .as_str()
                 .and_then(|t| t.trim_end_matches("ms").parse::<f64>().ok());

@@ -729,7 +729,7 @@ impl Builder {
             let city = existing.get(&(base.as_str(), region)).copied();
             let named_by_admin = members
                 .iter()
-                .any(|i| self.places[*i].parents.iter().any(|p| *p == base));
+                .any(|i| self.places[*i].parents.contains(&base));
             if city.is_some() || named_by_admin {
                 merges.push((base, region, city, members));
             }
