@@ -20,8 +20,16 @@ if [ ! -x "$OUT/postal-$BASE" ]; then
     --target-dir target
   cp target/release/postal "$OUT/postal-$BASE"
 fi
-cargo build --release --quiet --bin postal --bin postal-import --example city-bench
-cp target/release/postal "$OUT/postal-new"
+# Both versions' binaries are named target/release/postal: take this version's from the
+# path cargo reports, so a stale copy of the other can never be benchmarked as this one.
+new_bin=$(cargo build --release --quiet --bin postal --bin postal-import --example city-bench \
+  --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "postal" and m.get("executable"):
+        print(m["executable"])')
+cp "$new_bin" "$OUT/postal-new"
 
 # The full dataset, imported once and kept for later runs; one copy per server (one
 # server charges a file at a time).
