@@ -160,7 +160,12 @@ fn main() -> Result<()> {
                 .as_str()
                 .and_then(|t| t.trim_end_matches("ms").parse::<f64>().ok());
             let outcome = judge(q, status, &reply);
-            if outcome != Outcome::Right && misses.len() < 40 {
+            let expected = if q.expect.is_some() {
+                Outcome::Right
+            } else {
+                Outcome::NotFound
+            };
+            if outcome != expected && misses.len() < 40 {
                 misses.push(format!(
                     "  {:?} {} {:?}{} -> {} {}",
                     q.kind,
