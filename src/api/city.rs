@@ -1,13 +1,12 @@
-//! `/api/city`: the postal codes of a place (exact, then fuzzy), on the blocking pool;
-//! 1 query.
+//! `/api/city`: the postal codes of a place (exact, then fuzzy), from the in-memory
+//! place index (`db::city_index`); 1 query.
 
 use super::State;
 use super::billed::{MISSING_API_KEY, Operation};
 use super::contract::ContractJson;
 use super::error::ApiError;
 use super::types::CityRequest;
-use crate::db;
-use crate::db::postal::{CityMatch, CityQuery};
+use crate::db::city_index::{CityMatch, CityQuery};
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::text::fold;
@@ -43,8 +42,9 @@ impl Operation for City {
 
     async fn work(state: &State, query: CityQuery) -> Result<CityMatch, ApiError> {
         state
-            .read_blocking(move |c| db::postal::find_city(c, &query))
-            .await?
+            .postal()
+            .city()
+            .find(&query)
             .ok_or_else(|| ApiError::not_found("No ZIP codes found for the given city/state"))
     }
 }

@@ -43,6 +43,7 @@ impl Timings {
         r
     }
 
+    /// Runs `step`, adding its time to `processing`.
     pub async fn processing_async<R>(&mut self, step: impl Future<Output = R>) -> R {
         let t = Instant::now();
         let r = step.await;

@@ -77,11 +77,20 @@ fn allowed_methods() -> &'static HashMap<String, HeaderValue> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn every_api_path_allows_post_only() {
+    fn every_api_path_allows_post_only_and_the_operator_routes_get() {
         let allowed = super::allowed_methods();
-        assert_eq!(allowed.len(), 7, "{allowed:?}");
-        for path in ["/api/lookup", "/api/validate-bulk", "/api/aboutapi"] {
+        // 7 paths of the contract, 6 of geography, /api/suggest; 4 GET routes.
+        assert_eq!(allowed.len(), 18, "{allowed:?}");
+        for path in [
+            "/api/lookup",
+            "/api/validate-bulk",
+            "/api/nearest",
+            "/api/suggest",
+        ] {
             assert_eq!(allowed[path], "POST");
+        }
+        for path in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
+            assert_eq!(allowed[path], "GET");
         }
     }
 }

@@ -9,8 +9,8 @@
 //!   addition under a mutex on the async worker; the ledger is written behind by the
 //!   billing writer thread (docs/money.md). No request waits on the pool or a commit,
 //!   except with `--durable-charges`, where it awaits the commit of its charge.
-//! - **The city search goes to the blocking pool**: its fuzzy step takes milliseconds and
-//!   would stall the other requests of its worker.
+//! - **City search and suggestions come from memory too** (`db::city_index`, loaded and
+//!   swapped with the postal index): microseconds, on the async worker.
 //! - **Bounded under overload:** at most `max_in_flight` billed requests at once; beyond
 //!   it a 503 with `Retry-After` (`billed`). Charges pending a flush are bounded by
 //!   (accounts x endpoints), not by requests.
@@ -26,6 +26,7 @@ mod http_errors;
 mod lookup;
 pub mod ops;
 pub mod server;
+mod suggest;
 pub mod telemetry;
 pub mod types;
 mod validate;
@@ -41,12 +42,12 @@ use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::{Endpoint, EndpointExt, Response, Route, get};
 use poem_openapi::OpenApiService;
-use rusqlite::Connection;
 
 pub use billed::{Billed, Envelope, MISSING_API_KEY, Operation};
 pub use endpoints::PostalApi;
 pub use error::ApiError;
 pub use geo::GeoApi;
+pub use suggest::SuggestApi;
 
 use crate::db;
 use crate::db::billing::{Billing, BillingOptions};
@@ -68,7 +69,7 @@ pub const TITLE: &str = "postal: postal-code data API";
 pub struct State {
     /// The dataset, swapped whole when an import commits (see `watch_dataset`).
     postal: Arc<RwLock<Arc<PostalIndex>>>,
-    /// Long reads on the blocking threads (city search, dataset reload).
+    /// Long reads on the blocking threads (dataset reload).
     slow_pool: db::Pool,
     billing: Billing,
     in_flight: AtomicUsize,
@@ -160,21 +161,6 @@ impl State {
         });
     }
 
-    /// A long read on the blocking pool.
-    async fn read_blocking<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> Result<R> + Send + 'static,
-    ) -> Result<R, ApiError> {
-        let pool = self.slow_pool.clone();
-        tokio::task::spawn_blocking(move || {
-            let conn = pool.get()?;
-            db::in_read_transaction(&conn, f)
-        })
-        .await
-        .map_err(|e| ApiError::internal(e.into()))?
-        .map_err(ApiError::internal)
-    }
-
     /// Balance and windows as they stand, charging nothing (the free /api/aboutapi).
     fn status(&self, api_key: &str, timings: &mut Timings) -> Result<AccountStatus, ApiError> {
         let (caller, _) = self.authenticate(api_key, timings)?;
@@ -235,7 +221,7 @@ requires, not in a header, so the document declares no security scheme.\n\n\
 CC BY 4.0 (https://creativecommons.org/licenses/by/4.0/); credit GeoNames wherever you show it.";
 
 /// Every OpenAPI operation of the service, one API struct per group of routes.
-pub type Apis = (PostalApi, GeoApi);
+pub type Apis = (PostalApi, GeoApi, SuggestApi);
 
 /// The OpenAPI service over `state` (`None`: only to generate the document).
 pub fn service(state: Option<State>) -> OpenApiService<Apis, ()> {
@@ -244,7 +230,10 @@ pub fn service(state: Option<State>) -> OpenApiService<Apis, ()> {
         PostalApi {
             state: state.clone(),
         },
-        GeoApi { state },
+        GeoApi {
+            state: state.clone(),
+        },
+        SuggestApi { state },
     );
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(DESCRIPTION)
@@ -271,8 +260,8 @@ pub fn spec_json() -> String {
 }
 
 /// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, the
-/// operator's `/healthz`, `/readyz` and `/metrics`, JSON bodies for every error (`http_errors`); every
-/// request observed by `telemetry` (request id, access log, metrics).
+/// operator's `/healthz`, `/readyz` and `/metrics`, JSON bodies for every error
+/// (`http_errors`); every request observed by `telemetry` (request id, access log, metrics).
 pub fn app(state: State, operations: ops::Operations) -> impl Endpoint {
     let metrics = Arc::new(telemetry::Metrics::new());
     let ops = ops::Ops::new(&state, operations, metrics.clone());

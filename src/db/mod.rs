@@ -27,6 +27,7 @@
 pub mod accounts;
 pub mod billing;
 pub mod changes;
+pub mod city_index;
 pub mod dataset;
 pub mod geo_index;
 pub mod keys;

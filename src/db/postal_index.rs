@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use anyhow::{Context, Result};
 use rusqlite::Connection;
 
+use super::city_index::CityIndex;
 use super::geo_index::{GeoIndex, GeoSource};
 use super::postal::{COUNTRY_COLUMNS, CountryData, Coverage, PlaceRecord, Verdict, country_data};
 use crate::domain::postal_code::{ZipInput, canonical};
@@ -29,6 +30,8 @@ pub struct PostalIndex {
     geo: GeoIndex,
     /// When this dataset was read from the file (operations: /metrics).
     loaded_at: std::time::SystemTime,
+    /// Place names for /api/city and /api/suggest, loaded and swapped with the rest.
+    city: CityIndex,
 }
 
 /// The fields of a code's first record the geography endpoints show, borrowed.
@@ -196,6 +199,7 @@ impl PostalIndex {
                 })
             }),
         )?;
+        let city = CityIndex::load(&tx)?;
         tx.finish().context("reading the postal data")?;
         Ok(PostalIndex {
             generation,
@@ -204,6 +208,7 @@ impl PostalIndex {
             coverage,
             geo,
             loaded_at: std::time::SystemTime::now(),
+            city,
         })
     }
 
@@ -214,6 +219,11 @@ impl PostalIndex {
 
     pub fn coverage(&self) -> Coverage {
         self.coverage
+    }
+
+    /// The place names (city search, suggestions).
+    pub fn city(&self) -> &CityIndex {
+        &self.city
     }
 
     pub fn loaded_at(&self) -> std::time::SystemTime {

@@ -2,6 +2,7 @@
 
 pub mod api_key;
 pub mod charge;
+pub mod city_match;
 pub mod country;
 pub mod date;
 pub mod geo;

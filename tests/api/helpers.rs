@@ -19,21 +19,33 @@ const COUNTRY_INFO: &str = concat!(
     "/../shared/geonames/countryInfo.txt"
 );
 
+/// Real lines of FR (Paris, Lyon and their districts) and IT (Milano, Milanino) for the
+/// city tests; only `spawn_city_app` loads them, so other tests keep the sample's counts.
+const CITIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cities.txt");
+
 /// A database with the sample imported, built once per test run and copied per app.
 pub fn template() -> &'static Path {
     static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
-    TEMPLATE.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("temp dir").keep();
-        let db = dir.join("template.db");
-        postal::import::run(&postal::import::Options {
-            db: db.clone(),
-            sources: vec![SAMPLE.to_string(), EXTRA.to_string()],
-            country_info: Some(COUNTRY_INFO.to_string()),
-            progress: false,
-        })
-        .expect("importing the sample");
-        db
+    TEMPLATE.get_or_init(|| imported(&[SAMPLE, EXTRA]))
+}
+
+/// The sample plus `cities.txt`, built once per test run.
+fn city_template() -> &'static Path {
+    static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
+    TEMPLATE.get_or_init(|| imported(&[SAMPLE, EXTRA, CITIES]))
+}
+
+fn imported(sources: &[&str]) -> PathBuf {
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let db = dir.join("template.db");
+    postal::import::run(&postal::import::Options {
+        db: db.clone(),
+        sources: sources.iter().map(|s| s.to_string()).collect(),
+        country_info: Some(COUNTRY_INFO.to_string()),
+        progress: false,
     })
+    .expect("importing the sample");
+    db
 }
 
 pub struct TestApp {
@@ -61,6 +73,11 @@ pub fn spawn_app() -> TestApp {
 /// `spawn_app` with other serve settings (durable charges, flush interval).
 pub fn spawn_app_with(settings: postal::api::Settings) -> TestApp {
     spawn_app_on_with(template(), settings)
+}
+
+/// The app on the sample plus FR and IT city lines (`tests/fixtures/cities.txt`).
+pub fn spawn_city_app() -> TestApp {
+    spawn_app_on(city_template())
 }
 
 /// The real server on a copy of the database `source`.
@@ -176,6 +193,10 @@ impl TestApp {
     }
     pub fn city(&self, body: Value) -> Reply {
         self.post("/api/city", &body)
+    }
+
+    pub fn suggest(&self, body: Value) -> Reply {
+        self.post("/api/suggest", &body)
     }
     pub fn metacode(&self, body: Value) -> Reply {
         self.post("/api/metacode", &body)

@@ -26,5 +26,7 @@ mod openapi;
 mod ops;
 /// Slow and half-open connections under a 1,024-descriptor limit (the real binary).
 mod slow_clients;
+/// /api/suggest: prefix then substring, ranking, limits, errors, billing.
+mod suggest;
 /// Swagger UI in headless Chromium: try /api/lookup.
 mod swagger_ui;

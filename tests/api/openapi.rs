@@ -27,6 +27,7 @@ fn every_operation_of_the_contract_is_documented_with_its_errors() {
         "/api/validate",
         "/api/validate-bulk",
         "/api/aboutapi",
+        "/api/suggest",
     ] {
         let responses = &spec["paths"][path]["post"]["responses"];
         for status in ["200", "400", "401", "402", "404", "413", "429", "500"] {

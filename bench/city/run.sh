@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# City search benchmark, in one run: this version and the previous one (BASE, default the
+# commit where this branch left main) serve copies of one full-dataset database; the same
+# seeded query set (bench/city/main.rs) goes to both. Prints % right / wrong / 404 on real
+# names, % false hits on nonsense, server processingTime p50/p99, and each server's RSS.
+# Usage: [BASE=<commit>] [SEED=8] [SHOW_MISSES=1] bench/city/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=bench/out/city
+mkdir -p "$OUT"
+BASE=${BASE:-$(git merge-base HEAD main)}
+SEED=${SEED:-8}
+
+# The previous version, built once per BASE in the same target dir (dependencies shared).
+if [ ! -x "$OUT/postal-$BASE" ]; then
+  rm -rf "$OUT/base-src"
+  mkdir -p "$OUT/base-src"
+  git archive "$BASE" | tar -x -C "$OUT/base-src"
+  cargo build --release --quiet --bin postal --manifest-path "$OUT/base-src/Cargo.toml" \
+    --target-dir target
+  cp target/release/postal "$OUT/postal-$BASE"
+fi
+# Both versions' binaries are named target/release/postal: take this version's from the
+# path cargo reports, so a stale copy of the other can never be benchmarked as this one.
+new_bin=$(cargo build --release --quiet --bin postal --bin postal-import --example city-bench \
+  --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "postal" and m.get("executable"):
+        print(m["executable"])')
+cp "$new_bin" "$OUT/postal-new"
+
+# The full dataset, imported once and kept for later runs; one copy per server (one
+# server charges a file at a time).
+DB=$OUT/full.db
+if [ ! -f "$DB" ]; then
+  target/release/postal-import --db "$DB" ../shared/geonames/allCountries.zip
+fi
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+servers=()
+for label in new previous; do
+  bin=$OUT/postal-new
+  [ "$label" = previous ] && bin=$OUT/postal-$BASE
+  db=$OUT/$label.db
+  rm -f "$db" "$db-wal" "$db-shm"
+  cp "$DB" "$db"
+  account=$("$bin" --db "$db" account create --name bench)
+  id=$(echo "$account" | python3 -c 'import json,sys; print(json.load(sys.stdin)["accountId"])')
+  key=$(echo "$account" | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
+  "$bin" --db "$db" account topup "$id" --usd 1000 >/dev/null
+  port=$(free_port)
+  "$bin" --db "$db" serve --listen "127.0.0.1:$port" >"$OUT/$label.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 600); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/openapi.json" && break
+    sleep 0.1
+  done
+  servers+=(--server "$label=http://127.0.0.1:$port=$key")
+done
+echo "previous version: $BASE"
+target/release/examples/city-bench --db "$DB" --seed "$SEED" "${servers[@]}"
+for i in 0 1; do
+  label=new; [ "$i" = 1 ] && label=previous
+  echo "$label server RSS: $(awk '/VmRSS/ {printf "%.0f MB", $2/1024}' /proc/${pids[$i]}/status)"
+done

@@ -1,0 +1,224 @@
+//! POST /api/suggest: place names as the user types them, most postal codes first
+//! (docs/city.md). A separate API struct so that it merges beside `PostalApi` untouched:
+//! parse, authenticate, precheck, one pure call on the in-memory index, charge, respond.
+
+use std::sync::Arc;
+
+use poem_openapi::payload::Json;
+use poem_openapi::types::Example;
+use poem_openapi::{Object, OpenApi};
+use serde_json::Value;
+
+use super::billed::{Billed, MISSING_API_KEY, Operation};
+use super::contract::ContractJson;
+use super::error::ApiError;
+use super::types::{Performance, RateLimitStatus, example_performance, example_rate_limit};
+use super::{ApiTags, State};
+use crate::db::postal_index::PostalIndex;
+use crate::domain::CountryCode;
+use crate::domain::charge::Endpoint;
+use crate::domain::text::fold;
+
+/// Results when `limit` is absent.
+pub const DEFAULT_LIMIT: usize = 10;
+/// Largest `limit`.
+pub const MAX_LIMIT: usize = 50;
+/// Longest `q` in characters (a place name has at most 192).
+pub const MAX_QUERY_CHARS: usize = 200;
+
+/// The suggestions API; `state` is `None` only to generate the OpenAPI document.
+pub struct SuggestApi {
+    pub(super) state: Option<Arc<State>>,
+}
+
+#[OpenApi]
+impl SuggestApi {
+    /// Suggest place names as the user types.
+    ///
+    /// Places whose name (case, accents and punctuation ignored) starts with `q`, then
+    /// places whose name contains it (`q` of 3 characters or more), each group most postal
+    /// codes first; `codes` is how many postal codes the place has. `state`/`ST` filter on
+    /// admin name1/code1 as on /api/city (optional, also in the US). An empty `results`
+    /// answers 200. Billed 0.000028 USD when it answers 200.
+    #[oai(
+        path = "/api/suggest",
+        method = "post",
+        operation_id = "suggest",
+        tag = "ApiTags::Cities"
+    )]
+    async fn suggest(
+        &self,
+        body: ContractJson<SuggestRequest>,
+    ) -> Result<Json<SuggestResponse>, ApiError> {
+        let state = self.state.as_deref().ok_or_else(|| {
+            ApiError::internal(anyhow::anyhow!("the API runs without a database"))
+        })?;
+        let Billed { answer, envelope } = state.billed::<Suggest>(&body).await?;
+        Ok(Json(SuggestResponse {
+            results: answer,
+            balance: envelope.balance,
+            performance: envelope.performance,
+            rate_limit: envelope.rate_limit,
+        }))
+    }
+}
+
+/// `/api/suggest` on the one billed path: 1 query.
+pub struct Suggest;
+
+impl Operation for Suggest {
+    const ENDPOINT: Endpoint = Endpoint::Suggest;
+    type Body = ContractJson<SuggestRequest>;
+    type Parsed = SuggestQuestion;
+    type Answer = Vec<SuggestResult>;
+
+    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
+        body.api_key(MISSING_API_KEY)
+    }
+
+    fn parse(body: &Self::Body) -> Result<SuggestQuestion, ApiError> {
+        parse(body)
+    }
+
+    async fn work(
+        state: &State,
+        question: SuggestQuestion,
+    ) -> Result<Vec<SuggestResult>, ApiError> {
+        Ok(suggestions(&state.postal(), &question))
+    }
+}
+
+/// A checked `/api/suggest` request, folded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuggestQuestion {
+    pub q: String,
+    pub country: CountryCode,
+    pub state: Option<String>,
+    pub st: Option<String>,
+    pub limit: usize,
+}
+
+/// The fields in the order docs/city.md lists their 400s: `q`, `country`, `limit`.
+fn parse(body: &ContractJson<SuggestRequest>) -> Result<SuggestQuestion, ApiError> {
+    let q = body.required_text("q")?;
+    let folded = fold(q);
+    if folded.is_empty() || q.chars().count() > MAX_QUERY_CHARS {
+        return Err(ApiError::bad_request("Invalid 'q'"));
+    }
+    let country = body.country()?;
+    let limit = match body.fields.get("limit") {
+        None | Some(Value::Null) => DEFAULT_LIMIT,
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .filter(|n| (1..=MAX_LIMIT as u64).contains(n))
+            .map(|n| n as usize)
+            .ok_or_else(|| ApiError::bad_request("Invalid 'limit'"))?,
+        Some(_) => return Err(ApiError::bad_request("Invalid 'limit'")),
+    };
+    Ok(SuggestQuestion {
+        q: folded,
+        country,
+        state: body.optional_text("state")?.map(fold),
+        st: body.optional_text("ST")?.map(fold),
+        limit,
+    })
+}
+
+/// The work: a read of the in-memory index, no I/O.
+fn suggestions(index: &PostalIndex, question: &SuggestQuestion) -> Vec<SuggestResult> {
+    index
+        .city()
+        .suggest(
+            question.country,
+            &question.q,
+            question.state.as_deref(),
+            question.st.as_deref(),
+            question.limit,
+        )
+        .into_iter()
+        .map(|s| SuggestResult {
+            city: s.city,
+            state: s.state,
+            st: s.st,
+            codes: s.codes as u64,
+        })
+        .collect()
+}
+
+/// Body of /api/suggest.
+#[derive(Debug, Object)]
+#[oai(example, skip_serializing_if_is_none)]
+pub struct SuggestRequest {
+    /// What the user typed so far; case, accents and punctuation are ignored.
+    pub q: String,
+    /// Your API key.
+    #[oai(rename = "apiKey")]
+    pub api_key: String,
+    /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
+    pub country: Option<String>,
+    /// Only places of this state / region (admin name1; US: also the code).
+    pub state: Option<String>,
+    /// Only places of this state / region code (admin code1).
+    #[oai(rename = "ST")]
+    pub st: Option<String>,
+    /// How many results at most: 1 to 50, default 10.
+    pub limit: Option<u64>,
+}
+
+impl Example for SuggestRequest {
+    fn example() -> Self {
+        SuggestRequest {
+            q: "san fr".into(),
+            api_key: "pk_your_api_key".into(),
+            country: Some("US".into()),
+            state: None,
+            st: None,
+            limit: Some(3),
+        }
+    }
+}
+
+/// One suggested place.
+#[derive(Debug, Clone, PartialEq, Object)]
+pub struct SuggestResult {
+    /// The place name as the data writes it.
+    pub city: String,
+    /// Its state / region (admin name1); "" when the data has none.
+    pub state: String,
+    /// Its state / region code (admin code1); "" when the data has none.
+    #[oai(rename = "ST")]
+    pub st: String,
+    /// How many postal codes the place has.
+    pub codes: u64,
+}
+
+/// 200 of /api/suggest.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase", example)]
+pub struct SuggestResponse {
+    /// Best first: names starting with `q`, then names containing it; most codes first.
+    pub results: Vec<SuggestResult>,
+    /// Balance in USD after this query.
+    pub balance: f64,
+    pub performance: Performance,
+    pub rate_limit: RateLimitStatus,
+}
+
+impl Example for SuggestResponse {
+    fn example() -> Self {
+        let place = |city: &str, codes| SuggestResult {
+            city: city.into(),
+            state: "California".into(),
+            st: "CA".into(),
+            codes,
+        };
+        SuggestResponse {
+            results: vec![place("San Francisco", 63), place("San Fernando", 3)],
+            balance: 4.999972,
+            performance: example_performance(),
+            rate_limit: example_rate_limit(),
+        }
+    }
+}
+
+impl super::contract::DocumentedBody for SuggestRequest {}

@@ -1,0 +1,348 @@
+//! The rules of city-name matching, free of I/O: word aliases and transliterations per
+//! country, the spacing-free skeleton of a name, trailing words, edit distance and the
+//! ranking of candidates (docs/city.md tells the whole order of steps).
+
+use std::cmp::Ordering;
+
+/// Words the data writes in full that people abbreviate, and the short form both sides are
+/// reduced to before comparing (`Saint Louis` and `St. Louis` both read `st louis`). A pair
+/// is on in a country only when its data uses the long word ([`Language::from_data`]).
+pub const ABBREVIATIONS: &[(&str, &str)] = &[
+    ("saint", "st"),
+    ("sankt", "st"),
+    ("sainte", "ste"),
+    ("fort", "ft"),
+    ("mount", "mt"),
+    ("port", "pt"),
+    ("point", "pt"),
+];
+
+/// How a country's place names are written, decided from its data at load.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Language {
+    /// The [`ABBREVIATIONS`] whose long word occurs in the country's names.
+    aliases: Vec<(&'static str, &'static str)>,
+    /// The names carry ä, ö or ü (folded to a, o, u): `ae`/`oe`/`ue` typed for them.
+    german: bool,
+    /// The names carry å or ø (folded to a, o): `aa`/`oe` typed for them.
+    nordic: bool,
+}
+
+impl Language {
+    /// `has_word`: whether a folded word occurs in some place name of the country;
+    /// `has_letter`: whether a letter occurs in some raw (unfolded) place name.
+    pub fn from_data(has_word: impl Fn(&str) -> bool, has_letter: impl Fn(char) -> bool) -> Self {
+        Language {
+            aliases: ABBREVIATIONS
+                .iter()
+                .copied()
+                .filter(|(long, _)| has_word(long))
+                .collect(),
+            german: ['ä', 'ö', 'ü', 'Ä', 'Ö', 'Ü'].into_iter().any(&has_letter),
+            nordic: ['å', 'ø', 'Å', 'Ø'].into_iter().any(&has_letter),
+        }
+    }
+
+    /// The long words whose abbreviation this country reads (for docs and tests).
+    pub fn alias_words(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.aliases.iter().map(|(long, _)| *long)
+    }
+
+    /// A folded name with every aliased word in its short form: `saint louis` -> `st louis`.
+    pub fn norm(&self, folded: &str) -> String {
+        let mut out = String::with_capacity(folded.len());
+        for word in folded.split(' ').filter(|w| !w.is_empty()) {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            let short = self
+                .aliases
+                .iter()
+                .find(|(long, _)| *long == word)
+                .map_or(word, |(_, short)| *short);
+            out.push_str(short);
+        }
+        out
+    }
+
+    /// The query with the country's typed transliterations undone (`koeln` -> `koln`,
+    /// `muenchen` -> `munchen`, `aalesund` -> `alesund`), or `None` when nothing changes.
+    pub fn untransliterated(&self, text: &str) -> Option<String> {
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        if self.german {
+            pairs.extend([("ae", "a"), ("oe", "o"), ("ue", "u")]);
+        }
+        if self.nordic {
+            pairs.extend([("aa", "a"), ("oe", "o")]);
+        }
+        let mut out = text.to_string();
+        for (from, to) in pairs {
+            out = out.replace(from, to);
+        }
+        (out != text).then_some(out)
+    }
+}
+
+/// A name without its spaces: `los angeles` and `losangeles` meet.
+pub fn skeleton(norm: &str) -> String {
+    norm.chars().filter(|c| *c != ' ').collect()
+}
+
+/// Whether `norm`, without its spaces, is `skeleton` (no allocation).
+pub fn skeleton_cmp(norm: &str, skeleton: &str) -> Ordering {
+    norm.bytes().filter(|b| *b != b' ').cmp(skeleton.bytes())
+}
+
+/// The most edits that still count as close between a query and a name:
+/// normalised similarity `1 - edits / longer length` of at least 0.75, as before (one
+/// edit from four letters, two from eight: `San Fransisco`, `Pittsburg`, `Mnchen`).
+pub fn max_edits(query_len: usize, name_len: usize) -> usize {
+    query_len.max(name_len) / 4
+}
+
+/// Optimal-string-alignment distance (edits: insert, delete, substitute, swap two
+/// neighbours) between two byte strings, or `None` when it is more than `max`. Banded, so
+/// a far candidate costs a few rows, not the whole table.
+pub fn edits_within(a: &[u8], b: &[u8], max: usize) -> Option<usize> {
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    let (n, m) = (a.len(), b.len());
+    let big = max + 1;
+    let mut prev2 = vec![big; m + 1];
+    let mut prev: Vec<usize> = (0..=m).map(|j| j.min(big)).collect();
+    let mut cur = vec![big; m + 1];
+    for i in 1..=n {
+        let lo = i.saturating_sub(max).max(1);
+        let hi = (i + max).min(m);
+        cur.iter_mut().for_each(|c| *c = big);
+        cur[0] = i.min(big);
+        let mut row_min = cur[0];
+        for j in lo..=hi {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (prev[j - 1] + cost).min(prev[j] + 1).min(cur[j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(prev2[j - 2] + 1);
+            }
+            cur[j] = d.min(big);
+            row_min = row_min.min(cur[j]);
+        }
+        if row_min > max {
+            return None;
+        }
+        std::mem::swap(&mut prev2, &mut prev);
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    Some(prev[m]).filter(|d| *d <= max)
+}
+
+/// The padded trigrams of a skeleton (`^bo`, `bos`, ..., `on$`), packed in a `u32` each.
+pub fn trigrams(skeleton: &str) -> impl Iterator<Item = u32> + '_ {
+    let bytes = skeleton.as_bytes();
+    let n = bytes.len();
+    let at = move |i: usize| -> u32 {
+        if i == 0 {
+            u32::from(b'^')
+        } else if i > n {
+            u32::from(b'$')
+        } else {
+            u32::from(bytes[i - 1])
+        }
+    };
+    (0..n).map(move |i| (at(i) << 16) | (at(i + 1) << 8) | at(i + 2))
+}
+
+/// The inner trigrams (no padding): every name containing `text` has all of them.
+pub fn inner_trigrams(text: &str) -> impl Iterator<Item = u32> + '_ {
+    text.as_bytes()
+        .windows(3)
+        .map(|w| (u32::from(w[0]) << 16) | (u32::from(w[1]) << 8) | u32::from(w[2]))
+}
+
+/// How a candidate place compares for a non-exact query: fewer edits first; among equally
+/// close ones (the same number of edits) the place with more postal codes; then the shorter
+/// name; then the name's order in the index (alphabetical), so the answer is stable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rank {
+    pub edits: usize,
+    pub codes: usize,
+    pub name_len: usize,
+    pub order: u32,
+}
+
+impl Ord for Rank {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.edits
+            .cmp(&other.edits)
+            .then(other.codes.cmp(&self.codes))
+            .then(self.name_len.cmp(&other.name_len))
+            .then(self.order.cmp(&other.order))
+    }
+}
+
+impl PartialOrd for Rank {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Trailing words a query may carry beyond the name: `city` (`New York City`), or a
+/// region named by `is_region` (`Brooklyn NY`, `Brooklyn New York`, `München Bayern`).
+/// Returns the words left and the region words stripped (the last one found), or `None`
+/// when no trailing word is extra.
+pub fn strip_trailing<'a>(
+    words: &[&'a str],
+    is_region: impl Fn(&str) -> bool,
+) -> Option<(Vec<&'a str>, Option<String>)> {
+    let mut kept = words.to_vec();
+    let mut region = None;
+    loop {
+        if kept.len() < 2 {
+            break;
+        }
+        if kept.last() == Some(&"city") {
+            kept.pop();
+            continue;
+        }
+        // The longest run of trailing words that names a region, leaving a name before it.
+        let found = (1..kept.len()).rev().find_map(|take| {
+            let suffix = kept[kept.len() - take..].join(" ");
+            is_region(&suffix).then_some((take, suffix))
+        });
+        match found {
+            Some((take, suffix)) => {
+                kept.truncate(kept.len() - take);
+                region.get_or_insert(suffix);
+            }
+            None => break,
+        }
+    }
+    (kept.len() < words.len()).then_some((kept, region))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn language(words: &[&str], letters: &[char]) -> Language {
+        Language::from_data(|w| words.contains(&w), |c| letters.contains(&c))
+    }
+
+    #[test]
+    fn an_abbreviation_and_its_long_word_read_the_same_where_the_data_uses_the_word() {
+        let us = language(&["saint", "fort", "mount", "port", "point"], &[]);
+        assert_eq!(us.norm("saint louis"), "st louis");
+        assert_eq!(us.norm("st louis"), "st louis");
+        assert_eq!(us.norm("fort worth"), "ft worth");
+        assert_eq!(us.norm("mount vernon"), "mt vernon");
+        assert_eq!(us.norm("port huron"), us.norm("pt huron"));
+        let de = language(&["sankt"], &['ü']);
+        assert_eq!(de.norm("sankt augustin"), "st augustin");
+        assert_eq!(
+            de.norm("saint augustin"),
+            "saint augustin",
+            "not a German word"
+        );
+    }
+
+    #[test]
+    fn typed_transliterations_are_undone_only_where_the_letters_exist() {
+        let de = language(&[], &['ö', 'ü']);
+        assert_eq!(de.untransliterated("koeln").as_deref(), Some("koln"));
+        assert_eq!(de.untransliterated("muenchen").as_deref(), Some("munchen"));
+        assert_eq!(de.untransliterated("berlin"), None);
+        let no = language(&[], &['ø', 'å']);
+        assert_eq!(no.untransliterated("aalesund").as_deref(), Some("alesund"));
+        assert_eq!(no.untransliterated("troemsoe").as_deref(), Some("tromso"));
+        let us = language(&[], &[]);
+        assert_eq!(us.untransliterated("boerne"), None);
+    }
+
+    #[test]
+    fn a_skeleton_ignores_spaces() {
+        assert_eq!(skeleton("los angeles"), "losangeles");
+        assert_eq!(skeleton_cmp("los angeles", "losangeles"), Ordering::Equal);
+        assert_eq!(skeleton_cmp("los angeles", "losangelez"), Ordering::Less);
+    }
+
+    #[test]
+    fn edits_count_insertions_deletions_substitutions_and_swaps() {
+        assert_eq!(edits_within(b"san fransisco", b"san francisco", 3), Some(1));
+        assert_eq!(edits_within(b"mnchen", b"munchen", 1), Some(1));
+        assert_eq!(
+            edits_within(b"bostno", b"boston", 1),
+            Some(1),
+            "a swap is one"
+        );
+        assert_eq!(edits_within(b"qwerty", b"boston", 2), None);
+        assert_eq!(
+            edits_within(b"abc", b"abcdef", 2),
+            None,
+            "too far in length"
+        );
+        assert_eq!(edits_within(b"", b"ab", 2), Some(2));
+    }
+
+    #[test]
+    fn close_means_a_quarter_of_the_longer_name() {
+        assert_eq!(max_edits(3, 3), 0);
+        assert_eq!(max_edits(4, 5), 1);
+        assert_eq!(max_edits(8, 7), 2);
+    }
+
+    #[test]
+    fn padded_trigrams_cover_the_ends() {
+        let grams: Vec<u32> = trigrams("ab").collect();
+        let pack = |s: &[u8]| (u32::from(s[0]) << 16) | (u32::from(s[1]) << 8) | u32::from(s[2]);
+        assert_eq!(grams, vec![pack(b"^ab"), pack(b"ab$")]);
+        assert_eq!(trigrams("").count(), 0);
+        assert_eq!(inner_trigrams("abcd").count(), 2);
+    }
+
+    #[test]
+    fn among_equally_close_places_more_postal_codes_win() {
+        let milano = Rank {
+            edits: 1,
+            codes: 100,
+            name_len: 6,
+            order: 9,
+        };
+        let milanino = Rank {
+            edits: 1,
+            codes: 1,
+            name_len: 8,
+            order: 1,
+        };
+        let closer = Rank {
+            edits: 0,
+            codes: 1,
+            name_len: 8,
+            order: 5,
+        };
+        assert!(milano < milanino);
+        assert!(closer < milano);
+    }
+
+    #[test]
+    fn trailing_city_and_region_words_are_stripped() {
+        let region = |s: &str| matches!(s, "ny" | "new york");
+        assert_eq!(
+            strip_trailing(&["new", "york", "city"], region),
+            Some((vec!["new", "york"], None))
+        );
+        assert_eq!(
+            strip_trailing(&["brooklyn", "ny"], region),
+            Some((vec!["brooklyn"], Some("ny".to_string())))
+        );
+        assert_eq!(
+            strip_trailing(&["brooklyn", "new", "york"], region),
+            Some((vec!["brooklyn"], Some("new york".to_string())))
+        );
+        assert_eq!(
+            strip_trailing(&["new", "york"], region),
+            None,
+            "a name is left"
+        );
+        assert_eq!(strip_trailing(&["boston"], region), None);
+    }
+}
