@@ -4,17 +4,22 @@ of the contract, typed errors, and no field the client failed to model."""
 import sys
 
 from postal_client import Client
-from postal_client.api.postal_codes import get_metacode, lookup
-from postal_client.api.cities import find_city
+from postal_client.api.postal_codes import autocomplete, get_metacode, lookup
+from postal_client.api.cities import find_city, suggest
+from postal_client.api.geography import nearest
 from postal_client.api.validation import validate, validate_bulk
-from postal_client.api.service import about_api
+from postal_client.api.service import about_api, countries
 from postal_client.models import (
     AboutRequest,
+    AutocompleteRequest,
     BulkRecordRequest,
     BulkRequest,
     CityRequest,
     CodeRequest,
+    CountriesRequest,
     ErrorBody,
+    NearestRequest,
+    SuggestRequest,
 )
 from postal_client.types import Unset
 
@@ -71,9 +76,21 @@ assert bulk.total_cost == 0.000084, bulk.total_cost
 about = call(about_api, AboutRequest(api_key=key), 200)
 assert "GeoNames" in about.coverage, about
 
+near = call(nearest, NearestRequest(latitude=34.0901, longitude=-118.4065, limit=3, api_key=key), 200)
+assert near.results[0].zipcode == "90210" and near.results[0].distance_km == 0.0, near
+
+codes = call(autocomplete, AutocompleteRequest(q="9021", api_key=key), 200)
+assert "90210" in [r.zipcode for r in codes.results], codes
+
+places = call(suggest, SuggestRequest(q="Beverly", st="CA", api_key=key), 200)
+assert places.results[0].city == "Beverly Hills", places
+
+listed = call(countries, CountriesRequest(api_key=key), 200)
+assert "US" in [c.code for c in listed.countries], listed
+
 denied = call(lookup, CodeRequest(zipcode="90210", api_key="pk_not_a_key"), 401)
 assert isinstance(denied, ErrorBody) and denied.error == "Invalid API key", denied
 missing = call(lookup, CodeRequest(zipcode="00000", api_key=key), 404)
 assert isinstance(missing, ErrorBody) and missing.error == "ZIP code not found", missing
 
-print("python client: 9 calls, every field typed")
+print("python client: 13 calls, every field typed")

@@ -74,6 +74,24 @@ const about = await client.POST("/api/aboutapi", { body: { apiKey: key } });
 check("/api/aboutapi", 200, about.response, about.data, 200);
 assert(about.data?.coverage.includes("GeoNames") === true, "aboutapi coverage");
 
+const near = await client.POST("/api/nearest", {
+  body: { latitude: 34.0901, longitude: -118.4065, limit: 3, apiKey: key },
+});
+check("/api/nearest", 200, near.response, near.data, 200);
+assert(near.data?.results[0]?.zipcode === "90210", "nearest to Beverly Hills");
+
+const codes = await client.POST("/api/autocomplete", { body: { q: "9021", apiKey: key } });
+check("/api/autocomplete", 200, codes.response, codes.data, 200);
+assert(codes.data?.results.some((r) => r.zipcode === "90210") === true, "autocomplete 9021");
+
+const places = await client.POST("/api/suggest", { body: { q: "Beverly", ST: "CA", apiKey: key } });
+check("/api/suggest", 200, places.response, places.data, 200);
+assert(places.data?.results[0]?.city === "Beverly Hills", "suggest Beverly");
+
+const listed = await client.POST("/api/countries", { body: { apiKey: key } });
+check("/api/countries", 200, listed.response, listed.data, 200);
+assert(listed.data?.countries.some((c) => c.code === "US") === true, "countries has US");
+
 const denied = await client.POST("/api/lookup", { body: { zipcode: "90210", apiKey: "pk_not_a_key" } });
 check("/api/lookup", 401, denied.response, denied.error, 401);
 assert(denied.error?.error === "Invalid API key", "401 as a typed error");
@@ -82,4 +100,4 @@ const missing = await client.POST("/api/lookup", { body: { zipcode: "00000", api
 check("/api/lookup", 404, missing.response, missing.error, 404);
 assert(missing.error?.error === "ZIP code not found", "404 as a typed error");
 
-console.log("typescript client: 9 calls, every field declared");
+console.log("typescript client: 13 calls, every field declared");

@@ -40,11 +40,16 @@ fn names_starting_with_the_query_come_most_postal_codes_first() {
         city.body["zipcodes"].as_array().unwrap().len() as u64
     );
     assert!(found.len() <= 3);
+    // Names starting with the query first, then names containing it (South San Francisco).
+    let starts: Vec<bool> = found
+        .iter()
+        .map(|f| f.0.to_lowercase().starts_with("san fr"))
+        .collect();
     assert!(
-        found
-            .iter()
-            .all(|f| f.0.to_lowercase().starts_with("san fr"))
+        found.iter().all(|f| f.0.to_lowercase().contains("san fr")),
+        "{found:?}"
     );
+    assert!(starts.windows(2).all(|w| w[0] || !w[1]), "{found:?}");
 }
 
 #[test]
