@@ -18,10 +18,18 @@ function resolve(schema: Schema): Schema {
 // The properties a value may carry under `schema`, following allOf/oneOf/anyOf.
 function untyped(value: unknown, schema: Schema, path: string): string[] {
   schema = resolve(schema);
-  const parts = [...(schema.allOf ?? []), ...(schema.oneOf ?? []), ...(schema.anyOf ?? [])];
+  if (schema.allOf) {
+    // allOf: one schema whose properties are those of every part.
+    const parts = schema.allOf.map(resolve);
+    const merged = { ...schema, allOf: undefined, properties: Object.assign({}, ...parts.map((p: Schema) => p.properties ?? {})) };
+    const items = parts.find((p: Schema) => p.items)?.items;
+    return untyped(value, items ? { ...merged, items } : merged, path);
+  }
+  const parts = [...(schema.oneOf ?? []), ...(schema.anyOf ?? [])];
   if (parts.length) {
+    // oneOf/anyOf: the branch that declares the most of the value.
     const each = parts.map((p: Schema) => untyped(value, p, path));
-    return schema.allOf ? each.flat() : each.reduce((a, b) => (a.length <= b.length ? a : b));
+    return each.reduce((a, b) => (a.length <= b.length ? a : b));
   }
   if (Array.isArray(value)) return value.flatMap((v, i) => untyped(v, schema.items ?? {}, `${path}[${i}]`));
   if (value === null || typeof value !== "object") return [];

@@ -18,7 +18,7 @@ use super::billed::{Billed, MISSING_API_KEY, Operation};
 use super::contract::{ContractJson, MAX_BULK_RECORDS, zip_input};
 use super::envelope::{Timings, rate_limit_status, usd};
 use super::error::ApiError;
-use super::types::{Performance, RateLimitStatus, ZipCodeValue};
+use super::types::{CountryField, Performance, RateLimitStatus, ZipCodeValue};
 use super::types::{example_performance, example_rate_limit};
 use super::{ApiTags, State};
 use crate::db::geo_index::CountryInfo;
@@ -700,16 +700,23 @@ impl Place {
 #[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 pub struct NearestRequest {
     /// -90 to 90.
+    #[oai(validator(minimum(value = "-90"), maximum(value = "90")))]
     pub latitude: f64,
     /// -180 to 180.
+    #[oai(validator(minimum(value = "-180"), maximum(value = "180")))]
     pub longitude: f64,
-    /// Only codes of this country (ISO 3166-1 alpha-2); default: every country.
-    pub country: Option<String>,
+    // Only codes of this country (ISO 3166-1 alpha-2); default: every country. (A plain
+    // comment: a described `$ref` becomes an `allOf`, which generated clients cannot
+    // read; the CountryCode schema states the rule.)
+    pub country: Option<CountryField>,
     /// 1 to 100, default 10.
+    #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
     pub limit: Option<u64>,
     /// Only codes at most this far, km (greater than 0).
+    #[oai(validator(minimum(value = "0", exclusive)))]
     pub max_km: Option<f64>,
     /// Your API key.
+    #[oai(validator(min_length = 1))]
     pub api_key: String,
 }
 
@@ -730,16 +737,21 @@ pub struct NearestResponse {
 pub struct RadiusRequest {
     /// The centre's postal code (string or integer, as /api/lookup).
     pub zipcode: Option<ZipCodeValue>,
-    /// With `zipcode`: its country (default `US`); with coordinates: only codes of this
-    /// country.
-    pub country: Option<String>,
+    // With `zipcode`: its country (default `US`); with coordinates: only codes of this
+    // country. (A plain comment: a described `$ref` becomes an `allOf`, which generated
+    // clients cannot read; the CountryCode schema states the rule.)
+    pub country: Option<CountryField>,
     /// The centre's latitude, -90 to 90 (instead of `zipcode`).
+    #[oai(validator(minimum(value = "-90"), maximum(value = "90")))]
     pub latitude: Option<f64>,
     /// The centre's longitude, -180 to 180 (instead of `zipcode`).
+    #[oai(validator(minimum(value = "-180"), maximum(value = "180")))]
     pub longitude: Option<f64>,
     /// Greater than 0, at most 500.
+    #[oai(validator(minimum(value = "0", exclusive), maximum(value = "500")))]
     pub radius_km: f64,
     /// Your API key.
+    #[oai(validator(min_length = 1))]
     pub api_key: String,
 }
 
@@ -761,8 +773,10 @@ pub struct RadiusResponse {
 pub struct CodeRef {
     /// Postal code (string or integer, as /api/lookup).
     pub zipcode: ZipCodeValue,
-    /// ISO 3166-1 alpha-2 code; default `US`.
-    pub country: Option<String>,
+    // ISO 3166-1 alpha-2 code; default `US`. (A plain comment: a described `$ref`
+    // becomes an `allOf`, which generated clients cannot read; the CountryCode schema
+    // states the rule.)
+    pub country: Option<CountryField>,
 }
 
 /// Body of /api/distance.
@@ -772,6 +786,7 @@ pub struct DistanceRequest {
     pub from: CodeRef,
     pub to: CodeRef,
     /// Your API key.
+    #[oai(validator(min_length = 1))]
     pub api_key: String,
 }
 
@@ -795,12 +810,17 @@ pub struct DistanceResponse {
 #[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 pub struct AutocompleteRequest {
     /// The beginning of a code; spaces and hyphens are ignored.
+    #[oai(validator(pattern = r"^\s*[ -]*[A-Za-z0-9][A-Za-z0-9 -]*\s*$"))]
     pub q: String,
-    /// ISO 3166-1 alpha-2 code; default `US`.
-    pub country: Option<String>,
+    // ISO 3166-1 alpha-2 code; default `US`. (A plain comment: a described `$ref`
+    // becomes an `allOf`, which generated clients cannot read; the CountryCode schema
+    // states the rule.)
+    pub country: Option<CountryField>,
     /// 1 to 100, default 10.
+    #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
     pub limit: Option<u64>,
     /// Your API key.
+    #[oai(validator(min_length = 1))]
     pub api_key: String,
 }
 
@@ -828,6 +848,7 @@ pub struct AutocompleteResponse {
 #[oai(rename_all = "camelCase")]
 pub struct CountriesRequest {
     /// Your API key.
+    #[oai(validator(min_length = 1))]
     pub api_key: String,
 }
 
@@ -868,8 +889,10 @@ pub struct CountriesResponse {
 #[derive(Debug, Object)]
 pub struct BulkPoint {
     /// -90 to 90.
+    #[oai(validator(minimum(value = "-90"), maximum(value = "90")))]
     pub latitude: f64,
     /// -180 to 180.
+    #[oai(validator(minimum(value = "-180"), maximum(value = "180")))]
     pub longitude: f64,
     /// Yours, echoed in the point's result.
     pub id: Option<ZipCodeValue>,
@@ -880,14 +903,20 @@ pub struct BulkPoint {
 #[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 pub struct NearestBulkRequest {
     /// 1 to 1,000 points.
+    #[oai(validator(min_items = 1, max_items = 1000))]
     pub records: Vec<BulkPoint>,
     /// Per point: 1 to 100, default 10.
+    #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
     pub limit: Option<u64>,
-    /// Only codes of this country; default: every country.
-    pub country: Option<String>,
+    // Only codes of this country; default: every country. (A plain comment: a described
+    // `$ref` becomes an `allOf`, which generated clients cannot read; the CountryCode
+    // schema states the rule.)
+    pub country: Option<CountryField>,
     /// Only codes at most this far, km.
+    #[oai(validator(minimum(value = "0", exclusive)))]
     pub max_km: Option<f64>,
     /// Your API key.
+    #[oai(validator(min_length = 1))]
     pub api_key: String,
 }
 
@@ -965,7 +994,7 @@ impl Example for NearestRequest {
         NearestRequest {
             latitude: 51.5018,
             longitude: -0.1328,
-            country: Some("GB".into()),
+            country: Some(CountryField("GB".into())),
             limit: Some(2),
             max_km: None,
             api_key: EXAMPLE_KEY.into(),
@@ -988,7 +1017,7 @@ impl Example for RadiusRequest {
     fn example() -> Self {
         RadiusRequest {
             zipcode: Some(ZipCodeValue(Value::String("SW1A".into()))),
-            country: Some("GB".into()),
+            country: Some(CountryField("GB".into())),
             latitude: None,
             longitude: None,
             radius_km: 0.5,
@@ -1014,11 +1043,11 @@ impl Example for DistanceRequest {
         DistanceRequest {
             from: CodeRef {
                 zipcode: ZipCodeValue(Value::String("90210".into())),
-                country: Some("US".into()),
+                country: Some(CountryField("US".into())),
             },
             to: CodeRef {
                 zipcode: ZipCodeValue(Value::String("10001".into())),
-                country: Some("US".into()),
+                country: Some(CountryField("US".into())),
             },
             api_key: EXAMPLE_KEY.into(),
         }
@@ -1057,7 +1086,7 @@ impl Example for AutocompleteRequest {
     fn example() -> Self {
         AutocompleteRequest {
             q: "9021".into(),
-            country: Some("US".into()),
+            country: Some(CountryField("US".into())),
             limit: Some(3),
             api_key: EXAMPLE_KEY.into(),
         }

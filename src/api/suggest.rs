@@ -12,7 +12,9 @@ use serde_json::Value;
 use super::billed::{Billed, MISSING_API_KEY, Operation};
 use super::contract::ContractJson;
 use super::error::ApiError;
-use super::types::{Performance, RateLimitStatus, example_performance, example_rate_limit};
+use super::types::{
+    CountryField, Performance, RateLimitStatus, example_performance, example_rate_limit,
+};
 use super::{ApiTags, State};
 use crate::db::postal_index::PostalIndex;
 use crate::domain::CountryCode;
@@ -150,18 +152,22 @@ fn suggestions(index: &PostalIndex, question: &SuggestQuestion) -> Vec<SuggestRe
 #[oai(example, skip_serializing_if_is_none)]
 pub struct SuggestRequest {
     /// What the user typed so far; case, accents and punctuation are ignored.
+    #[oai(validator(max_length = 200, pattern = r"[0-9A-Za-z]|[^\x00-\x7F]"))]
     pub q: String,
     /// Your API key.
-    #[oai(rename = "apiKey")]
+    #[oai(rename = "apiKey", validator(min_length = 1))]
     pub api_key: String,
-    /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
-    pub country: Option<String>,
+    // ISO 3166-1 alpha-2 code, case-insensitive; default `US`. (A plain comment: a
+    // described `$ref` becomes an `allOf`, which generated clients cannot read; the
+    // CountryCode schema states the rule.)
+    pub country: Option<CountryField>,
     /// Only places of this state / region (admin name1; US: also the code).
     pub state: Option<String>,
     /// Only places of this state / region code (admin code1).
     #[oai(rename = "ST")]
     pub st: Option<String>,
     /// How many results at most: 1 to 50, default 10.
+    #[oai(validator(minimum(value = "1"), maximum(value = "50")))]
     pub limit: Option<u64>,
 }
 
@@ -170,7 +176,7 @@ impl Example for SuggestRequest {
         SuggestRequest {
             q: "san fr".into(),
             api_key: "pk_your_api_key".into(),
-            country: Some("US".into()),
+            country: Some(CountryField("US".into())),
             state: None,
             st: None,
             limit: Some(3),

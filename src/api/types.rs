@@ -216,8 +216,9 @@ pub struct CodeRequest {
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]
     pub api_key: String,
-    /// ISO 3166-1 alpha-2 code, case-insensitive; default `US` when absent (`null` is
-    /// not a code: 400).
+    // ISO 3166-1 alpha-2 code, case-insensitive; default `US` when absent (`null` is
+    // not a code: 400). (A plain comment: a described `$ref` becomes an `allOf`, which
+    // generated clients cannot read; the CountryCode schema states the rule.)
     pub country: Option<CountryField>,
 }
 
@@ -245,8 +246,9 @@ pub struct CityRequest {
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]
     pub api_key: String,
-    /// ISO 3166-1 alpha-2 code, case-insensitive; default `US` when absent (`null` is
-    /// not a code: 400).
+    // ISO 3166-1 alpha-2 code, case-insensitive; default `US` when absent (`null` is
+    // not a code: 400). (A plain comment: a described `$ref` becomes an `allOf`, which
+    // generated clients cannot read; the CountryCode schema states the rule.)
     pub country: Option<CountryField>,
 }
 
@@ -299,7 +301,8 @@ pub struct BulkRecordRequest {
     /// Non-empty postal code.
     #[oai(rename = "postalCode")]
     pub postal_code: NonBlankText,
-    /// ISO 3166-1 alpha-2 code.
+    // ISO 3166-1 alpha-2 code. (A plain comment: a described `$ref` becomes an `allOf`,
+    // which generated clients cannot read; the CountryCode schema states the rule.)
     #[oai(rename = "countryCode")]
     pub country_code: CountryField,
 }
