@@ -163,6 +163,27 @@ pub fn zip_input(value: Option<&Value>) -> Option<ZipInput> {
     }
 }
 
+/// `records` of a bulk body: an array of 1 to 1,000 items (validate-bulk, nearest-bulk),
+/// with the contract's texts.
+pub fn records_array(fields: &Map<String, Value>) -> Result<&Vec<Value>, ApiError> {
+    let Some(Value::Array(items)) = fields.get("records") else {
+        return Err(ApiError::bad_request(
+            "Missing required field: records (must be an array)",
+        ));
+    };
+    if items.is_empty() {
+        return Err(ApiError::bad_request(
+            "records array must contain at least 1 record",
+        ));
+    }
+    if items.len() > MAX_BULK_RECORDS {
+        return Err(ApiError::bad_request(
+            "records array exceeds maximum of 1000 per request",
+        ));
+    }
+    Ok(items)
+}
+
 /// One record of `/api/validate-bulk`, checked.
 pub struct BulkRecord {
     pub postal_code: String,
@@ -178,21 +199,7 @@ impl<T> ContractJson<T> {
     /// `records`: 1 to 1,000 objects with a non-empty string `postalCode` and an ISO
     /// `countryCode`; the lowest failing index wins, `postalCode` before `countryCode`.
     pub fn bulk_records(&self) -> Result<Vec<BulkRecord>, ApiError> {
-        let Some(Value::Array(items)) = self.fields.get("records") else {
-            return Err(ApiError::bad_request(
-                "Missing required field: records (must be an array)",
-            ));
-        };
-        if items.is_empty() {
-            return Err(ApiError::bad_request(
-                "records array must contain at least 1 record",
-            ));
-        }
-        if items.len() > MAX_BULK_RECORDS {
-            return Err(ApiError::bad_request(
-                "records array exceeds maximum of 1000 per request",
-            ));
-        }
+        let items = records_array(&self.fields)?;
         items
             .iter()
             .enumerate()

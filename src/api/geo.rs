@@ -15,7 +15,7 @@ use poem_openapi::{Object, OpenApi};
 use serde_json::{Map, Value};
 
 use super::billed::{Billed, MISSING_API_KEY, Operation};
-use super::contract::{ContractJson, MAX_BULK_RECORDS, zip_input};
+use super::contract::{ContractJson, records_array, zip_input};
 use super::envelope::{Timings, rate_limit_status, usd};
 use super::error::ApiError;
 use super::types::{CountryField, Performance, RateLimitStatus, ZipCodeValue};
@@ -461,21 +461,7 @@ pub fn parse_autocomplete(fields: &Map<String, Value>) -> Result<AutocompleteQue
 /// records (as /api/validate-bulk: the lowest failing index wins; latitude, longitude,
 /// id within one), then limit, country, maxKm.
 pub fn parse_nearest_bulk(fields: &Map<String, Value>) -> Result<NearestBulkQuery, ApiError> {
-    let Some(Value::Array(items)) = fields.get("records") else {
-        return Err(ApiError::bad_request(
-            "Missing required field: records (must be an array)",
-        ));
-    };
-    if items.is_empty() {
-        return Err(ApiError::bad_request(
-            "records array must contain at least 1 record",
-        ));
-    }
-    if items.len() > MAX_BULK_RECORDS {
-        return Err(ApiError::bad_request(
-            "records array exceeds maximum of 1000 per request",
-        ));
-    }
+    let items = records_array(fields)?;
     let points = items
         .iter()
         .enumerate()
