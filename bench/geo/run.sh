@@ -34,7 +34,7 @@ done
 rss() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$server/status"; }
 rss_start=$(rss)
 
-target/release/examples/geo-bench "$DB" "http://127.0.0.1:$PORT" "$api_key"
+${GEO_BENCH_WRAP:-} target/release/examples/geo-bench "$DB" "http://127.0.0.1:$PORT" "$api_key"
 
 rss_end=$(rss)
 echo "server RSS: ${rss_start} MB after load, ${rss_end} MB after the run (growth $((rss_end - rss_start)) MB)"

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use super::State;
-use super::envelope::{Timings, rate_limit_status, usd};
+use super::envelope::{Timings, rate_limit_status};
 use super::error::ApiError;
 use super::types::{Performance, RateLimitStatus};
 use crate::db::billing::{BillingError, Charged};
@@ -119,10 +119,10 @@ impl State {
 impl Envelope {
     fn of(charged: &Charged, timings: &Timings) -> Envelope {
         Envelope {
-            balance: usd(charged.balance),
+            balance: charged.balance.to_usd(),
             performance: timings.billed(),
             rate_limit: rate_limit_status(&charged.rate),
-            total_cost: usd(charged.cost),
+            total_cost: charged.cost.to_usd(),
         }
     }
 }

@@ -12,7 +12,7 @@ use super::State;
 use super::billed::Billed;
 use super::city::City;
 use super::contract::ContractJson;
-use super::envelope::{Timings, rate_limit_status, usd};
+use super::envelope::{Timings, rate_limit_status};
 use super::error::ApiError;
 use super::lookup::{FirstRecord, Lookup, Metacode, Metazip};
 use super::types::*;
@@ -226,7 +226,7 @@ impl PostalApi {
                     /api/validate-bulk; 0.000028 USD per query (per record in bulk); docs at /docs."
                 .to_string(),
             performance: timings.total_only(),
-            balance: usd(account.balance),
+            balance: account.balance.to_usd(),
             rate_limit: rate_limit_status(&account.rate),
         }))
     }

@@ -5,15 +5,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::types::{Performance, RateLimitStatus, WindowUse};
-use crate::domain::money::Micros;
 use crate::domain::rate_limit::{RateStatus, WindowStatus};
-
-/// USD as a JSON number. `micros / 1e6` is the double nearest the exact decimal (both
-/// operands are exact and IEEE division rounds correctly), and serde_json prints the
-/// shortest text that reads back as that double, so 4999972 prints `4.999972`.
-pub fn usd(amount: Micros) -> f64 {
-    amount.get() as f64 / 1_000_000.0
-}
 
 /// Time spent in each step of one request.
 pub struct Timings {
@@ -96,30 +88,6 @@ pub fn rate_limit_status(status: &RateStatus) -> RateLimitStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn usd_amounts_print_exactly() {
-        for (micros, text) in [
-            (4_999_972, "4.999972"),
-            (28_000, "0.028"),
-            (28, "0.000028"),
-            (5_000_000, "5.0"),
-        ] {
-            let amount = Micros::new(micros).unwrap();
-            assert_eq!(serde_json::to_string(&usd(amount)).unwrap(), text);
-        }
-    }
-
-    #[test]
-    fn every_micro_dollar_amount_up_to_ten_thousand_usd_round_trips() {
-        for micros in (0..10_000_000_000_i64).step_by(9_999_991) {
-            let text = serde_json::to_string(&usd(Micros::new(micros).unwrap())).unwrap();
-            let back: f64 = text.parse().unwrap();
-            assert_eq!((back * 1_000_000.0).round() as i64, micros, "{text}");
-            let decimals = text.split('.').nth(1).map_or(0, str::len);
-            assert!(decimals <= 6, "{text}");
-        }
-    }
 
     #[test]
     fn durations_are_milliseconds_with_three_decimals() {

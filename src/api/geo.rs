@@ -6,7 +6,6 @@
 //! the shared authenticate / precheck / charge of `State`, the work (a function of the
 //! in-memory `PostalIndex`, no HTTP), and the response.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use poem_openapi::payload::Json;
@@ -16,7 +15,7 @@ use serde_json::{Map, Value};
 
 use super::billed::{Billed, MISSING_API_KEY, Operation};
 use super::contract::{ContractJson, records_array, zip_input};
-use super::envelope::{Timings, rate_limit_status, usd};
+use super::envelope::{Timings, rate_limit_status};
 use super::error::ApiError;
 use super::types::{CountryField, Performance, RateLimitStatus, ZipCodeValue};
 use super::types::{example_performance, example_rate_limit};
@@ -171,7 +170,7 @@ impl GeoApi {
         let countries = timings.processing(|| country_list(&state.postal()));
         Ok(Json(CountriesResponse {
             countries,
-            balance: usd(account.balance),
+            balance: account.balance.to_usd(),
             performance: timings.total_only(),
             rate_limit: rate_limit_status(&account.rate),
         }))
@@ -236,11 +235,10 @@ macro_rules! geo_operation {
                 $queries(parsed)
             }
 
-            fn work(
-                state: &State,
-                parsed: $parsed,
-            ) -> impl Future<Output = Result<$answer, ApiError>> + Send {
-                std::future::ready($work(&state.postal(), &parsed))
+            // An `async fn`: the work runs when awaited, inside `processingTime` (a
+            // `std::future::ready(work())` ran it before the clock started).
+            async fn work(state: &State, parsed: $parsed) -> Result<$answer, ApiError> {
+                $work(&state.postal(), &parsed)
             }
         }
     };
@@ -596,22 +594,24 @@ pub fn country_list(postal: &PostalIndex) -> Vec<CountryEntry> {
         .collect()
 }
 
+/// Each point's nearest places, in request order; searched in the index's visiting order
+/// (`GeoIndex::visiting_order`: 1,000 points spread over the world took 11-13 ms in
+/// request order and 7.6-8.0 ms in that order, in one process on this machine).
 pub fn nearest_bulk(postal: &PostalIndex, query: &NearestBulkQuery) -> Vec<PointResult> {
-    query
-        .points
-        .iter()
-        .enumerate()
-        .map(|(index, (center, id))| {
-            let hits = postal
-                .geo()
-                .nearest(center, query.country, query.limit, query.max_km);
-            PointResult {
-                index: index as u64,
-                id: (!id.is_null()).then(|| ZipCodeValue(id.clone())),
-                results: places(postal, &hits),
-            }
-        })
-        .collect()
+    let centers: Vec<Coordinates> = query.points.iter().map(|(c, _)| *c).collect();
+    let mut answers: Vec<Option<PointResult>> = query.points.iter().map(|_| None).collect();
+    for index in postal.geo().visiting_order(&centers) {
+        let (center, id) = &query.points[index];
+        let hits = postal
+            .geo()
+            .nearest(center, query.country, query.limit, query.max_km);
+        answers[index] = Some(PointResult {
+            index: index as u64,
+            id: (!id.is_null()).then(|| ZipCodeValue(id.clone())),
+            results: places(postal, &hits),
+        });
+    }
+    answers.into_iter().flatten().collect()
 }
 
 fn located(record: &PlaceRecord) -> Result<Coordinates, ApiError> {
@@ -622,10 +622,10 @@ fn located(record: &PlaceRecord) -> Result<Coordinates, ApiError> {
         .ok_or_else(|| ApiError::not_found(NO_COORDINATES))
 }
 
-fn places(postal: &PostalIndex, hits: &[Nearby<'_>]) -> Vec<Place> {
+fn places(postal: &PostalIndex, hits: &[Nearby]) -> Vec<Place> {
     hits.iter()
         .filter_map(|hit| {
-            let view = postal.place(hit.country, hit.key)?;
+            let view = postal.place_at(hit.country, hit.rank)?;
             Some(Place::new(hit.country, &view, Some(hit.km)))
         })
         .collect()

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::num::NonZero;
 
 use anyhow::{Context, Result};
+use kiddo::results::query_result_item::QueryResultItem;
 use kiddo::{ImmutableKdTree, SquaredEuclidean};
 use rusqlite::Connection;
 
@@ -63,7 +64,7 @@ pub struct CountryInfo {
 /// One country's codes, sorted: their keys in one string (one allocation, not 0.9 M).
 struct SortedCodes {
     text: String,
-    /// `text[ends[i-1]..ends[i]]` is the i-th key.
+    /// `text[ends[i-1]..ends[i]]` is the i-th key (the code of rank i, `Nearby::rank`).
     ends: Vec<u32>,
 }
 
@@ -109,10 +110,12 @@ pub struct GeoIndex {
 
 impl GeoIndex {
     /// Builds the index from every code's first record; `conn` (in the caller's read
-    /// transaction) gives the countries' names, formats and admin levels.
+    /// transaction) gives the countries' names and formats, `levels` the admin levels
+    /// (1, 2, 3) some record of each country carries.
     pub fn build<'a>(
         conn: &Connection,
         sources: impl Iterator<Item = GeoSource<'a>>,
+        levels: &HashMap<CountryCode, [bool; 3]>,
     ) -> Result<GeoIndex> {
         let mut by_country: HashMap<CountryCode, Vec<GeoSource<'a>>> = HashMap::new();
         for source in sources {
@@ -173,7 +176,7 @@ impl GeoIndex {
             .into_iter()
             .map(searchable)
             .collect::<Result<Vec<_>>>()?;
-        let infos = country_infos(conn, &countries, &codes)?;
+        let infos = country_infos(conn, &countries, &codes, levels)?;
         Ok(GeoIndex {
             countries,
             slots,
@@ -193,7 +196,7 @@ impl GeoIndex {
         country: Option<CountryCode>,
         limit: Limit,
         max_km: Option<MaxKm>,
-    ) -> Vec<Nearby<'_>> {
+    ) -> Vec<Nearby> {
         let Some(searchable) = self.searchable(country) else {
             return Vec::new();
         };
@@ -226,11 +229,8 @@ impl GeoIndex {
             .unsorted()
             .execute();
         let max_km = max_km.map_or(f64::INFINITY, |m| m.get());
-        let mut hits: Vec<Nearby<'_>> = candidates
-            .iter()
-            .map(|c| self.nearby(center, searchable.first + c.item as usize))
-            .filter(|h| h.km <= max_km)
-            .collect();
+        let mut hits = self.nearby(center, searchable, &candidates);
+        hits.retain(|h| h.km <= max_km);
         keep_nearest(&mut hits, limit.get());
         hits
     }
@@ -243,7 +243,7 @@ impl GeoIndex {
         radius: RadiusKm,
         country: Option<CountryCode>,
         max: usize,
-    ) -> (Vec<Nearby<'_>>, bool) {
+    ) -> (Vec<Nearby>, bool) {
         let Some(searchable) = self.searchable(country) else {
             return (Vec::new(), false);
         };
@@ -253,11 +253,8 @@ impl GeoIndex {
             .within::<SquaredEuclidean<f64>>(search_chord_squared(radius.get()))
             .unsorted()
             .execute();
-        let mut hits: Vec<Nearby<'_>> = candidates
-            .iter()
-            .map(|c| self.nearby(center, searchable.first + c.item as usize))
-            .filter(|h| h.km <= radius.get())
-            .collect();
+        let mut hits = self.nearby(center, searchable, &candidates);
+        hits.retain(|h| h.km <= radius.get());
         let truncated = hits.len() > max;
         keep_nearest(&mut hits, max);
         (hits, truncated)
@@ -290,6 +287,41 @@ impl GeoIndex {
         &self.infos
     }
 
+    /// An order in which to search `centers` so that consecutive searches walk the same
+    /// part of the tree (its pages stay in the CPU caches): the Morton (Z-order) code of
+    /// each centre's unit vector on a 1024-cell grid per axis.
+    pub fn visiting_order(&self, centers: &[Coordinates]) -> Vec<usize> {
+        let cell = |x: f64| ((x + 1.0) * 511.5).clamp(0.0, 1023.0) as u64;
+        let spread = |mut v: u64| {
+            // The ten bits of `v` two bits apart: b9..b0 -> b9 0 0 b8 0 0 ... b0.
+            v &= 0x3ff;
+            v = (v | v << 16) & 0x0300_00ff;
+            v = (v | v << 8) & 0x0300_f00f;
+            v = (v | v << 4) & 0x030c_30c3;
+            (v | v << 2) & 0x0924_9249
+        };
+        let mut order: Vec<(u64, usize)> = centers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let [x, y, z] = c.unit_vector();
+                (
+                    spread(cell(x)) | spread(cell(y)) << 1 | spread(cell(z)) << 2,
+                    i,
+                )
+            })
+            .collect();
+        order.sort_unstable();
+        order.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// The compact key of a code the index found.
+    pub fn key(&self, hit: &Nearby) -> &str {
+        self.slots
+            .get(&hit.country)
+            .map_or("", |s| self.codes[*s as usize].key(hit.rank as usize))
+    }
+
     fn searchable(&self, country: Option<CountryCode>) -> Option<&Searchable> {
         match country {
             None => self.everywhere.as_ref(),
@@ -300,23 +332,42 @@ impl GeoIndex {
         }
     }
 
-    fn nearby(&self, center: &Coordinates, point: usize) -> Nearby<'_> {
-        let p = &self.points[point];
-        Nearby {
-            country: self.countries[p.slot as usize],
-            key: self.codes[p.slot as usize].key(p.code as usize),
-            km: haversine_km(
-                center.latitude(),
-                center.longitude(),
-                p.latitude,
-                p.longitude,
-            ),
-        }
+    /// The candidates a tree search found, with their haversine distance from `center`.
+    /// Codes often share coordinates (a town's codes, a country's placeholder point) and
+    /// then lie side by side in the tree: the distance of the previous candidate's point
+    /// is reused when the point is the same (the same inputs give the same `f64`).
+    fn nearby(
+        &self,
+        center: &Coordinates,
+        searchable: &Searchable,
+        candidates: &[QueryResultItem<(), u32, f64>],
+    ) -> Vec<Nearby> {
+        let mut last = (f64::NAN, f64::NAN, 0.0);
+        candidates
+            .iter()
+            .map(|c| {
+                let p = &self.points[searchable.first + c.item as usize];
+                if (p.latitude, p.longitude) != (last.0, last.1) {
+                    let km = haversine_km(
+                        center.latitude(),
+                        center.longitude(),
+                        p.latitude,
+                        p.longitude,
+                    );
+                    last = (p.latitude, p.longitude, km);
+                }
+                Nearby {
+                    country: self.countries[p.slot as usize],
+                    rank: p.code,
+                    km: last.2,
+                }
+            })
+            .collect()
     }
 }
 
 /// Sorts `hits` nearest first and keeps the first `n`.
-fn keep_nearest(hits: &mut Vec<Nearby<'_>>, n: usize) {
+fn keep_nearest(hits: &mut Vec<Nearby>, n: usize) {
     if hits.len() > n {
         hits.select_nth_unstable_by(n, nearest_first);
         hits.truncate(n);
@@ -328,24 +379,8 @@ fn country_infos(
     conn: &Connection,
     countries: &[CountryCode],
     codes: &[SortedCodes],
+    levels: &HashMap<CountryCode, [bool; 3]>,
 ) -> Result<Vec<CountryInfo>> {
-    let mut levels: HashMap<String, Vec<u8>> = HashMap::new();
-    {
-        let mut stmt = conn.prepare(
-            "SELECT country,
-                    max(admin_name1 IS NOT NULL OR admin_code1 IS NOT NULL),
-                    max(admin_name2 IS NOT NULL OR admin_code2 IS NOT NULL),
-                    max(admin_name3 IS NOT NULL OR admin_code3 IS NOT NULL)
-             FROM postal_codes GROUP BY country",
-        )?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            let carried = (1..=3u8)
-                .filter(|l| r.get::<_, bool>(*l as usize).unwrap_or(false))
-                .collect();
-            levels.insert(r.get(0)?, carried);
-        }
-    }
     let mut stmt = conn.prepare(
         "SELECT name, record_count, postal_format, postal_regex FROM countries WHERE code = ?1",
     )?;
@@ -366,7 +401,9 @@ fn country_infos(
                 format,
                 regex,
                 example_key: (codes.len() > 0).then(|| codes.key(0).to_string()),
-                admin_levels: levels.remove(country.as_str()).unwrap_or_default(),
+                admin_levels: levels.get(country).map_or_else(Vec::new, |carried| {
+                    (1..=3u8).filter(|l| carried[*l as usize - 1]).collect()
+                }),
             })
         })
         .collect()
@@ -393,11 +430,32 @@ mod tests {
             latitude: Some(*lat),
             longitude: Some(*lon),
         });
-        GeoIndex::build(&conn, sources).unwrap()
+        GeoIndex::build(&conn, sources, &HashMap::new()).unwrap()
     }
 
-    fn keys<'a>(hits: &[Nearby<'a>]) -> Vec<&'a str> {
-        hits.iter().map(|h| h.key).collect()
+    fn keys<'a>(geo: &'a GeoIndex, hits: &[Nearby]) -> Vec<&'a str> {
+        hits.iter().map(|h| geo.key(h)).collect()
+    }
+
+    #[test]
+    fn the_visiting_order_visits_every_point_once_and_neighbours_together() {
+        let geo = index(&[("FR", "75001", 48.86, 2.34)]);
+        let at = |lat, lon| Coordinates::parse(lat, lon).unwrap();
+        let centers = [
+            at(48.85, 2.35),
+            at(-33.87, 151.21),
+            at(48.86, 2.34),
+            at(-33.86, 151.20),
+            at(48.85, 2.35),
+        ];
+        let order = geo.visiting_order(&centers);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 1, 2, 3, 4]);
+        // Paris is 0, 2, 4 and Sydney 1, 3: each city's points one after the other.
+        let mut groups: Vec<usize> = order.iter().map(|i| i % 2).collect();
+        groups.dedup();
+        assert_eq!(groups.len(), 2, "{order:?}");
     }
 
     #[test]
@@ -409,7 +467,7 @@ mod tests {
         ]);
         let center = Coordinates::parse(-17.0, -179.99).unwrap();
         let hits = geo.nearest(&center, None, Limit::parse(3).unwrap(), None);
-        assert_eq!(keys(&hits), ["EAST", "WEST", "FAR"]);
+        assert_eq!(keys(&geo, &hits), ["EAST", "WEST", "FAR"]);
     }
 
     #[test]
@@ -422,9 +480,9 @@ mod tests {
         ]);
         let center = Coordinates::parse(10.0, 10.0).unwrap();
         let hits = geo.nearest(&center, None, Limit::parse(2).unwrap(), None);
-        assert_eq!(keys(&hits), ["9", "1"]);
+        assert_eq!(keys(&geo, &hits), ["9", "1"]);
         let only_us = geo.nearest(&center, CountryCode::parse("US"), Limit::default(), None);
-        assert_eq!(keys(&only_us), ["1", "2"]);
+        assert_eq!(keys(&geo, &only_us), ["1", "2"]);
     }
 
     #[test]
@@ -432,11 +490,11 @@ mod tests {
         let geo = index(&[("NO", "A", 78.0, 15.0), ("NO", "B", 79.0, 15.0)]);
         let center = Coordinates::parse(78.0, 15.0).unwrap();
         let near = geo.nearest(&center, None, Limit::default(), MaxKm::parse(100.0));
-        assert_eq!(keys(&near), ["A"]);
+        assert_eq!(keys(&geo, &near), ["A"]);
         let (hits, truncated) = geo.within(&center, RadiusKm::parse(112.0).unwrap(), None, 1);
-        assert_eq!((keys(&hits), truncated), (vec!["A"], true));
+        assert_eq!((keys(&geo, &hits), truncated), (vec!["A"], true));
         let (hits, truncated) = geo.within(&center, RadiusKm::parse(112.0).unwrap(), None, 2);
-        assert_eq!((keys(&hits), truncated), (vec!["A", "B"], false));
+        assert_eq!((keys(&geo, &hits), truncated), (vec!["A", "B"], false));
     }
 
     #[test]

@@ -163,22 +163,25 @@ impl MaxKm {
     }
 }
 
-/// A code near a point: which code (its country and compact key) and how far.
+/// A code near a point: which code (its country and rank) and how far.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Nearby<'a> {
+pub struct Nearby {
     pub country: CountryCode,
-    /// The code's compact key (`postal_code::compact`).
-    pub key: &'a str,
+    /// The code's rank among its country's compact keys (`postal_code::compact`) in
+    /// byte order: comparing ranks compares keys. The postal index keeps each country's
+    /// first records in that order, so the rank also finds the record
+    /// (`PostalIndex::place_at`) without reading or hashing the key.
+    pub rank: u32,
     pub km: f64,
 }
 
 /// The order of nearby results: distance, then country code, then compact key. Distances
 /// are often equal (codes of one village share its coordinates); the rest makes the order
 /// total, so the same question always gets the same answer.
-pub fn nearest_first(a: &Nearby<'_>, b: &Nearby<'_>) -> Ordering {
+pub fn nearest_first(a: &Nearby, b: &Nearby) -> Ordering {
     a.km.total_cmp(&b.km)
         .then_with(|| a.country.cmp(&b.country))
-        .then_with(|| a.key.cmp(b.key))
+        .then_with(|| a.rank.cmp(&b.rank))
 }
 
 #[cfg(test)]
@@ -261,27 +264,27 @@ mod tests {
         let mut hits = [
             Nearby {
                 country: us,
-                key: "10002",
+                rank: 10002,
                 km: 1.0,
             },
             Nearby {
                 country: us,
-                key: "10001",
+                rank: 10001,
                 km: 1.0,
             },
             Nearby {
                 country: de,
-                key: "99999",
+                rank: 99999,
                 km: 1.0,
             },
             Nearby {
                 country: de,
-                key: "00000",
+                rank: 0,
                 km: 0.5,
             },
         ];
         hits.sort_by(nearest_first);
-        let keys: Vec<_> = hits.iter().map(|h| h.key).collect();
-        assert_eq!(keys, ["00000", "99999", "10001", "10002"]);
+        let ranks: Vec<_> = hits.iter().map(|h| h.rank).collect();
+        assert_eq!(ranks, [0, 99999, 10001, 10002]);
     }
 }

@@ -2,11 +2,11 @@
 //!
 //! 1 USD = 1,000,000 micros; a query costs 28 (0.000028 USD). Inside the service money is
 //! only ever this integer; USD decimals appear when parsing admin input ([`Micros::parse_usd`])
-//! and when printing ([`fmt::Display`], [`Micros::to_json_number`]).
+//! and when printing ([`fmt::Display`] for text, [`Micros::to_usd`] for JSON).
 //!
 //! Amounts are bounded to `|micros| <= MAX` (just under one billion USD): every amount then
 //! has at most 15 significant decimal digits, which is what makes the JSON number exact
-//! (see [`Micros::to_json_number`]). Arithmetic is checked and refuses to leave the bound.
+//! (see [`Micros::to_usd`]). Arithmetic is checked and refuses to leave the bound.
 
 use std::fmt;
 
@@ -116,26 +116,26 @@ impl Micros {
         self.0 < 0
     }
 
-    /// The amount in USD as an exact JSON number.
+    /// The amount in USD as the API and the CLI print it (one rule for both): the `f64`
+    /// nearest to the exact decimal. `micros / 1e6` is that `f64` (both operands are
+    /// exact and IEEE division rounds correctly), and serde_json prints an `f64` as the
+    /// shortest text that reads back as the same `f64`; a decimal of at most 15
+    /// significant digits (every `Micros`, by its bound) is that text. So `4999972` prints
+    /// as `4.999972`, never `4.9999720000001`, and whole dollars as `5.0`: always a
+    /// floating-point number, so a client's JSON parser gives one type for every amount
+    /// (test: `every_amount_prints_as_its_exact_decimal_in_json`).
     ///
-    /// serde_json's `arbitrary_precision` is off, so a `Number` is an integer or an `f64`.
-    /// Whole dollars become an integer (`5`). Anything else becomes the `f64` nearest to
-    /// the decimal; serde_json prints an `f64` with ryu's shortest representation that
-    /// reads back as the same `f64`, and a decimal of at most 15 significant digits (every
-    /// `Micros`, by its bound) is that shortest representation. So `4999972` prints as
-    /// `4.999972`, never `4.9999720000001` (test:
-    /// `every_amount_prints_as_its_exact_decimal_in_json`).
-    ///
-    /// One oddity of ryu's layout, not of the value: amounts of 1 to 9 micros (0.000001 to
-    /// 0.000009 USD, and their negatives) print in exponent form, `1e-6` ... `9e-6`, which
-    /// is the same exact number.
+    /// One oddity of the shortest layout, not of the value: amounts of 1 to 9 micros
+    /// (0.000001 to 0.000009 USD, and their negatives) print in exponent form, `1e-6` ...
+    /// `9e-6`, which is the same exact number.
+    pub fn to_usd(self) -> f64 {
+        self.0 as f64 / MICROS_PER_USD as f64
+    }
+
+    /// [`Micros::to_usd`] as a JSON number (for `serde_json::Value` output).
     pub fn to_json_number(self) -> serde_json::Number {
-        if self.0 % MICROS_PER_USD == 0 {
-            return serde_json::Number::from(self.0 / MICROS_PER_USD);
-        }
-        // The decimal string parses to the nearest f64, which is finite.
-        let nearest: f64 = self.to_string().parse().unwrap_or(f64::NAN);
-        serde_json::Number::from_f64(nearest).unwrap_or_else(|| serde_json::Number::from(0))
+        // Finite: |micros| <= MAX.
+        serde_json::Number::from_f64(self.to_usd()).unwrap_or_else(|| serde_json::Number::from(0))
     }
 }
 
@@ -250,8 +250,8 @@ mod tests {
     fn json_numbers_match_the_examples() {
         assert_eq!(json(Micros(4_999_972)), "4.999972");
         assert_eq!(json(FREE_GRANT), "0.028");
-        assert_eq!(json(MIN_TOPUP), "5");
-        assert_eq!(json(Micros(0)), "0");
+        assert_eq!(json(MIN_TOPUP), "5.0");
+        assert_eq!(json(Micros(0)), "0.0");
         assert_eq!(json(PRICE_PER_QUERY), "0.000028");
         assert_eq!(json(Micros(-1_500_000)), "-1.5");
         assert_eq!(json(Micros(1)), "1e-6");
@@ -269,7 +269,8 @@ mod tests {
                 None => usd(&text),
             };
             assert_eq!(back, m, "{m:?} printed as {text}");
-            assert!(!text.ends_with(".0"), "{m:?} printed as {text}");
+            assert!(text.contains(['.', 'e']), "{m:?} printed as {text}");
+            assert_eq!(serde_json::to_string(&m.to_usd()).unwrap(), text);
         };
         for micros in -10..3_000_000 {
             exact(Micros(micros));
