@@ -34,6 +34,7 @@
 //! - [`api`]: HTTP, JSON shapes, OpenAPI, status codes; the operator's routes
 //!   (`/healthz`, `/readyz`, `/metrics`) and request telemetry.
 
+pub mod alloc;
 pub mod api;
 pub mod db;
 pub mod domain;

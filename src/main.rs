@@ -3,10 +3,6 @@
 
 mod cli;
 
-// mimalloc, not glibc's malloc: measured in Cargo.toml's note on the dependency.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> std::process::ExitCode {
     cli::main()
 }

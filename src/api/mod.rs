@@ -135,10 +135,7 @@ impl State {
                     if PostalIndex::generation(&conn)? == loaded {
                         return Ok(None);
                     }
-                    let index = PostalIndex::load(&conn)?;
-                    // The full scan filled this connection's page cache: give it back.
-                    conn.execute_batch("PRAGMA shrink_memory")?;
-                    Ok(Some(index))
+                    Ok(Some(PostalIndex::load(&conn)?))
                 })
                 .await;
                 match fresh {
@@ -174,14 +171,9 @@ impl State {
 /// could do while the reload's read transaction was open (`db::truncate_wal`; the import
 /// tries too, but may be done before the server has reloaded).
 fn after_reload(pool: &db::Pool) {
-    // The old index was 1.8 M small allocations, freed into glibc's arenas (the reload ran
-    // on whichever blocking thread, so each reload may fill another arena): give their
-    // free pages back to the OS, or RSS grows with every import.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory of the allocator; no pointer involved.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    // The old index was 1.8 M small allocations: give the pages they freed back to the OS,
+    // or RSS grows with every import.
+    crate::alloc::release_freed_memory();
     for _ in 0..50 {
         match pool
             .get()

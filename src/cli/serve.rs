@@ -46,7 +46,7 @@ const LOCAL_DATASET: &str = "../shared/geonames/allCountries.zip";
 /// A database without postal data first gets the dataset, one without accounts gets a
 /// first account whose key is printed once; then the API runs until Ctrl-C or SIGTERM.
 pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
-    init_logging(args.log_format);
+    let _flushed_at_exit = init_logging(args.log_format);
     let mut conn = db::open(db_path)?;
     if db::postal::coverage(&conn)?.records == 0 {
         let local = Path::new(LOCAL_DATASET);
@@ -100,11 +100,18 @@ pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
 }
 
 /// Logs to stderr at info (or `RUST_LOG`-free: the level is fixed; requests log one
-/// access line each, see `api::telemetry`).
-fn init_logging(format: LogFormat) {
+/// access line each, see `api::telemetry`). Lines are written by a thread of their own
+/// (tracing-appender), in batches, so a request does not wait for a write(2); none is
+/// dropped (`lossy(false)`: past 128,000 queued lines, requests wait for the writer).
+/// The guard flushes what is queued when dropped, at exit.
+fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("postal-log")
+        .finish(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_target(false)
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     match format {
         LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => builder
@@ -114,4 +121,5 @@ fn init_logging(format: LogFormat) {
             .with_span_list(false)
             .init(),
     }
+    guard
 }

@@ -82,14 +82,25 @@ impl CountryCodes {
     }
 }
 
-/// A record kept compact (one allocation for its text): 0.9 M of them are in memory.
+/// A record kept compact (one allocation for its text; 40 bytes beside it, not 64): 0.9 M
+/// of them are in memory.
 /// `text` holds postal code, place name, admin name/code 1-3 and timezone, each followed
 /// by a tab ("" for an absent value).
 struct StoredRecord {
     text: Box<str>,
-    latitude: Option<f64>,
-    longitude: Option<f64>,
-    accuracy: Option<i64>,
+    /// NaN for an absent coordinate (SQLite cannot store a NaN, so none is ambiguous).
+    latitude: f64,
+    longitude: f64,
+    /// `i32::MIN` for none (GeoNames' accuracy is 1 to 6).
+    accuracy: i32,
+}
+
+fn stored_coordinate(value: Option<f64>) -> f64 {
+    value.unwrap_or(f64::NAN)
+}
+
+fn coordinate(value: f64) -> Option<f64> {
+    (!value.is_nan()).then_some(value)
 }
 
 impl StoredRecord {
@@ -113,9 +124,13 @@ impl StoredRecord {
         }
         StoredRecord {
             text: text.into_boxed_str(),
-            latitude: r.latitude,
-            longitude: r.longitude,
-            accuracy: r.accuracy,
+            latitude: stored_coordinate(r.latitude),
+            longitude: stored_coordinate(r.longitude),
+            accuracy: r
+                .accuracy
+                .and_then(|a| i32::try_from(a).ok())
+                .filter(|a| *a != i32::MIN)
+                .unwrap_or(i32::MIN),
         }
     }
 
@@ -138,8 +153,8 @@ impl StoredRecord {
             place_name: next(),
             admin_name1: next(),
             admin_code1: next(),
-            latitude: self.latitude,
-            longitude: self.longitude,
+            latitude: coordinate(self.latitude),
+            longitude: coordinate(self.longitude),
         }
     }
 
@@ -158,9 +173,9 @@ impl StoredRecord {
             admin_name3: optional(),
             admin_code3: optional(),
             timezone: optional(),
-            latitude: self.latitude,
-            longitude: self.longitude,
-            accuracy: self.accuracy,
+            latitude: coordinate(self.latitude),
+            longitude: coordinate(self.longitude),
+            accuracy: (self.accuracy != i32::MIN).then_some(i64::from(self.accuracy)),
         }
     }
 }
@@ -254,8 +269,8 @@ impl PostalIndex {
                     GeoSource {
                         country: *country,
                         key,
-                        latitude: record.latitude,
-                        longitude: record.longitude,
+                        latitude: coordinate(record.latitude),
+                        longitude: coordinate(record.longitude),
                     }
                 })
             }),
@@ -263,6 +278,11 @@ impl PostalIndex {
         )?;
         let city = CityIndex::load(&tx)?;
         tx.finish().context("reading the postal data")?;
+        // The full scans filled this connection's page cache (up to 64 MB, `db::configure`),
+        // which nothing reads again: give it back.
+        conn.execute_batch("PRAGMA shrink_memory")?;
+        // And the load's temporaries, freed on this thread.
+        crate::alloc::release_freed_memory();
         Ok(PostalIndex {
             generation,
             countries,
@@ -390,5 +410,12 @@ mod tests {
         let stored = StoredRecord::new(&record);
         assert_eq!(stored.record(), record);
         assert_eq!(stored.postal_code(), "100-0001");
+        let elsewhere = PlaceRecord {
+            latitude: None,
+            longitude: None,
+            accuracy: Some(4),
+            ..record
+        };
+        assert_eq!(StoredRecord::new(&elsewhere).record(), elsewhere);
     }
 }
