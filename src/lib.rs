@@ -33,6 +33,8 @@
 //!   their sources (file, zip, directory, URL); writes through `db::dataset`.
 //! - [`api`]: HTTP, JSON shapes, OpenAPI, status codes; the operator's routes
 //!   (`/healthz`, `/readyz`, `/metrics`) and request telemetry.
+//! - [`alloc`]: the allocator of every binary (mimalloc, measured) and handing a load's
+//!   freed memory back to the OS.
 
 pub mod alloc;
 pub mod api;

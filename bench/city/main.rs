@@ -68,7 +68,7 @@ fn args() -> Result<Args> {
     let mut db = None;
     let mut servers = Vec::new();
     let mut seed = 8;
-    let mut per_country = 9;
+    let mut per_country = 10;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -144,6 +144,7 @@ fn main() -> Result<()> {
     for (label, url, key) in &args.servers {
         let mut tally = Tally::default();
         let mut misses: Vec<String> = Vec::new();
+        let mut by_country: HashMap<&str, Vec<f64>> = HashMap::new();
         for q in &queries {
             let mut body = json!({"apiKey": key, "city": q.city, "country": q.country});
             if let Some(st) = &q.st {
@@ -184,9 +185,48 @@ fn main() -> Result<()> {
                             .unwrap_or("exact".into())),
                 ));
             }
+            if let Some(ms) = ms {
+                by_country.entry(&q.country).or_default().push(ms);
+            }
             tally.add(q, outcome, ms);
         }
         tally.print(label);
+        // The slowest country: its own p99 (the target holds for every country).
+        let worst = by_country
+            .iter()
+            .map(|(country, times)| (percentile(times, 0.99), *country, times.len()))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((p99, country, n)) = worst {
+            println!(
+                "{label:>8}: slowest country {country}: processingTime p99 {p99:.3} ms ({n} queries)"
+            );
+        }
+        // /api/suggest: the first four letters of every real name asked as they are typed.
+        let mut suggest_ms = Vec::new();
+        for q in queries.iter().filter(|q| q.expect.is_some()) {
+            let typed: String = q.city.chars().take(4).collect();
+            let body = json!({"apiKey": key, "q": typed, "country": q.country});
+            let mut response = agent
+                .post(format!("{url}/api/suggest"))
+                .header("content-type", "application/json")
+                .send(body.to_string())?;
+            let text = response.body_mut().read_to_string().unwrap_or_default();
+            let reply: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            if let Some(ms) = reply["performance"]["processingTime"]
+                .as_str()
+                .and_then(|t| t.trim_end_matches("ms").parse::<f64>().ok())
+            {
+                suggest_ms.push(ms);
+            }
+        }
+        if !suggest_ms.is_empty() {
+            println!(
+                "{label:>8}: /api/suggest on the first 4 letters of each real name: processingTime p50 {:.3} ms  p99 {:.3} ms  ({} answered)",
+                percentile(&suggest_ms, 0.5),
+                percentile(&suggest_ms, 0.99),
+                suggest_ms.len()
+            );
+        }
         if std::env::var_os("SHOW_MISSES").is_some() {
             println!("  first misses of {label}:");
             for m in misses {
@@ -195,6 +235,13 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The `q` quantile of `times` (nearest rank).
+fn percentile(times: &[f64], q: f64) -> f64 {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -10,6 +10,9 @@
 //! loads the new one and swaps it in, answering from the old until then.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+
+use hashbrown::HashTable;
 
 use anyhow::{Context, Result};
 use rusqlite::Connection;
@@ -50,36 +53,78 @@ pub struct PlaceView<'a> {
 /// One country's codes: each compact key's first record, in key (byte) order, so that a
 /// code's rank in that order (`Nearby::rank`, from the geography index) finds its record
 /// without reading or hashing its key.
-#[derive(Default)]
+///
+/// The keys live once, in one arena; the hash table holds only ranks (4 bytes a code)
+/// and compares through the arena. A `HashMap<Box<str>, u32>` took about 44 bytes a code
+/// (a heap key each) and 0.9 M codes are in memory.
 struct CountryCodes {
-    /// Compact key -> rank.
+    /// Compact keys in byte order: `keys[ends[i - 1]..ends[i]]` is the key of rank i.
+    keys: String,
+    ends: Vec<u32>,
+    /// Ranks, hashed by their key with `hasher`.
+    table: HashTable<u32>,
+    hasher: RandomState,
+    records: Vec<StoredRecord>,
+}
+
+/// A country's codes as the load reads them: the first record of each key, in source
+/// order.
+#[derive(Default)]
+struct ReadCodes {
     by_key: HashMap<Box<str>, u32>,
     records: Vec<StoredRecord>,
 }
 
 impl CountryCodes {
-    fn get(&self, key: &str) -> Option<&StoredRecord> {
-        self.by_key.get(key).map(|i| &self.records[*i as usize])
+    /// Puts the records read in source order in key order, and indexes them.
+    fn new(read: ReadCodes) -> CountryCodes {
+        let mut keyed: Vec<(Box<str>, u32)> = read.by_key.into_iter().collect();
+        keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut records: Vec<Option<StoredRecord>> = read.records.into_iter().map(Some).collect();
+        let mut codes = CountryCodes {
+            keys: String::with_capacity(keyed.iter().map(|(k, _)| k.len()).sum()),
+            ends: Vec::with_capacity(keyed.len()),
+            table: HashTable::with_capacity(keyed.len()),
+            hasher: RandomState::new(),
+            records: Vec::with_capacity(keyed.len()),
+        };
+        for (rank, (key, at)) in keyed.into_iter().enumerate() {
+            codes.keys.push_str(&key);
+            codes.ends.push(codes.keys.len() as u32);
+            let record = records[at as usize].take().expect("each record once");
+            codes.records.push(record);
+            let hash = codes.hasher.hash_one(&*key);
+            let (keys, ends, hasher) = (&codes.keys, &codes.ends, &codes.hasher);
+            codes.table.insert_unique(hash, rank as u32, |r| {
+                hasher.hash_one(key_at(keys, ends, *r))
+            });
+        }
+        codes
     }
 
-    /// Puts the records (read in source order) in key order.
-    fn sort_by_key(&mut self) {
-        let mut keys: Vec<(&Box<str>, &mut u32)> = self.by_key.iter_mut().collect();
-        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut read: Vec<Option<StoredRecord>> = std::mem::take(&mut self.records)
-            .into_iter()
-            .map(Some)
-            .collect();
-        self.records = keys
-            .into_iter()
-            .enumerate()
-            .map(|(rank, (_, at))| {
-                let record = read[*at as usize].take().expect("each record once");
-                *at = rank as u32;
-                record
-            })
-            .collect();
+    fn key(&self, rank: u32) -> &str {
+        key_at(&self.keys, &self.ends, rank)
     }
+
+    fn get(&self, key: &str) -> Option<&StoredRecord> {
+        self.table
+            .find(self.hasher.hash_one(key), |r| self.key(*r) == key)
+            .map(|r| &self.records[*r as usize])
+    }
+
+    fn len(&self) -> usize {
+        self.records.len()
+    }
+}
+
+fn key_at<'a>(keys: &'a str, ends: &[u32], rank: u32) -> &'a str {
+    let rank = rank as usize;
+    let start = if rank == 0 {
+        0
+    } else {
+        ends[rank - 1] as usize
+    };
+    &keys[start..ends[rank] as usize]
 }
 
 /// A record kept compact (one allocation for its text; 40 bytes beside it, not 64): 0.9 M
@@ -211,7 +256,7 @@ impl PostalIndex {
                 countries.insert(code, data);
             }
         }
-        let mut first: HashMap<CountryCode, CountryCodes> = HashMap::new();
+        let mut read: HashMap<CountryCode, ReadCodes> = HashMap::new();
         // The admin levels (1, 2, 3) some record of each country carries, name or code.
         let mut levels: HashMap<CountryCode, [bool; 3]> = HashMap::new();
         {
@@ -235,7 +280,7 @@ impl PostalIndex {
                     }
                 }
                 let key = r.get_ref(1)?.as_str()?;
-                let of_country = first.entry(country).or_default();
+                let of_country = read.entry(country).or_default();
                 if of_country.by_key.contains_key(key) {
                     continue;
                 }
@@ -258,21 +303,23 @@ impl PostalIndex {
                 of_country.records.push(StoredRecord::new(&record));
             }
         }
-        for codes in first.values_mut() {
-            codes.sort_by_key();
-        }
+        let first: HashMap<CountryCode, CountryCodes> = read
+            .into_iter()
+            .map(|(country, codes)| (country, CountryCodes::new(codes)))
+            .collect();
         let geo = GeoIndex::build(
             &tx,
             first.iter().flat_map(|(country, codes)| {
-                codes.by_key.iter().map(|(key, rank)| {
-                    let record = &codes.records[*rank as usize];
-                    GeoSource {
+                codes
+                    .records
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, record)| GeoSource {
                         country: *country,
-                        key,
+                        key: codes.key(rank as u32),
                         latitude: coordinate(record.latitude),
                         longitude: coordinate(record.longitude),
-                    }
-                })
+                    })
             }),
             &levels,
         )?;
@@ -316,7 +363,7 @@ impl PostalIndex {
     pub fn size(&self) -> (usize, usize) {
         (
             self.countries.len(),
-            self.first.values().map(|c| c.records.len()).sum(),
+            self.first.values().map(CountryCodes::len).sum(),
         )
     }
 
