@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use poem_openapi::payload::Json;
-use poem_openapi::types::Example;
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
+use poem_openapi::types::{Example, Type};
 use poem_openapi::{Object, OpenApi};
 use serde_json::{Map, Value};
 
@@ -79,8 +80,8 @@ impl GeoApi {
     ///
     /// Nearest first, at most 1,000 (then `truncated` is true). Around a `zipcode`
     /// (`country` names its country, default `US`) codes of every country answer; around
-    /// `latitude`/`longitude` a `country` keeps only that country's codes. Billed
-    /// 0.000028 USD when it answers 200.
+    /// `latitude`/`longitude` a `country` keeps only that country's codes; a body with both
+    /// centres, or neither, is a 400. Billed 0.000028 USD when it answers 200.
     #[oai(
         path = "/api/radius",
         method = "post",
@@ -313,12 +314,14 @@ pub struct NearestBulkQuery {
     pub max_km: Option<MaxKm>,
 }
 
+/// A required field's value: `null` is missing. (An optional field sent as `null` is not
+/// absent: it answers that field's 400, as `country` in the contract.)
 fn present<'a>(fields: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     fields.get(name).filter(|v| !v.is_null())
 }
 
-/// A required number in `[low, high]`: missing -> `Missing required field: <name>`,
-/// anything else out of range -> `invalid`.
+/// A required number in `[low, high]`: missing or null -> `Missing required field:
+/// <name>`, anything else out of range -> `invalid`.
 fn number_in(
     fields: &Map<String, Value>,
     name: &str,
@@ -342,10 +345,10 @@ fn coordinates(fields: &Map<String, Value>) -> Result<Coordinates, ApiError> {
     Coordinates::parse(latitude, longitude).ok_or_else(|| ApiError::bad_request(INVALID_LATITUDE))
 }
 
-/// An optional country filter: absent or null is none.
+/// An optional country filter: absent is none; `null` is not a code (`invalid`).
 fn country_filter(value: Option<&Value>, invalid: &str) -> Result<Option<CountryCode>, ApiError> {
     match value {
-        None | Some(Value::Null) => Ok(None),
+        None => Ok(None),
         Some(v) => v
             .as_str()
             .and_then(CountryCode::parse)
@@ -354,13 +357,14 @@ fn country_filter(value: Option<&Value>, invalid: &str) -> Result<Option<Country
     }
 }
 
-/// A code's country: absent or null is `US`, as in the contract.
+/// A code's country: absent is `US`, as in the contract (`null` is `invalid`).
 fn code_country(value: Option<&Value>, invalid: &str) -> Result<CountryCode, ApiError> {
     country_filter(value, invalid).map(|c| c.unwrap_or(CountryCode::US))
 }
 
+/// `limit`: absent is the default; `null` is not an integer.
 fn limit(fields: &Map<String, Value>) -> Result<Limit, ApiError> {
-    match present(fields, "limit") {
+    match fields.get("limit") {
         None => Ok(Limit::default()),
         Some(v) => v
             .as_u64()
@@ -369,8 +373,9 @@ fn limit(fields: &Map<String, Value>) -> Result<Limit, ApiError> {
     }
 }
 
+/// `maxKm`: absent is no bound; `null` is not a number.
 fn max_km(fields: &Map<String, Value>) -> Result<Option<MaxKm>, ApiError> {
-    match present(fields, "maxKm") {
+    match fields.get("maxKm") {
         None => Ok(None),
         Some(v) => v
             .as_f64()
@@ -390,10 +395,11 @@ pub fn parse_nearest(fields: &Map<String, Value>) -> Result<NearestQuery, ApiErr
     })
 }
 
-/// The centre (zipcode, or latitude and longitude; not both), country, radiusKm.
+/// The centre (zipcode, or latitude and longitude; not both), country, radiusKm. A field
+/// sent, even as `null`, is given: `{zipcode, latitude: null}` sends both centres.
 pub fn parse_radius(fields: &Map<String, Value>) -> Result<RadiusQuery, ApiError> {
-    let has_point = present(fields, "latitude").is_some() || present(fields, "longitude").is_some();
-    let center = match (present(fields, "zipcode"), has_point) {
+    let has_point = fields.contains_key("latitude") || fields.contains_key("longitude");
+    let center = match (fields.get("zipcode"), has_point) {
         (Some(_), true) => return Err(ApiError::bad_request(TWO_CENTERS)),
         (None, false) => return Err(ApiError::bad_request(NO_CENTER)),
         (Some(zipcode), false) => {
@@ -477,7 +483,7 @@ pub fn parse_nearest_bulk(fields: &Map<String, Value>) -> Result<NearestBulkQuer
             let latitude = number("latitude", valid_latitude, "-90 to 90")?;
             let longitude = number("longitude", valid_longitude, "-180 to 180")?;
             let id = match item.get("id") {
-                None | Some(Value::Null) => Value::Null,
+                None => Value::Null,
                 Some(id @ Value::String(_)) => id.clone(),
                 Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => id.clone(),
                 Some(_) => {
@@ -795,8 +801,12 @@ pub struct DistanceResponse {
 #[derive(Debug, Object)]
 #[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 pub struct AutocompleteRequest {
-    /// The beginning of a code; spaces and hyphens are ignored.
-    #[oai(validator(pattern = r"^\s*[ -]*[A-Za-z0-9][A-Za-z0-9 -]*\s*$"))]
+    /// The beginning of a code; spaces and hyphens are ignored, and white space around it.
+    // White space is written out (Unicode White_Space, what `str::trim` drops), not `\s`:
+    // `\s` of ECMAScript also takes U+FEFF, Python's also U+001C..U+001F.
+    #[oai(validator(
+        pattern = r"^[\t\n\u000B\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*[ -]*[A-Za-z0-9][A-Za-z0-9 -]*[\t\n\u000B\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*$"
+    ))]
     pub q: String,
     // ISO 3166-1 alpha-2 code; default `US`. (A plain comment: a described `$ref`
     // becomes an `allOf`, which generated clients cannot read; the CountryCode schema
@@ -1157,7 +1167,42 @@ impl Example for NearestBulkResponse {
 }
 
 impl super::contract::DocumentedBody for NearestRequest {}
-impl super::contract::DocumentedBody for RadiusRequest {}
+impl super::contract::DocumentedBody for RadiusRequest {
+    /// Either `zipcode` or `latitude`, and either `zipcode` or `longitude`: a `zipcode`
+    /// alone, or `latitude` and `longitude` without one (OpenAPI 3.0 has no `not`; two
+    /// "exactly one of" say it).
+    fn body_schema() -> MetaSchemaRef {
+        // Each with its property's schema, as in RadiusRequest (which lints tell apart).
+        let given = |name: &'static str, schema: MetaSchemaRef| {
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                required: vec![name],
+                properties: vec![(name, schema)],
+                ..MetaSchema::new("object")
+            }))
+        };
+        let degrees = |limit: f64| {
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                minimum: Some(-limit),
+                maximum: Some(limit),
+                ..MetaSchema::new_with_format("number", "double")
+            }))
+        };
+        let exactly_one = |other: MetaSchemaRef| {
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                one_of: vec![given("zipcode", ZipCodeValue::schema_ref()), other],
+                ..MetaSchema::ANY
+            }))
+        };
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            all_of: vec![
+                Self::schema_ref(),
+                exactly_one(given("latitude", degrees(90.0))),
+                exactly_one(given("longitude", degrees(180.0))),
+            ],
+            ..MetaSchema::ANY
+        }))
+    }
+}
 impl super::contract::DocumentedBody for DistanceRequest {}
 impl super::contract::DocumentedBody for AutocompleteRequest {}
 impl super::contract::DocumentedBody for CountriesRequest {}
