@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
-use poem_openapi::types::{Example, Type};
+use poem_openapi::types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
 use poem_openapi::{Object, OpenApi};
 use serde_json::{Map, Value};
 
@@ -18,7 +18,7 @@ use super::billed::{Billed, MISSING_API_KEY, Operation};
 use super::contract::{ContractJson, records_array, zip_input};
 use super::envelope::{Timings, rate_limit_status};
 use super::error::ApiError;
-use super::types::{CountryField, Performance, RateLimitStatus, ZipCodeValue};
+use super::types::{CountryField, MAX_ZIPCODE_INTEGER, Performance, RateLimitStatus, ZipCodeValue};
 use super::types::{example_performance, example_rate_limit};
 use super::{ApiTags, State};
 use crate::db::geo_index::CountryInfo;
@@ -484,11 +484,11 @@ pub fn parse_nearest_bulk(fields: &Map<String, Value>) -> Result<NearestBulkQuer
             let longitude = number("longitude", valid_longitude, "-180 to 180")?;
             let id = match item.get("id") {
                 None => Value::Null,
-                Some(id @ Value::String(_)) => id.clone(),
-                Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => id.clone(),
+                Some(id) if PointId::admits(id) => id.clone(),
                 Some(_) => {
                     return Err(ApiError::bad_request(format!(
-                        "records[{i}].id must be a string or an integer"
+                        "records[{i}].id must be a string or an integer from \
+                         -9007199254740991 to 9007199254740991"
                     )));
                 }
             };
@@ -613,7 +613,7 @@ pub fn nearest_bulk(postal: &PostalIndex, query: &NearestBulkQuery) -> Vec<Point
             .nearest(center, query.country, query.limit, query.max_km);
         answers[index] = Some(PointResult {
             index: index as u64,
-            id: (!id.is_null()).then(|| ZipCodeValue(id.clone())),
+            id: (!id.is_null()).then(|| PointId(id.clone())),
             results: places(postal, &hits),
         });
     }
@@ -891,7 +891,76 @@ pub struct BulkPoint {
     #[oai(validator(minimum(value = "-180"), maximum(value = "180")))]
     pub longitude: f64,
     /// Yours, echoed in the point's result.
-    pub id: Option<ZipCodeValue>,
+    pub id: Option<PointId>,
+}
+
+/// A point's `id` in /api/nearest-bulk: any string, or an integer every JSON client holds
+/// exactly (-(2^53 - 1) to 2^53 - 1, RFC 7493), echoed as sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointId(pub Value);
+
+impl PointId {
+    /// Whether `value` is an `id` the server echoes.
+    fn admits(value: &Value) -> bool {
+        match value {
+            Value::String(_) => true,
+            Value::Number(n) => n
+                .as_i64()
+                .is_some_and(|v| v.unsigned_abs() <= MAX_ZIPCODE_INTEGER),
+            _ => false,
+        }
+    }
+}
+
+impl Type for PointId {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> std::borrow::Cow<'static, str> {
+        "string_or_safe_integer".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        let safe = MAX_ZIPCODE_INTEGER as f64;
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            one_of: vec![
+                MetaSchemaRef::Inline(Box::new(MetaSchema::new("string"))),
+                MetaSchemaRef::Inline(Box::new(MetaSchema {
+                    minimum: Some(-safe),
+                    maximum: Some(safe),
+                    ..MetaSchema::new("integer")
+                })),
+            ],
+            ..MetaSchema::ANY
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(self.as_raw_value().into_iter())
+    }
+}
+
+impl ParseFromJSON for PointId {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value {
+            Some(v) if PointId::admits(&v) => Ok(PointId(v)),
+            Some(other) => Err(ParseError::expected_type(other)),
+            None => Err(ParseError::expected_input()),
+        }
+    }
+}
+
+impl ToJSON for PointId {
+    fn to_json(&self) -> Option<Value> {
+        Some(self.0.clone())
+    }
 }
 
 /// Body of /api/nearest-bulk.
@@ -923,7 +992,7 @@ pub struct PointResult {
     pub index: u64,
     /// The point's `id`, when it had one.
     #[oai(skip_serializing_if_is_none)]
-    pub id: Option<ZipCodeValue>,
+    pub id: Option<PointId>,
     /// Nearest first.
     pub results: Vec<Place>,
 }
@@ -1140,7 +1209,7 @@ impl Example for NearestBulkRequest {
             records: vec![BulkPoint {
                 latitude: 51.5018,
                 longitude: -0.1328,
-                id: Some(ZipCodeValue(Value::String("westminster".into()))),
+                id: Some(PointId(Value::String("westminster".into()))),
             }],
             limit: Some(2),
             country: None,
@@ -1155,7 +1224,7 @@ impl Example for NearestBulkResponse {
         NearestBulkResponse {
             results: vec![PointResult {
                 index: 0,
-                id: Some(ZipCodeValue(Value::String("westminster".into()))),
+                id: Some(PointId(Value::String("westminster".into()))),
                 results: example_nearest_places(),
             }],
             total_cost: 0.000028,
@@ -1376,7 +1445,13 @@ mod tests {
             ),
             (
                 json!({"records": [{"latitude": 1, "longitude": 1, "id": [1]}]}),
-                "records[0].id must be a string or an integer",
+                "records[0].id must be a string or an integer from -9007199254740991 to \
+                 9007199254740991",
+            ),
+            (
+                json!({"records": [{"latitude": 1, "longitude": 1, "id": -9007199254740992_i64}]}),
+                "records[0].id must be a string or an integer from -9007199254740991 to \
+                 9007199254740991",
             ),
             (
                 json!({"records": [{"latitude": 1, "longitude": 1}], "limit": 1000}),
@@ -1390,6 +1465,23 @@ mod tests {
                 "{body}"
             );
         }
+        let ids = parse_nearest_bulk(&fields(json!({"records": [
+            {"latitude": 1, "longitude": 1, "id": -9007199254740991_i64},
+            {"latitude": 1, "longitude": 1, "id": 9007199254740991_u64},
+            {"latitude": 1, "longitude": 1, "id": ""},
+        ]})))
+        .unwrap();
+        assert_eq!(
+            ids.points
+                .iter()
+                .map(|(_, id)| id.clone())
+                .collect::<Vec<_>>(),
+            [
+                json!(-9007199254740991_i64),
+                json!(9007199254740991_u64),
+                json!("")
+            ]
+        );
         let many: Vec<Value> = (0..1001)
             .map(|_| json!({"latitude": 0, "longitude": 0}))
             .collect();

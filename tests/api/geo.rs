@@ -564,7 +564,7 @@ fn an_optional_field_sent_as_null_answers_its_400_and_a_required_one_is_missing(
         (
             "/api/nearest-bulk",
             json!({"records": [{"latitude": 1, "longitude": 1, "id": null}]}),
-            "records[0].id must be a string or an integer",
+            "records[0].id must be a string or an integer from -9007199254740991 to 9007199254740991",
         ),
         (
             "/api/nearest-bulk",
