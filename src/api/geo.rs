@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use poem_openapi::payload::Json;
-use poem_openapi::types::Example;
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
+use poem_openapi::types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
 use poem_openapi::{Object, OpenApi};
 use serde_json::{Map, Value};
 
@@ -17,7 +18,7 @@ use super::billed::{Billed, MISSING_API_KEY, Operation};
 use super::contract::{ContractJson, records_array, zip_input};
 use super::envelope::{Timings, rate_limit_status};
 use super::error::ApiError;
-use super::types::{CountryField, Performance, RateLimitStatus, ZipCodeValue};
+use super::types::{CountryField, MAX_ZIPCODE_INTEGER, Performance, RateLimitStatus, ZipCodeValue};
 use super::types::{example_performance, example_rate_limit};
 use super::{ApiTags, State};
 use crate::db::geo_index::CountryInfo;
@@ -79,8 +80,8 @@ impl GeoApi {
     ///
     /// Nearest first, at most 1,000 (then `truncated` is true). Around a `zipcode`
     /// (`country` names its country, default `US`) codes of every country answer; around
-    /// `latitude`/`longitude` a `country` keeps only that country's codes. Billed
-    /// 0.000028 USD when it answers 200.
+    /// `latitude`/`longitude` a `country` keeps only that country's codes; a body with both
+    /// centres, or neither, is a 400. Billed 0.000028 USD when it answers 200.
     #[oai(
         path = "/api/radius",
         method = "post",
@@ -313,12 +314,14 @@ pub struct NearestBulkQuery {
     pub max_km: Option<MaxKm>,
 }
 
+/// A required field's value: `null` is missing. (An optional field sent as `null` is not
+/// absent: it answers that field's 400, as `country` in the contract.)
 fn present<'a>(fields: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     fields.get(name).filter(|v| !v.is_null())
 }
 
-/// A required number in `[low, high]`: missing -> `Missing required field: <name>`,
-/// anything else out of range -> `invalid`.
+/// A required number in `[low, high]`: missing or null -> `Missing required field:
+/// <name>`, anything else out of range -> `invalid`.
 fn number_in(
     fields: &Map<String, Value>,
     name: &str,
@@ -342,10 +345,10 @@ fn coordinates(fields: &Map<String, Value>) -> Result<Coordinates, ApiError> {
     Coordinates::parse(latitude, longitude).ok_or_else(|| ApiError::bad_request(INVALID_LATITUDE))
 }
 
-/// An optional country filter: absent or null is none.
+/// An optional country filter: absent is none; `null` is not a code (`invalid`).
 fn country_filter(value: Option<&Value>, invalid: &str) -> Result<Option<CountryCode>, ApiError> {
     match value {
-        None | Some(Value::Null) => Ok(None),
+        None => Ok(None),
         Some(v) => v
             .as_str()
             .and_then(CountryCode::parse)
@@ -354,13 +357,14 @@ fn country_filter(value: Option<&Value>, invalid: &str) -> Result<Option<Country
     }
 }
 
-/// A code's country: absent or null is `US`, as in the contract.
+/// A code's country: absent is `US`, as in the contract (`null` is `invalid`).
 fn code_country(value: Option<&Value>, invalid: &str) -> Result<CountryCode, ApiError> {
     country_filter(value, invalid).map(|c| c.unwrap_or(CountryCode::US))
 }
 
+/// `limit`: absent is the default; `null` is not an integer.
 fn limit(fields: &Map<String, Value>) -> Result<Limit, ApiError> {
-    match present(fields, "limit") {
+    match fields.get("limit") {
         None => Ok(Limit::default()),
         Some(v) => v
             .as_u64()
@@ -369,8 +373,9 @@ fn limit(fields: &Map<String, Value>) -> Result<Limit, ApiError> {
     }
 }
 
+/// `maxKm`: absent is no bound; `null` is not a number.
 fn max_km(fields: &Map<String, Value>) -> Result<Option<MaxKm>, ApiError> {
-    match present(fields, "maxKm") {
+    match fields.get("maxKm") {
         None => Ok(None),
         Some(v) => v
             .as_f64()
@@ -390,10 +395,11 @@ pub fn parse_nearest(fields: &Map<String, Value>) -> Result<NearestQuery, ApiErr
     })
 }
 
-/// The centre (zipcode, or latitude and longitude; not both), country, radiusKm.
+/// The centre (zipcode, or latitude and longitude; not both), country, radiusKm. A field
+/// sent, even as `null`, is given: `{zipcode, latitude: null}` sends both centres.
 pub fn parse_radius(fields: &Map<String, Value>) -> Result<RadiusQuery, ApiError> {
-    let has_point = present(fields, "latitude").is_some() || present(fields, "longitude").is_some();
-    let center = match (present(fields, "zipcode"), has_point) {
+    let has_point = fields.contains_key("latitude") || fields.contains_key("longitude");
+    let center = match (fields.get("zipcode"), has_point) {
         (Some(_), true) => return Err(ApiError::bad_request(TWO_CENTERS)),
         (None, false) => return Err(ApiError::bad_request(NO_CENTER)),
         (Some(zipcode), false) => {
@@ -477,12 +483,12 @@ pub fn parse_nearest_bulk(fields: &Map<String, Value>) -> Result<NearestBulkQuer
             let latitude = number("latitude", valid_latitude, "-90 to 90")?;
             let longitude = number("longitude", valid_longitude, "-180 to 180")?;
             let id = match item.get("id") {
-                None | Some(Value::Null) => Value::Null,
-                Some(id @ Value::String(_)) => id.clone(),
-                Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => id.clone(),
+                None => Value::Null,
+                Some(id) if PointId::admits(id) => id.clone(),
                 Some(_) => {
                     return Err(ApiError::bad_request(format!(
-                        "records[{i}].id must be a string or an integer"
+                        "records[{i}].id must be a string or an integer from \
+                         -9007199254740991 to 9007199254740991"
                     )));
                 }
             };
@@ -607,7 +613,7 @@ pub fn nearest_bulk(postal: &PostalIndex, query: &NearestBulkQuery) -> Vec<Point
             .nearest(center, query.country, query.limit, query.max_km);
         answers[index] = Some(PointResult {
             index: index as u64,
-            id: (!id.is_null()).then(|| ZipCodeValue(id.clone())),
+            id: (!id.is_null()).then(|| PointId(id.clone())),
             results: places(postal, &hits),
         });
     }
@@ -795,8 +801,12 @@ pub struct DistanceResponse {
 #[derive(Debug, Object)]
 #[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 pub struct AutocompleteRequest {
-    /// The beginning of a code; spaces and hyphens are ignored.
-    #[oai(validator(pattern = r"^\s*[ -]*[A-Za-z0-9][A-Za-z0-9 -]*\s*$"))]
+    /// The beginning of a code; spaces and hyphens are ignored, and white space around it.
+    // White space is written out (Unicode White_Space, what `str::trim` drops), not `\s`:
+    // `\s` of ECMAScript also takes U+FEFF, Python's also U+001C..U+001F.
+    #[oai(validator(
+        pattern = r"^[\t\n\u000B\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*[ -]*[A-Za-z0-9][A-Za-z0-9 -]*[\t\n\u000B\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*$"
+    ))]
     pub q: String,
     // ISO 3166-1 alpha-2 code; default `US`. (A plain comment: a described `$ref`
     // becomes an `allOf`, which generated clients cannot read; the CountryCode schema
@@ -881,7 +891,76 @@ pub struct BulkPoint {
     #[oai(validator(minimum(value = "-180"), maximum(value = "180")))]
     pub longitude: f64,
     /// Yours, echoed in the point's result.
-    pub id: Option<ZipCodeValue>,
+    pub id: Option<PointId>,
+}
+
+/// A point's `id` in /api/nearest-bulk: any string, or an integer every JSON client holds
+/// exactly (-(2^53 - 1) to 2^53 - 1, RFC 7493), echoed as sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointId(pub Value);
+
+impl PointId {
+    /// Whether `value` is an `id` the server echoes.
+    fn admits(value: &Value) -> bool {
+        match value {
+            Value::String(_) => true,
+            Value::Number(n) => n
+                .as_i64()
+                .is_some_and(|v| v.unsigned_abs() <= MAX_ZIPCODE_INTEGER),
+            _ => false,
+        }
+    }
+}
+
+impl Type for PointId {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> std::borrow::Cow<'static, str> {
+        "string_or_safe_integer".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        let safe = MAX_ZIPCODE_INTEGER as f64;
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            one_of: vec![
+                MetaSchemaRef::Inline(Box::new(MetaSchema::new("string"))),
+                MetaSchemaRef::Inline(Box::new(MetaSchema {
+                    minimum: Some(-safe),
+                    maximum: Some(safe),
+                    ..MetaSchema::new("integer")
+                })),
+            ],
+            ..MetaSchema::ANY
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(self.as_raw_value().into_iter())
+    }
+}
+
+impl ParseFromJSON for PointId {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value {
+            Some(v) if PointId::admits(&v) => Ok(PointId(v)),
+            Some(other) => Err(ParseError::expected_type(other)),
+            None => Err(ParseError::expected_input()),
+        }
+    }
+}
+
+impl ToJSON for PointId {
+    fn to_json(&self) -> Option<Value> {
+        Some(self.0.clone())
+    }
 }
 
 /// Body of /api/nearest-bulk.
@@ -913,7 +992,7 @@ pub struct PointResult {
     pub index: u64,
     /// The point's `id`, when it had one.
     #[oai(skip_serializing_if_is_none)]
-    pub id: Option<ZipCodeValue>,
+    pub id: Option<PointId>,
     /// Nearest first.
     pub results: Vec<Place>,
 }
@@ -1130,7 +1209,7 @@ impl Example for NearestBulkRequest {
             records: vec![BulkPoint {
                 latitude: 51.5018,
                 longitude: -0.1328,
-                id: Some(ZipCodeValue(Value::String("westminster".into()))),
+                id: Some(PointId(Value::String("westminster".into()))),
             }],
             limit: Some(2),
             country: None,
@@ -1145,7 +1224,7 @@ impl Example for NearestBulkResponse {
         NearestBulkResponse {
             results: vec![PointResult {
                 index: 0,
-                id: Some(ZipCodeValue(Value::String("westminster".into()))),
+                id: Some(PointId(Value::String("westminster".into()))),
                 results: example_nearest_places(),
             }],
             total_cost: 0.000028,
@@ -1157,7 +1236,42 @@ impl Example for NearestBulkResponse {
 }
 
 impl super::contract::DocumentedBody for NearestRequest {}
-impl super::contract::DocumentedBody for RadiusRequest {}
+impl super::contract::DocumentedBody for RadiusRequest {
+    /// Either `zipcode` or `latitude`, and either `zipcode` or `longitude`: a `zipcode`
+    /// alone, or `latitude` and `longitude` without one (OpenAPI 3.0 has no `not`; two
+    /// "exactly one of" say it).
+    fn body_schema() -> MetaSchemaRef {
+        // Each with its property's schema, as in RadiusRequest (which lints tell apart).
+        let given = |name: &'static str, schema: MetaSchemaRef| {
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                required: vec![name],
+                properties: vec![(name, schema)],
+                ..MetaSchema::new("object")
+            }))
+        };
+        let degrees = |limit: f64| {
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                minimum: Some(-limit),
+                maximum: Some(limit),
+                ..MetaSchema::new_with_format("number", "double")
+            }))
+        };
+        let exactly_one = |other: MetaSchemaRef| {
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                one_of: vec![given("zipcode", ZipCodeValue::schema_ref()), other],
+                ..MetaSchema::ANY
+            }))
+        };
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            all_of: vec![
+                Self::schema_ref(),
+                exactly_one(given("latitude", degrees(90.0))),
+                exactly_one(given("longitude", degrees(180.0))),
+            ],
+            ..MetaSchema::ANY
+        }))
+    }
+}
 impl super::contract::DocumentedBody for DistanceRequest {}
 impl super::contract::DocumentedBody for AutocompleteRequest {}
 impl super::contract::DocumentedBody for CountriesRequest {}
@@ -1331,7 +1445,13 @@ mod tests {
             ),
             (
                 json!({"records": [{"latitude": 1, "longitude": 1, "id": [1]}]}),
-                "records[0].id must be a string or an integer",
+                "records[0].id must be a string or an integer from -9007199254740991 to \
+                 9007199254740991",
+            ),
+            (
+                json!({"records": [{"latitude": 1, "longitude": 1, "id": -9007199254740992_i64}]}),
+                "records[0].id must be a string or an integer from -9007199254740991 to \
+                 9007199254740991",
             ),
             (
                 json!({"records": [{"latitude": 1, "longitude": 1}], "limit": 1000}),
@@ -1345,6 +1465,23 @@ mod tests {
                 "{body}"
             );
         }
+        let ids = parse_nearest_bulk(&fields(json!({"records": [
+            {"latitude": 1, "longitude": 1, "id": -9007199254740991_i64},
+            {"latitude": 1, "longitude": 1, "id": 9007199254740991_u64},
+            {"latitude": 1, "longitude": 1, "id": ""},
+        ]})))
+        .unwrap();
+        assert_eq!(
+            ids.points
+                .iter()
+                .map(|(_, id)| id.clone())
+                .collect::<Vec<_>>(),
+            [
+                json!(-9007199254740991_i64),
+                json!(9007199254740991_u64),
+                json!("")
+            ]
+        );
         let many: Vec<Value> = (0..1001)
             .map(|_| json!({"latitude": 0, "longitude": 0}))
             .collect();

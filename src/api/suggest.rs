@@ -100,16 +100,23 @@ pub struct SuggestQuestion {
     pub limit: usize,
 }
 
+/// Whether `c` can be part of a name: an ASCII letter or digit, or a character outside
+/// ASCII that is not white space (the schema's pattern of `q`; a character the folding
+/// then drops, such as `¿`, matches no name).
+fn name_character(c: char) -> bool {
+    c.is_ascii_alphanumeric() || (!c.is_ascii() && !c.is_whitespace())
+}
+
 /// The fields in the order docs/city.md lists their 400s: `q`, `country`, `limit`.
 fn parse(body: &ContractJson<SuggestRequest>) -> Result<SuggestQuestion, ApiError> {
     let q = body.required_text("q")?;
-    let folded = fold(q);
-    if folded.is_empty() || q.chars().count() > MAX_QUERY_CHARS {
+    if !q.chars().any(name_character) || q.chars().count() > MAX_QUERY_CHARS {
         return Err(ApiError::bad_request("Invalid 'q'"));
     }
+    let folded = fold(q);
     let country = body.country()?;
     let limit = match body.fields.get("limit") {
-        None | Some(Value::Null) => DEFAULT_LIMIT,
+        None => DEFAULT_LIMIT,
         Some(Value::Number(n)) => n
             .as_u64()
             .filter(|n| (1..=MAX_LIMIT as u64).contains(n))
@@ -128,6 +135,10 @@ fn parse(body: &ContractJson<SuggestRequest>) -> Result<SuggestQuestion, ApiErro
 
 /// The work: a read of the in-memory index, no I/O.
 fn suggestions(index: &PostalIndex, question: &SuggestQuestion) -> Vec<SuggestResult> {
+    if question.q.is_empty() {
+        // `q` of characters the folding drops (`¿`, `—`): no name starts with nothing.
+        return Vec::new();
+    }
     index
         .city()
         .suggest(
@@ -151,8 +162,12 @@ fn suggestions(index: &PostalIndex, question: &SuggestQuestion) -> Vec<SuggestRe
 #[derive(Debug, Object)]
 #[oai(example, skip_serializing_if_is_none)]
 pub struct SuggestRequest {
-    /// What the user typed so far; case, accents and punctuation are ignored.
-    #[oai(validator(max_length = 200, pattern = r"[0-9A-Za-z]|[^\x00-\x7F]"))]
+    /// What the user typed so far; case, accents and punctuation are ignored. It holds an
+    /// ASCII letter or digit, or a character outside ASCII that is not white space.
+    #[oai(validator(
+        max_length = 200,
+        pattern = r"[0-9A-Za-z]|[^\x00-\x7F\u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+    ))]
     pub q: String,
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]

@@ -490,6 +490,113 @@ fn every_geography_query_answered_costs_28_micro_dollars_and_errors_cost_nothing
 }
 
 #[test]
+fn an_optional_field_sent_as_null_answers_its_400_and_a_required_one_is_missing() {
+    let app = spawn_app();
+    let key = app.api_key();
+    let point = |extra: Value| {
+        let mut body = json!({"latitude": 1, "longitude": 1});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "/api/nearest",
+            point(json!({"country": null})),
+            "Invalid 'country'",
+        ),
+        (
+            "/api/nearest",
+            point(json!({"limit": null})),
+            "limit must be an integer from 1 to 100",
+        ),
+        (
+            "/api/nearest",
+            point(json!({"maxKm": null})),
+            "maxKm must be a number greater than 0",
+        ),
+        (
+            "/api/nearest",
+            json!({"latitude": null, "longitude": 1}),
+            "Missing required field: latitude",
+        ),
+        (
+            "/api/radius",
+            json!({"zipcode": "90210", "country": null, "radiusKm": 1}),
+            "Invalid 'country'",
+        ),
+        (
+            "/api/radius",
+            json!({"zipcode": "90210", "latitude": null, "radiusKm": 1}),
+            "Send either 'zipcode' or 'latitude'/'longitude', not both",
+        ),
+        (
+            "/api/radius",
+            json!({"zipcode": null, "radiusKm": 1}),
+            "Missing required field: zipcode",
+        ),
+        (
+            "/api/radius",
+            json!({"latitude": 1, "longitude": null, "radiusKm": 1}),
+            "Missing required field: longitude",
+        ),
+        (
+            "/api/radius",
+            json!({"latitude": 1, "longitude": 1, "country": null, "radiusKm": 1}),
+            "Invalid 'country'",
+        ),
+        (
+            "/api/distance",
+            json!({"from": {"zipcode": "90210"}, "to": {"zipcode": "10001", "country": null}}),
+            "Invalid 'to.country'",
+        ),
+        (
+            "/api/autocomplete",
+            json!({"q": "902", "country": null}),
+            "Invalid 'country'",
+        ),
+        (
+            "/api/autocomplete",
+            json!({"q": "902", "limit": null}),
+            "limit must be an integer from 1 to 100",
+        ),
+        (
+            "/api/nearest-bulk",
+            json!({"records": [{"latitude": 1, "longitude": 1, "id": null}]}),
+            "records[0].id must be a string or an integer from -9007199254740991 to 9007199254740991",
+        ),
+        (
+            "/api/nearest-bulk",
+            json!({"records": [{"latitude": 1, "longitude": 1}], "maxKm": null}),
+            "maxKm must be a number greater than 0",
+        ),
+    ];
+    for (path, fields, text) in cases {
+        let reply = app.post(path, &with_key(&key, fields.clone()));
+        assert_eq!(reply.status, 400, "{path} {fields} {:?}", reply.body);
+        assert_eq!(reply.body, error(text), "{path} {fields}");
+    }
+}
+
+#[test]
+fn autocomplete_q_may_be_wrapped_in_any_white_space_the_schema_names() {
+    let app = spawn_app();
+    let key = app.api_key();
+    for q in ["\u{3000}9021\u{a0}", "\t- 9021 -\n"] {
+        let reply = app.autocomplete(with_key(&key, json!({"q": q, "limit": 1})));
+        assert_eq!(reply.status, 200, "{q:?} {:?}", reply.body);
+        assert_eq!(reply.body["results"][0]["zipcode"], "90210", "{q:?}");
+    }
+    // U+001C is white space to Python's `\s`, not to Unicode (nor to the schema).
+    let reply = app.autocomplete(with_key(&key, json!({"q": "902\u{1c}"})));
+    assert_eq!(
+        reply.body,
+        error("q may contain only letters, digits, spaces and hyphens")
+    );
+}
+
+#[test]
 fn checks_run_in_the_contracts_order_key_then_parameters_then_balance_then_work() {
     let app = spawn_app();
     let (_, key) = account_with(&app, 0);

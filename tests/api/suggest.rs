@@ -87,6 +87,17 @@ fn without_a_match_the_results_are_empty_and_billed() {
 }
 
 #[test]
+fn a_query_of_characters_the_folding_drops_matches_nothing_and_is_billed() {
+    let app = spawn_app();
+    let key = app.api_key();
+    // `¿` is outside ASCII and not white space (the schema admits it), but folds to `?`.
+    let reply = app.suggest(json!({"apiKey": key, "q": "¿ —"}));
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.body["results"], json!([]));
+    assert_eq!(reply.body["balance"], json!(0.027972));
+}
+
+#[test]
 fn the_default_limit_is_ten() {
     let app = spawn_app();
     let key = app.api_key();
@@ -109,6 +120,11 @@ fn bad_parameters_are_400_with_their_texts_and_cost_nothing() {
         ),
         (json!({"apiKey": key, "q": 5}), "Missing required field: q"),
         (json!({"apiKey": key, "q": "?!"}), "Invalid 'q'"),
+        // White space outside ASCII is no name character either.
+        (
+            json!({"apiKey": key, "q": "\u{a0}-\u{3000}"}),
+            "Invalid 'q'",
+        ),
         (json!({"apiKey": key, "q": "a".repeat(201)}), "Invalid 'q'"),
         (
             json!({"apiKey": key, "q": "Bos", "country": "XX"}),
@@ -129,6 +145,19 @@ fn bad_parameters_are_400_with_their_texts_and_cost_nothing() {
         (
             json!({"apiKey": key, "q": "Bos", "limit": 2.5}),
             "Invalid 'limit'",
+        ),
+        // An optional field sent as `null` is a wrong value, not an absent one.
+        (
+            json!({"apiKey": key, "q": "Bos", "limit": null}),
+            "Invalid 'limit'",
+        ),
+        (
+            json!({"apiKey": key, "q": "Bos", "country": null}),
+            "Invalid 'country'",
+        ),
+        (
+            json!({"apiKey": key, "q": "Bos", "ST": null}),
+            "Invalid 'ST'",
         ),
     ];
     for (body, text) in cases {
