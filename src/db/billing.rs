@@ -610,6 +610,10 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
     }
 }
 
+/// How often, and how far apart, a held serve lock is tried again (2 s in all).
+const LOCK_RETRIES: u32 = 100;
+const LOCK_RETRY_PAUSE: Duration = Duration::from_millis(20);
+
 /// The exclusive lock of a database file's server: `<db>.serve-lock`, held (flock) while
 /// `postal serve` runs, so that a second server on the same file refuses to start.
 pub struct ServeLock {
@@ -626,7 +630,20 @@ impl ServeLock {
             .write(true)
             .open(&path)
             .with_context(|| format!("opening the lock file {}", path.display()))?;
-        match file.try_lock() {
+        // A flock belongs to the open file, and a child process forked by another thread
+        // holds a copy of every descriptor until it execs: a lock released a moment ago
+        // can still look held. So a held lock is retried for a while before refusing.
+        let mut attempt = 0;
+        let locked = loop {
+            match file.try_lock() {
+                Err(std::fs::TryLockError::WouldBlock) if attempt < LOCK_RETRIES => {
+                    attempt += 1;
+                    std::thread::sleep(LOCK_RETRY_PAUSE);
+                }
+                other => break other,
+            }
+        };
+        match locked {
             Ok(()) => Ok(ServeLock { _file: file, path }),
             Err(std::fs::TryLockError::WouldBlock) => Err(anyhow!(
                 "another `postal serve` is already running on {} (it holds {}); \
