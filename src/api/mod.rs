@@ -147,8 +147,12 @@ impl State {
                                 std::mem::replace(&mut *poisoned.into_inner(), Arc::new(index))
                             }
                         };
-                        drop(old);
-                        tokio::task::spawn_blocking(move || after_reload(&pool));
+                        // Dropping the old index frees 1.8 M allocations: hundreds of ms
+                        // (seconds in a debug build), not on a worker that answers requests.
+                        tokio::task::spawn_blocking(move || {
+                            drop(old);
+                            after_reload(&pool);
+                        });
                     }
                     Ok(Ok(None)) => {}
                     Ok(Err(e)) => tracing::error!("reloading the dataset: {e:#}"),
