@@ -6,9 +6,11 @@
 #   (d) postal billed /api/lookup with --durable-charges (answered after the commit),
 # then (m) postal write-behind on random codes of every country, and (c) the median
 # server time of a 1,000-record /api/validate-bulk.
+# With BASE=<commit>, (p) that version of postal (write-behind) runs beside them: the
+# previous version of our own code, on a copy of the same database.
 # Prints requests/s, p50, p99 and non-2xx per server (medians of ROUNDS paired rounds)
 # and each one's ratio to nginx (median of the paired ratios).
-# Usage: [ROUNDS=3] bench/api.sh [seconds per run, default 8] [connections, default 64]
+# Usage: [ROUNDS=3] [BASE=<commit>] bench/api.sh [seconds per run, default 8] [connections, default 64]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${1:-8}
@@ -26,8 +28,25 @@ for tool in wrk nginx; do
 done
 NGINX=$(command -v nginx)
 
-cargo build --release --quiet --bin postal --bin postal-import --example bare
-POSTAL=target/release/postal
+BASE=${BASE:-}
+if [ -n "$BASE" ] && [ ! -x "$OUT/postal-$BASE" ]; then
+  # Built once per BASE in the same target dir (dependencies shared).
+  rm -rf "$OUT/base-src"
+  mkdir -p "$OUT/base-src"
+  git archive "$BASE" | tar -x -C "$OUT/base-src"
+  cargo build --release --quiet --bin postal --manifest-path "$OUT/base-src/Cargo.toml" \
+    --target-dir target
+  cp target/release/postal "$OUT/postal-$BASE"
+fi
+# Both versions' binaries are named target/release/postal: take this version's from the
+# path cargo reports, so a stale copy of the other can never be benchmarked as this one.
+POSTAL=$(cargo build --release --quiet --bin postal --bin postal-import --example bare \
+  --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "postal" and m.get("executable"):
+        print(m["executable"])')
 
 # The full dataset, imported once and kept for later runs.
 if [ ! -f "$DB" ]; then
@@ -117,8 +136,15 @@ target/release/examples/bare 127.0.0.1:18081 &
 bare=$!
 "$NGINX" -c "$OUT/nginx.conf" -p "$OUT" &
 nginx=$!
-trap 'kill $server $durable $bare $nginx 2>/dev/null || true' EXIT
-for port in 18080 18081 18082 18083; do
+base=
+ports="18080 18081 18082 18083"
+if [ -n "$BASE" ]; then
+  "$OUT/postal-$BASE" --db "$BASE_DB" serve --listen 127.0.0.1:18084 >"$OUT/server-base.log" 2>&1 &
+  base=$!
+  ports="$ports 18084"
+fi
+trap 'kill $server $durable $bare $nginx $base 2>/dev/null || true' EXIT
+for port in $ports; do
   for _ in $(seq 300); do
     curl -s -o /dev/null "http://127.0.0.1:$port/openapi.json" && break
     sleep 0.1
@@ -144,7 +170,7 @@ PY
 # Warm-up, then ROUNDS rounds of every server back to back; the machine is shared and
 # noisy, so the figures are medians and the ratios medians of the paired ratios.
 ROUNDS=${ROUNDS:-3}
-for port in 18080 18083; do
+for port in ${ports/18081 18082 /}; do
   wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/us-post.lua" "http://127.0.0.1:$port" >/dev/null
 done
 wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/us-get.lua" http://127.0.0.1:18082 >/dev/null
@@ -155,8 +181,10 @@ for round in $(seq "$ROUNDS"); do
   w=$(run_wrk http://127.0.0.1:18080 "$OUT/us-post.lua")
   d=$(run_wrk http://127.0.0.1:18083 "$OUT/us-post.lua")
   m=$(run_wrk http://127.0.0.1:18080 "$OUT/lookup.lua")
-  echo "$n $a $w $d $m" >>"$OUT/rounds.txt"
-  echo "round $round: nginx $n | bare $a | write-behind $w | durable $d | mixed $m (rps p50 p99 non-2xx)"
+  p=
+  [ -n "$BASE" ] && p=$(run_wrk http://127.0.0.1:18084 "$OUT/us-post.lua")
+  echo "$n $a $w $d $m $p" >>"$OUT/rounds.txt"
+  echo "round $round: nginx $n | bare $a | write-behind $w | durable $d | mixed $m${p:+ | $BASE $p} (rps p50 p99 non-2xx)"
 done
 
 # (c): 30 sequential bulk requests of 1,000 records; the server's own totalTime.
@@ -169,11 +197,13 @@ import json, statistics, sys
 times = [float(json.loads(l)["performance"]["totalTime"][:-2]) for l in sys.stdin if l.strip()]
 print(f"{statistics.median(times):.3f}")')
 
-python3 - "$OUT/rounds.txt" "$CONNECTIONS" "$SECONDS_PER_RUN" "$bulk_median" <<'PY'
+python3 - "$OUT/rounds.txt" "$CONNECTIONS" "$SECONDS_PER_RUN" "$bulk_median" "$BASE" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
 names = ["(n) nginx, file per code", "(a) bare poem handler", "(w) postal write-behind",
          "(d) postal durable", "(m) postal w-b, all countries"]
+if sys.argv[5]:
+    names.append(f"(p) postal w-b at {sys.argv[5][:9]}")
 print(f"connections: {sys.argv[2]}, {sys.argv[3]} s per run, {len(rows)} rounds, wrk -t2 on the same 2 cores; medians:")
 for i, name in enumerate(names):
     col = lambda k: [r[4 * i + k] for r in rows]

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use super::State;
-use super::envelope::{Timings, rate_limit_status};
+use super::envelope::Timings;
 use super::error::ApiError;
-use super::types::{Performance, RateLimitStatus};
-use crate::db::billing::{BillingError, Charged};
+use super::types::Envelope;
+use crate::db::billing::BillingError;
 use crate::domain::api_key::hash_presented_key;
 use crate::domain::charge::{Endpoint, Refusal};
 
@@ -44,19 +44,12 @@ pub trait Operation {
     ) -> impl Future<Output = Result<Self::Answer, ApiError>> + Send;
 }
 
-/// What every 200 of a billed operation carries beside its answer (postal-api.md 2.1).
-pub struct Envelope {
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
-    /// What this request cost (`totalCost` of the bulk endpoints).
-    pub total_cost: f64,
-}
-
 /// An answered billed request.
 pub struct Billed<A> {
     pub answer: A,
     pub envelope: Envelope,
+    /// What this request cost (`totalCost` of the bulk endpoints).
+    pub total_cost: f64,
 }
 
 impl State {
@@ -88,8 +81,11 @@ impl State {
         }
         timings.balance += t.elapsed();
         super::telemetry::count_charge(queries);
-        let envelope = Envelope::of(&charged, &timings);
-        Ok(Billed { answer, envelope })
+        Ok(Billed {
+            answer,
+            envelope: Envelope::billed(charged.balance, &charged.rate, &timings),
+            total_cost: charged.cost.to_usd(),
+        })
     }
 
     /// The caller behind `api_key` (401 when unknown or revoked), from memory.
@@ -113,17 +109,6 @@ impl State {
             return Err(ApiError::unavailable("Server overloaded, retry shortly", 1));
         }
         Ok(slot)
-    }
-}
-
-impl Envelope {
-    fn of(charged: &Charged, timings: &Timings) -> Envelope {
-        Envelope {
-            balance: charged.balance.to_usd(),
-            performance: timings.billed(),
-            rate_limit: rate_limit_status(&charged.rate),
-            total_cost: charged.cost.to_usd(),
-        }
     }
 }
 

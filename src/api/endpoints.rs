@@ -4,15 +4,15 @@
 
 use std::sync::Arc;
 
+use super::reply::Reply;
 use poem_openapi::OpenApi;
-use poem_openapi::payload::Json;
 
 use super::ApiTags;
 use super::State;
 use super::billed::Billed;
 use super::city::City;
 use super::contract::ContractJson;
-use super::envelope::{Timings, rate_limit_status};
+use super::envelope::Timings;
 use super::error::ApiError;
 use super::lookup::{FirstRecord, Lookup, Metacode, Metazip};
 use super::types::*;
@@ -41,8 +41,10 @@ impl PostalApi {
     async fn lookup(
         &self,
         body: ContractJson<CodeRequest>,
-    ) -> Result<Json<LookupResponse>, ApiError> {
-        let Billed { answer, envelope } = self.state()?.billed::<Lookup>(&body).await?;
+    ) -> Result<Reply<LookupResponse>, ApiError> {
+        let Billed {
+            answer, envelope, ..
+        } = self.state()?.billed::<Lookup>(&body).await?;
         let FirstRecord { country, record } = answer;
         let us = country == CountryCode::US;
         let region = |v: Option<String>| {
@@ -52,15 +54,13 @@ impl PostalApi {
                 String::new()
             }
         };
-        Ok(Json(LookupResponse {
+        Ok(Reply(LookupResponse {
             city: record.place_name,
             state: region(record.admin_name1),
             st: region(record.admin_code1),
             latitude: record.latitude,
             longitude: record.longitude,
-            balance: envelope.balance,
-            performance: envelope.performance,
-            rate_limit: envelope.rate_limit,
+            envelope,
         }))
     }
 
@@ -75,13 +75,14 @@ impl PostalApi {
         operation_id = "findCity",
         tag = "ApiTags::Cities"
     )]
-    async fn city(&self, body: ContractJson<CityRequest>) -> Result<Json<CityResponse>, ApiError> {
+    async fn city(&self, body: ContractJson<CityRequest>) -> Result<Reply<CityResponse>, ApiError> {
         let Billed {
             answer: found,
             envelope,
+            ..
         } = self.state()?.billed::<City>(&body).await?;
         let fuzzy = found.fuzzy;
-        Ok(Json(CityResponse {
+        Ok(Reply(CityResponse {
             zipcodes: found.zipcodes,
             matched_city: fuzzy.as_ref().map(|m| m.city.clone()),
             // A place without a region (admin 1) has no state to name.
@@ -90,9 +91,7 @@ impl PostalApi {
                 .map(|m| m.state.clone())
                 .filter(|s| !s.is_empty()),
             matched_st: fuzzy.map(|m| m.st).filter(|s| !s.is_empty()),
-            balance: envelope.balance,
-            performance: envelope.performance,
-            rate_limit: envelope.rate_limit,
+            envelope,
         }))
     }
 
@@ -110,7 +109,7 @@ impl PostalApi {
     async fn metacode(
         &self,
         body: ContractJson<CodeRequest>,
-    ) -> Result<Json<MetaResponse>, ApiError> {
+    ) -> Result<Reply<MetaResponse>, ApiError> {
         let billed = self.state()?.billed::<Metacode>(&body).await?;
         Ok(meta_response(billed))
     }
@@ -126,7 +125,7 @@ impl PostalApi {
     async fn metazip(
         &self,
         body: ContractJson<CodeRequest>,
-    ) -> Result<Json<MetaResponse>, ApiError> {
+    ) -> Result<Reply<MetaResponse>, ApiError> {
         let billed = self.state()?.billed::<Metazip>(&body).await?;
         Ok(meta_response(billed))
     }
@@ -143,15 +142,15 @@ impl PostalApi {
     async fn validate(
         &self,
         body: ContractJson<CodeRequest>,
-    ) -> Result<Json<ValidateResponse>, ApiError> {
-        let Billed { answer, envelope } = self.state()?.billed::<Validate>(&body).await?;
-        Ok(Json(ValidateResponse {
+    ) -> Result<Reply<ValidateResponse>, ApiError> {
+        let Billed {
+            answer, envelope, ..
+        } = self.state()?.billed::<Validate>(&body).await?;
+        Ok(Reply(ValidateResponse {
             valid: answer.valid,
             zipcode: ZipCodeValue(answer.zipcode_echo),
             response_time: envelope.performance.total_time.clone(),
-            balance: envelope.balance,
-            performance: envelope.performance,
-            rate_limit: envelope.rate_limit,
+            envelope,
         }))
     }
 
@@ -169,8 +168,12 @@ impl PostalApi {
     async fn validate_bulk(
         &self,
         body: ContractJson<BulkRequest>,
-    ) -> Result<Json<BulkResponse>, ApiError> {
-        let Billed { answer, envelope } = self.state()?.billed::<ValidateBulk>(&body).await?;
+    ) -> Result<Reply<BulkResponse>, ApiError> {
+        let Billed {
+            answer,
+            envelope,
+            total_cost,
+        } = self.state()?.billed::<ValidateBulk>(&body).await?;
         let results = answer
             .into_iter()
             .map(|(record, verdict)| {
@@ -189,12 +192,10 @@ impl PostalApi {
                 }
             })
             .collect();
-        Ok(Json(BulkResponse {
+        Ok(Reply(BulkResponse {
             results,
-            total_cost: envelope.total_cost,
-            balance: envelope.balance,
-            performance: envelope.performance,
-            rate_limit: envelope.rate_limit,
+            total_cost,
+            envelope,
         }))
     }
 
@@ -208,12 +209,12 @@ impl PostalApi {
     async fn aboutapi(
         &self,
         body: ContractJson<AboutRequest>,
-    ) -> Result<Json<AboutResponse>, ApiError> {
+    ) -> Result<Reply<AboutResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
         let account = state.status(body.api_key("Missing or invalid 'apiKey'")?, &mut timings)?;
         let coverage = timings.processing(|| state.postal().coverage());
-        Ok(Json(AboutResponse {
+        Ok(Reply(AboutResponse {
             about: "postal: postal-code lookup, validation and city search over GeoNames data, billed per query."
                 .to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -225,9 +226,7 @@ impl PostalApi {
             usage: "POST JSON with your apiKey to /api/lookup, /api/city, /api/metacode, /api/validate or \
                     /api/validate-bulk; 0.000028 USD per query (per record in bulk); docs at /docs."
                 .to_string(),
-            performance: timings.total_only(),
-            balance: account.balance.to_usd(),
-            rate_limit: rate_limit_status(&account.rate),
+            envelope: Envelope::free(&account, &timings),
         }))
     }
 }
@@ -240,13 +239,13 @@ impl PostalApi {
     }
 }
 
-fn meta_response(billed: Billed<FirstRecord>) -> Json<MetaResponse> {
-    let Billed { answer, envelope } = billed;
-    Json(MetaResponse {
+fn meta_response(billed: Billed<FirstRecord>) -> Reply<MetaResponse> {
+    let Billed {
+        answer, envelope, ..
+    } = billed;
+    Reply(MetaResponse {
         meta: meta_record(answer.country, answer.record),
-        balance: envelope.balance,
-        performance: envelope.performance,
-        rate_limit: envelope.rate_limit,
+        envelope,
     })
 }
 

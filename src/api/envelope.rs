@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use super::types::{Performance, RateLimitStatus, WindowUse};
+use super::types::{Envelope, Performance, RateLimitStatus, WindowUse};
+use crate::domain::charge::AccountStatus;
+use crate::domain::money::Micros;
 use crate::domain::rate_limit::{RateStatus, WindowStatus};
 
 /// Time spent in each step of one request.
@@ -66,12 +68,34 @@ impl Timings {
     }
 }
 
-/// `"0.142ms"`: milliseconds with three decimals.
+/// `"0.142ms"`: milliseconds with three decimals (rounded to the microsecond; integer
+/// formatting, five times a request, costs less than a float's).
 fn ms(d: Duration) -> String {
-    format!("{:.3}ms", d.as_secs_f64() * 1000.0)
+    let micros = (d.as_nanos() + 500) / 1000;
+    format!("{}.{:03}ms", micros / 1000, micros % 1000)
 }
 
-pub fn rate_limit_status(status: &RateStatus) -> RateLimitStatus {
+impl Envelope {
+    /// The envelope of a billed request: the balance and windows after its charge.
+    pub fn billed(balance: Micros, rate: &RateStatus, timings: &Timings) -> Envelope {
+        Envelope {
+            balance: balance.to_usd(),
+            performance: timings.billed(),
+            rate_limit: rate_limit_status(rate),
+        }
+    }
+
+    /// The envelope of a free request (`totalTime` only): the account as it stands.
+    pub fn free(account: &AccountStatus, timings: &Timings) -> Envelope {
+        Envelope {
+            balance: account.balance.to_usd(),
+            performance: timings.total_only(),
+            rate_limit: rate_limit_status(&account.rate),
+        }
+    }
+}
+
+fn rate_limit_status(status: &RateStatus) -> RateLimitStatus {
     let window = |w: &WindowStatus| WindowUse {
         limit: w.limit,
         current: w.current,
@@ -93,5 +117,8 @@ mod tests {
     fn durations_are_milliseconds_with_three_decimals() {
         assert_eq!(ms(Duration::from_micros(142)), "0.142ms");
         assert_eq!(ms(Duration::from_millis(12)), "12.000ms");
+        assert_eq!(ms(Duration::from_nanos(1_499)), "0.001ms");
+        assert_eq!(ms(Duration::from_nanos(999_500)), "1.000ms");
+        assert_eq!(ms(Duration::ZERO), "0.000ms");
     }
 }

@@ -114,7 +114,8 @@ impl ApiError {
 
     /// A failure of the service itself: logged with its cause, answered without it.
     pub fn internal(cause: anyhow::Error) -> ApiError {
-        tracing::error!("internal error: {cause:#}");
+        let request_id = super::telemetry::current_request_id();
+        tracing::error!(request_id = %request_id, "internal error: {cause:#}");
         ApiError::Internal(body("Internal server error"))
     }
 }

@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use poem_openapi::payload::Json;
+use serde::Serialize;
+
+use super::reply::Reply;
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
 use poem_openapi::types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
 use poem_openapi::{Object, OpenApi};
@@ -16,10 +18,10 @@ use serde_json::{Map, Value};
 
 use super::billed::{Billed, MISSING_API_KEY, Operation};
 use super::contract::{ContractJson, records_array, zip_input};
-use super::envelope::{Timings, rate_limit_status};
+use super::envelope::Timings;
 use super::error::ApiError;
-use super::types::{CountryField, MAX_ZIPCODE_INTEGER, Performance, RateLimitStatus, ZipCodeValue};
-use super::types::{example_performance, example_rate_limit};
+use super::types::{CountryField, Envelope, MAX_ZIPCODE_INTEGER, Performance, ZipCodeValue};
+use super::types::{example_envelope, example_rate_limit};
 use super::{ApiTags, State};
 use crate::db::geo_index::CountryInfo;
 use crate::db::postal::PlaceRecord;
@@ -66,13 +68,13 @@ impl GeoApi {
     async fn nearest(
         &self,
         body: ContractJson<NearestRequest>,
-    ) -> Result<Json<NearestResponse>, ApiError> {
-        let Billed { answer, envelope } = self.state()?.billed::<Nearest>(&body).await?;
-        Ok(Json(NearestResponse {
+    ) -> Result<Reply<NearestResponse>, ApiError> {
+        let Billed {
+            answer, envelope, ..
+        } = self.state()?.billed::<Nearest>(&body).await?;
+        Ok(Reply(NearestResponse {
             results: answer,
-            balance: envelope.balance,
-            performance: envelope.performance,
-            rate_limit: envelope.rate_limit,
+            envelope,
         }))
     }
 
@@ -91,15 +93,15 @@ impl GeoApi {
     async fn radius(
         &self,
         body: ContractJson<RadiusRequest>,
-    ) -> Result<Json<RadiusResponse>, ApiError> {
-        let Billed { answer, envelope } = self.state()?.billed::<Radius>(&body).await?;
+    ) -> Result<Reply<RadiusResponse>, ApiError> {
+        let Billed {
+            answer, envelope, ..
+        } = self.state()?.billed::<Radius>(&body).await?;
         let (results, truncated) = answer;
-        Ok(Json(RadiusResponse {
+        Ok(Reply(RadiusResponse {
             results,
             truncated,
-            balance: envelope.balance,
-            performance: envelope.performance,
-            rate_limit: envelope.rate_limit,
+            envelope,
         }))
     }
 
@@ -115,18 +117,18 @@ impl GeoApi {
     async fn distance(
         &self,
         body: ContractJson<DistanceRequest>,
-    ) -> Result<Json<DistanceResponse>, ApiError> {
-        let Billed { answer, envelope } = self.state()?.billed::<Distance>(&body).await?;
+    ) -> Result<Reply<DistanceResponse>, ApiError> {
+        let Billed {
+            answer, envelope, ..
+        } = self.state()?.billed::<Distance>(&body).await?;
         let (from, to) = answer;
         let km = from.distance_to(&to);
-        Ok(Json(DistanceResponse {
+        Ok(Reply(DistanceResponse {
             km: round_km(km),
             miles: round_km(km_to_miles(km)),
             from,
             to,
-            balance: envelope.balance,
-            performance: envelope.performance,
-            rate_limit: envelope.rate_limit,
+            envelope,
         }))
     }
 
@@ -143,13 +145,13 @@ impl GeoApi {
     async fn autocomplete(
         &self,
         body: ContractJson<AutocompleteRequest>,
-    ) -> Result<Json<AutocompleteResponse>, ApiError> {
-        let Billed { answer, envelope } = self.state()?.billed::<Autocomplete>(&body).await?;
-        Ok(Json(AutocompleteResponse {
+    ) -> Result<Reply<AutocompleteResponse>, ApiError> {
+        let Billed {
+            answer, envelope, ..
+        } = self.state()?.billed::<Autocomplete>(&body).await?;
+        Ok(Reply(AutocompleteResponse {
             results: answer,
-            balance: envelope.balance,
-            performance: envelope.performance,
-            rate_limit: envelope.rate_limit,
+            envelope,
         }))
     }
 
@@ -164,16 +166,14 @@ impl GeoApi {
     async fn countries(
         &self,
         body: ContractJson<CountriesRequest>,
-    ) -> Result<Json<CountriesResponse>, ApiError> {
+    ) -> Result<Reply<CountriesResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
         let account = state.status(body.api_key(MISSING_API_KEY)?, &mut timings)?;
         let countries = timings.processing(|| country_list(&state.postal()));
-        Ok(Json(CountriesResponse {
+        Ok(Reply(CountriesResponse {
             countries,
-            balance: account.balance.to_usd(),
-            performance: timings.total_only(),
-            rate_limit: rate_limit_status(&account.rate),
+            envelope: Envelope::free(&account, &timings),
         }))
     }
 
@@ -191,14 +191,16 @@ impl GeoApi {
     async fn nearest_bulk(
         &self,
         body: ContractJson<NearestBulkRequest>,
-    ) -> Result<Json<NearestBulkResponse>, ApiError> {
-        let Billed { answer, envelope } = self.state()?.billed::<NearestBulk>(&body).await?;
-        Ok(Json(NearestBulkResponse {
+    ) -> Result<Reply<NearestBulkResponse>, ApiError> {
+        let Billed {
+            answer,
+            envelope,
+            total_cost,
+        } = self.state()?.billed::<NearestBulk>(&body).await?;
+        Ok(Reply(NearestBulkResponse {
             results: answer,
-            total_cost: envelope.total_cost,
-            balance: envelope.balance,
-            performance: envelope.performance,
-            rate_limit: envelope.rate_limit,
+            total_cost,
+            envelope,
         }))
     }
 }
@@ -642,8 +644,9 @@ fn places(postal: &PostalIndex, hits: &[Nearby]) -> Vec<Place> {
 // ---------------------------------------------------------------------------------------
 
 /// A postal code's first record, where it is.
-#[derive(Debug, Clone, PartialEq, Object)]
+#[derive(Debug, Clone, PartialEq, Object, Serialize)]
 #[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct Place {
     /// The code as the data writes it (JP: seven digits, as metacode).
     pub zipcode: String,
@@ -655,11 +658,13 @@ pub struct Place {
     pub state: String,
     /// Admin code 1, "" when the record has none.
     #[oai(rename = "ST")]
+    #[serde(rename = "ST")]
     pub st: String,
     pub latitude: f64,
     pub longitude: f64,
     /// Great-circle distance from the question's point, km, rounded to the metre.
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub distance_km: Option<f64>,
 }
 
@@ -713,14 +718,15 @@ pub struct NearestRequest {
 }
 
 /// 200 of /api/nearest.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct NearestResponse {
     /// Nearest first.
     pub results: Vec<Place>,
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 /// Body of /api/radius: `zipcode` (and `country`) or `latitude` and `longitude`.
@@ -748,16 +754,17 @@ pub struct RadiusRequest {
 }
 
 /// 200 of /api/radius.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct RadiusResponse {
     /// Nearest first, at most 1,000.
     pub results: Vec<Place>,
     /// More than 1,000 codes are within the radius; the nearest 1,000 answered.
     pub truncated: bool,
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 /// One end of /api/distance.
@@ -783,8 +790,9 @@ pub struct DistanceRequest {
 }
 
 /// 200 of /api/distance.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct DistanceResponse {
     /// Great-circle distance, km, rounded to the metre.
     pub km: f64,
@@ -792,9 +800,9 @@ pub struct DistanceResponse {
     pub miles: f64,
     pub from: Place,
     pub to: Place,
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 /// Body of /api/autocomplete.
@@ -821,7 +829,7 @@ pub struct AutocompleteRequest {
 }
 
 /// A code that starts with `q`.
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Object, Serialize)]
 pub struct Suggestion {
     pub zipcode: String,
     /// The place name of its first record.
@@ -829,14 +837,15 @@ pub struct Suggestion {
 }
 
 /// 200 of /api/autocomplete.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct AutocompleteResponse {
     /// In code order (of the compact forms).
     pub results: Vec<Suggestion>,
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 /// Body of /api/countries.
@@ -849,8 +858,9 @@ pub struct CountriesRequest {
 }
 
 /// A country with data.
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct CountryEntry {
     /// ISO 3166-1 alpha-2 code.
     pub code: String,
@@ -870,15 +880,15 @@ pub struct CountryEntry {
 }
 
 /// 200 of /api/countries (free).
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct CountriesResponse {
     /// By code.
     pub countries: Vec<CountryEntry>,
-    pub balance: f64,
-    /// `totalTime` only.
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 /// One point of /api/nearest-bulk.
@@ -896,7 +906,8 @@ pub struct BulkPoint {
 
 /// A point's `id` in /api/nearest-bulk: any string, or an integer every JSON client holds
 /// exactly (-(2^53 - 1) to 2^53 - 1, RFC 7493), echoed as sent.
-#[derive(Debug, Clone, PartialEq)]
+/// Serialized as the value sent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PointId(pub Value);
 
 impl PointId {
@@ -986,28 +997,30 @@ pub struct NearestBulkRequest {
 }
 
 /// The nearest codes of one point.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 pub struct PointResult {
     /// The point's index in `records`.
     pub index: u64,
     /// The point's `id`, when it had one.
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<PointId>,
     /// Nearest first.
     pub results: Vec<Place>,
 }
 
 /// 200 of /api/nearest-bulk.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct NearestBulkResponse {
     /// In request order.
     pub results: Vec<PointResult>,
     /// Points x 0.000028 USD.
     pub total_cost: f64,
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 const EXAMPLE_KEY: &str = "pk_your_api_key";
@@ -1071,9 +1084,7 @@ impl Example for NearestResponse {
     fn example() -> Self {
         NearestResponse {
             results: example_nearest_places(),
-            balance: 4.999972,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999972),
         }
     }
 }
@@ -1096,9 +1107,7 @@ impl Example for RadiusResponse {
         RadiusResponse {
             results: example_nearest_places().into_iter().take(1).collect(),
             truncated: false,
-            balance: 4.999972,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999972),
         }
     }
 }
@@ -1140,9 +1149,7 @@ impl Example for DistanceResponse {
                 (40.7484, -73.9967),
                 None,
             ),
-            balance: 4.999972,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999972),
         }
     }
 }
@@ -1170,9 +1177,7 @@ impl Example for AutocompleteResponse {
                 suggestion("90211"),
                 suggestion("90212"),
             ],
-            balance: 4.999972,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999972),
         }
     }
 }
@@ -1190,15 +1195,17 @@ impl Example for CountriesResponse {
                 example: Some("AD100".into()),
                 admin_levels: vec![1],
             }],
-            balance: 4.999972,
-            performance: Performance {
-                auth_time: None,
-                rate_limit_check_time: None,
-                balance_time: None,
-                processing_time: None,
-                total_time: "0.105ms".into(),
+            envelope: Envelope {
+                balance: 4.999972,
+                performance: Performance {
+                    auth_time: None,
+                    rate_limit_check_time: None,
+                    balance_time: None,
+                    processing_time: None,
+                    total_time: "0.105ms".into(),
+                },
+                rate_limit: example_rate_limit(),
             },
-            rate_limit: example_rate_limit(),
         }
     }
 }
@@ -1228,9 +1235,7 @@ impl Example for NearestBulkResponse {
                 results: example_nearest_places(),
             }],
             total_cost: 0.000028,
-            balance: 4.999972,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999972),
         }
     }
 }

@@ -25,6 +25,7 @@ mod geo;
 mod http_errors;
 mod lookup;
 pub mod ops;
+mod reply;
 pub mod server;
 mod suggest;
 pub mod telemetry;
@@ -43,7 +44,7 @@ use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::{Endpoint, EndpointExt, Response, Route, get};
 use poem_openapi::OpenApiService;
 
-pub use billed::{Billed, Envelope, MISSING_API_KEY, Operation};
+pub use billed::{Billed, MISSING_API_KEY, Operation};
 pub use endpoints::PostalApi;
 pub use error::ApiError;
 pub use geo::GeoApi;

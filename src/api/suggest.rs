@@ -4,17 +4,16 @@
 
 use std::sync::Arc;
 
-use poem_openapi::payload::Json;
+use super::reply::Reply;
 use poem_openapi::types::Example;
 use poem_openapi::{Object, OpenApi};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::billed::{Billed, MISSING_API_KEY, Operation};
 use super::contract::ContractJson;
 use super::error::ApiError;
-use super::types::{
-    CountryField, Performance, RateLimitStatus, example_performance, example_rate_limit,
-};
+use super::types::{CountryField, Envelope, example_envelope};
 use super::{ApiTags, State};
 use crate::db::postal_index::PostalIndex;
 use crate::domain::CountryCode;
@@ -51,16 +50,16 @@ impl SuggestApi {
     async fn suggest(
         &self,
         body: ContractJson<SuggestRequest>,
-    ) -> Result<Json<SuggestResponse>, ApiError> {
+    ) -> Result<Reply<SuggestResponse>, ApiError> {
         let state = self.state.as_deref().ok_or_else(|| {
             ApiError::internal(anyhow::anyhow!("the API runs without a database"))
         })?;
-        let Billed { answer, envelope } = state.billed::<Suggest>(&body).await?;
-        Ok(Json(SuggestResponse {
+        let Billed {
+            answer, envelope, ..
+        } = state.billed::<Suggest>(&body).await?;
+        Ok(Reply(SuggestResponse {
             results: answer,
-            balance: envelope.balance,
-            performance: envelope.performance,
-            rate_limit: envelope.rate_limit,
+            envelope,
         }))
     }
 }
@@ -200,7 +199,7 @@ impl Example for SuggestRequest {
 }
 
 /// One suggested place.
-#[derive(Debug, Clone, PartialEq, Object)]
+#[derive(Debug, Clone, PartialEq, Object, Serialize)]
 pub struct SuggestResult {
     /// The place name as the data writes it.
     pub city: String,
@@ -208,21 +207,22 @@ pub struct SuggestResult {
     pub state: String,
     /// Its state / region code (admin code1); "" when the data has none.
     #[oai(rename = "ST")]
+    #[serde(rename = "ST")]
     pub st: String,
     /// How many postal codes the place has.
     pub codes: u64,
 }
 
 /// 200 of /api/suggest.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct SuggestResponse {
     /// Best first: names starting with `q`, then names containing it; most codes first.
     pub results: Vec<SuggestResult>,
-    /// Balance in USD after this query.
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 impl Example for SuggestResponse {
@@ -235,9 +235,7 @@ impl Example for SuggestResponse {
         };
         SuggestResponse {
             results: vec![place("San Francisco", 63), place("San Fernando", 3)],
-            balance: 4.999972,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999972),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
 use poem_openapi::types::{Example, ParseFromJSON, ParseResult, ToJSON, Type};
 use poem_openapi::{Enum, Object, Union};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::contract::DocumentedBody;
@@ -148,7 +149,7 @@ fn register_country_enum<T>(
 }
 
 /// A postal code sent as a JSON string or integer (`"02134"`, `2134`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ZipCodeValue(pub Value);
 
 impl Type for ZipCodeValue {
@@ -358,28 +359,34 @@ impl Example for AboutRequest {
 // ---------------------------------------------------------------------------------------
 
 /// Measured time of each step, as `"<n>ms"`.
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct Performance {
     /// Finding the account behind the API key.
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub auth_time: Option<String>,
     /// Checking the rate-limit windows.
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit_check_time: Option<String>,
     /// Checking and charging the balance (the charge is durable when answered).
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub balance_time: Option<String>,
     /// Answering the question itself.
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub processing_time: Option<String>,
     /// From the request's arrival to the response.
     pub total_time: String,
 }
 
 /// Use of one rate-limit window.
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct WindowUse {
     /// The limit, or null when this window has none.
     #[oai(nullable)]
@@ -392,8 +399,9 @@ pub struct WindowUse {
 }
 
 /// Rate-limit status of the account.
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RateLimitStatus {
     /// false unless the account enabled rate limits.
     pub enabled: bool,
@@ -402,13 +410,26 @@ pub struct RateLimitStatus {
     pub per_day: WindowUse,
 }
 
+/// What every 200 of a billed operation carries beside its answer (postal-api.md 2.1),
+/// written into the response object beside the answer's fields.
+#[derive(Debug, Clone, Object, Serialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope {
+    /// Balance in USD after this query.
+    pub balance: f64,
+    pub performance: Performance,
+    pub rate_limit: RateLimitStatus,
+}
+
 // ---------------------------------------------------------------------------------------
 // Responses.
 // ---------------------------------------------------------------------------------------
 
 /// 200 of /api/lookup.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct LookupResponse {
     /// City or place name.
     pub city: String,
@@ -416,105 +437,138 @@ pub struct LookupResponse {
     pub state: String,
     /// State abbreviation; "" outside the US.
     #[oai(rename = "ST")]
+    #[serde(rename = "ST")]
     pub st: String,
     #[oai(nullable)]
     pub latitude: Option<f64>,
     #[oai(nullable)]
     pub longitude: Option<f64>,
-    /// Balance in USD after this query.
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 /// 200 of /api/city.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct CityResponse {
     /// Postal codes of the city, unique and ascending.
     pub zipcodes: Vec<String>,
     /// The city that answered, only when no name matched exactly.
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_city: Option<String>,
     /// Its state (admin name 1), only on a fuzzy match.
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_state: Option<String>,
     /// Its state code (admin code 1), only on a fuzzy match.
     #[oai(rename = "matchedST", skip_serializing_if_is_none)]
+    #[serde(rename = "matchedST")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_st: Option<String>,
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 /// Metadata of a US postal code.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", skip_serializing_if_is_none)]
+#[serde(rename_all = "camelCase")]
 pub struct UsMeta {
     pub zipcode: String,
     pub city: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub state_abbrev: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub county: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub latitude: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub longitude: Option<f64>,
     /// IANA timezone at the coordinates.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
 }
 
 /// Metadata of a non-US postal code; fields without data are omitted.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(skip_serializing_if_is_none)]
 pub struct WorldMeta {
     #[oai(rename = "postalCode")]
+    #[serde(rename = "postalCode")]
     pub postal_code: String,
     pub country: String,
     #[oai(rename = "placeName")]
+    #[serde(rename = "placeName")]
     pub place_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub latitude: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub longitude: Option<f64>,
     /// IANA timezone at the coordinates.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_name1: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_code1: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_name2: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_code2: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_name3: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_code3: Option<String>,
     /// GeoNames accuracy of the coordinates: 1 (estimated) to 6 (centroid).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub accuracy: Option<i64>,
     /// Rich-schema countries (MX, BR): the top-level region (admin name 1).
     #[oai(rename = "adminLevel1")]
+    #[serde(rename = "adminLevel1")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_level1: Option<String>,
     /// Rich-schema countries (MX, BR): the second-level region (admin name 2).
     #[oai(rename = "adminLevel2")]
+    #[serde(rename = "adminLevel2")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_level2: Option<String>,
     /// Rich-schema countries (MX, BR): the municipality (admin name 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub municipality: Option<String>,
     /// Rich-schema countries (MX): the city (admin name 3), when distinct from placeName.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub city: Option<String>,
 }
 
 /// The metadata record: US shape for US codes, otherwise the world shape.
-#[derive(Debug, Union)]
+#[derive(Debug, Union, Serialize)]
+#[serde(untagged)]
 pub enum Meta {
     Us(UsMeta),
     World(Box<WorldMeta>),
 }
 
 /// 200 of /api/metacode and /api/metazip.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct MetaResponse {
     pub meta: Meta,
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 /// 200 of /api/validate.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct ValidateResponse {
     /// The postal code exists.
     pub valid: bool,
@@ -522,14 +576,15 @@ pub struct ValidateResponse {
     pub zipcode: ZipCodeValue,
     /// Same as `performance.totalTime`.
     pub response_time: String,
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 /// Why a bulk record is not valid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum, Serialize)]
 #[oai(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// Well-formed, but not in the country's data.
     NotFound,
@@ -542,7 +597,7 @@ pub enum Reason {
 /// `reason` of a bulk result: the enum inline and nullable, because generated clients
 /// cannot take `null` through an `allOf` around a `$ref` to an enum (openapi-python-client:
 /// "Cannot take allOf a non-object").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct NullableReason(pub Option<Reason>);
 
 impl Type for NullableReason {
@@ -604,8 +659,9 @@ impl ToJSON for NullableReason {
 }
 
 /// One result of /api/validate-bulk, in request order.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct BulkResult {
     /// Echo of the input.
     pub postal_code: String,
@@ -620,30 +676,33 @@ pub struct BulkResult {
 }
 
 /// 200 of /api/validate-bulk.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct BulkResponse {
     pub results: Vec<BulkResult>,
     /// Records x 0.000028 USD.
     pub total_cost: f64,
-    pub balance: f64,
-    pub performance: Performance,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 /// 200 of /api/aboutapi.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
 pub struct AboutResponse {
     #[oai(rename = "About")]
+    #[serde(rename = "About")]
     pub about: String,
     /// Semantic version of the service.
     pub version: String,
     pub coverage: String,
     pub usage: String,
-    pub performance: Performance,
-    pub balance: f64,
-    pub rate_limit: RateLimitStatus,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -657,6 +716,14 @@ pub(super) fn example_performance() -> Performance {
         balance_time: Some("0.212ms".into()),
         processing_time: Some("0.014ms".into()),
         total_time: "0.262ms".into(),
+    }
+}
+
+pub(super) fn example_envelope(balance: f64) -> Envelope {
+    Envelope {
+        balance,
+        performance: example_performance(),
+        rate_limit: example_rate_limit(),
     }
 }
 
@@ -682,9 +749,7 @@ impl Example for LookupResponse {
             st: "CA".into(),
             latitude: Some(34.0901),
             longitude: Some(-118.4065),
-            balance: 4.999972,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999972),
         }
     }
 }
@@ -696,9 +761,7 @@ impl Example for CityResponse {
             matched_city: Some("San Francisco".into()),
             matched_state: Some("California".into()),
             matched_st: Some("CA".into()),
-            balance: 4.999972,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999972),
         }
     }
 }
@@ -725,9 +788,7 @@ impl Example for MetaResponse {
                 municipality: None,
                 city: None,
             })),
-            balance: 4.999972,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999972),
         }
     }
 }
@@ -738,9 +799,7 @@ impl Example for ValidateResponse {
             valid: true,
             zipcode: ZipCodeValue(Value::String("SW1A 1AA".into())),
             response_time: "0.262ms".into(),
-            balance: 4.999972,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999972),
         }
     }
 }
@@ -764,9 +823,7 @@ impl Example for BulkResponse {
                 result("ABCDE", "US", None, Some(Reason::InvalidFormat)),
             ],
             total_cost: 0.000084,
-            balance: 4.999916,
-            performance: example_performance(),
-            rate_limit: example_rate_limit(),
+            envelope: example_envelope(4.999916),
         }
     }
 }
@@ -779,15 +836,17 @@ impl Example for AboutResponse {
             version: env!("CARGO_PKG_VERSION").into(),
             coverage: "1,648,448 postal codes in 120 countries. Data: GeoNames (CC BY 4.0)".into(),
             usage: "POST JSON with your apiKey to /api/lookup ...".into(),
-            performance: Performance {
+            envelope: Envelope {
+                balance: 4.999972,
+                performance: Performance {
                 auth_time: None,
                 rate_limit_check_time: None,
                 balance_time: None,
                 processing_time: None,
                 total_time: "0.105ms".into(),
             },
-            balance: 4.999972,
-            rate_limit: example_rate_limit(),
+                rate_limit: example_rate_limit(),
+            },
         }
     }
 }

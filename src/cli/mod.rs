@@ -4,6 +4,7 @@
 mod account;
 mod key;
 mod ledger;
+mod log_writer;
 mod serve;
 mod usage;
 

@@ -11,6 +11,7 @@ use postal::api::ops::Operations;
 use postal::db::{self, accounts};
 
 use super::Verdict;
+use super::log_writer;
 
 #[derive(Args)]
 pub(super) struct ServeArgs {
@@ -46,7 +47,7 @@ const LOCAL_DATASET: &str = "../shared/geonames/allCountries.zip";
 /// A database without postal data first gets the dataset, one without accounts gets a
 /// first account whose key is printed once; then the API runs until Ctrl-C or SIGTERM.
 pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
-    let _flushed_at_exit = init_logging(args.log_format);
+    let _flushed_at_exit = init_logging(args.log_format)?;
     let mut conn = db::open(db_path)?;
     if db::postal::coverage(&conn)?.records == 0 {
         let local = Path::new(LOCAL_DATASET);
@@ -99,16 +100,13 @@ pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
     Ok(Verdict::Success)
 }
 
-/// Logs to stderr at info (or `RUST_LOG`-free: the level is fixed; requests log one
-/// access line each, see `api::telemetry`). Lines are written by a thread of their own
-/// (tracing-appender), in batches, so a request does not wait for a write(2); none is
-/// dropped (`lossy(false)`: past 128,000 queued lines, requests wait for the writer).
-/// The guard flushes what is queued when dropped, at exit.
-fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("postal-log")
-        .finish(std::io::stderr());
+/// Logs to stderr at info (the level is fixed; requests log one access line each, see
+/// `api::telemetry`). Lines are written in batches by a thread of their own
+/// (`log_writer`), so a request neither waits for a write(2) nor wakes a thread; none is
+/// dropped. The guard writes what is left when dropped, at exit.
+fn init_logging(format: LogFormat) -> anyhow::Result<log_writer::Flusher<std::io::Stderr>> {
+    let (writer, flusher) =
+        log_writer::batched(std::io::stderr()).context("starting the log writer thread")?;
     let builder = tracing_subscriber::fmt()
         .with_target(false)
         .with_writer(writer);
@@ -121,5 +119,5 @@ fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
             .with_span_list(false)
             .init(),
     }
-    guard
+    Ok(flusher)
 }

@@ -345,7 +345,7 @@ fn postal_serve_logs_one_json_access_line_per_request_with_its_id_and_never_the_
         .collect();
     let access: Vec<&Value> = lines
         .iter()
-        .filter(|l| l["span"]["request_id"] == "trace-42")
+        .filter(|l| l["request_id"] == "trace-42")
         .collect();
     assert_eq!(access.len(), 1, "{text}");
     let line = access[0];
