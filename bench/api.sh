@@ -60,6 +60,11 @@ $POSTAL --db "$DB" account topup "$account_id" --usd 1000000 >/dev/null
 rm -f "$DURABLE_DB" "$DURABLE_DB-wal" "$DURABLE_DB-shm"
 sqlite_copy() { python3 -c 'import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)' "$1" "$2"; }
 sqlite_copy "$DB" "$DURABLE_DB"
+BASE_DB=$OUT/bench-base.db
+if [ -n "$BASE" ]; then
+  rm -f "$BASE_DB" "$BASE_DB-wal" "$BASE_DB-shm"
+  sqlite_copy "$DB" "$BASE_DB"
+fi
 
 # 20,000 random real (country, code) pairs of every country; 20,000 random US codes with
 # their first record pre-rendered as a file per code for nginx; Lua scripts; a bulk body.
