@@ -4,5 +4,6 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
+    postal::alloc::disable_huge_pages();
     cli::main()
 }
