@@ -28,25 +28,10 @@ for tool in wrk nginx; do
 done
 NGINX=$(command -v nginx)
 
+source bench/lib.sh
 BASE=${BASE:-}
-if [ -n "$BASE" ] && [ ! -x "$OUT/postal-$BASE" ]; then
-  # Built once per BASE in the same target dir (dependencies shared).
-  rm -rf "$OUT/base-src"
-  mkdir -p "$OUT/base-src"
-  git archive "$BASE" | tar -x -C "$OUT/base-src"
-  cargo build --release --quiet --bin postal --manifest-path "$OUT/base-src/Cargo.toml" \
-    --target-dir target
-  cp target/release/postal "$OUT/postal-$BASE"
-fi
-# Both versions' binaries are named target/release/postal: take this version's from the
-# path cargo reports, so a stale copy of the other can never be benchmarked as this one.
-POSTAL=$(cargo build --release --quiet --bin postal --bin postal-import --example bare \
-  --message-format=json | python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "postal" and m.get("executable"):
-        print(m["executable"])')
+[ -n "$BASE" ] && build_base "$BASE" "$OUT"
+POSTAL=$(this_postal --bin postal-import --example bare)
 
 # The full dataset, imported once and kept for later runs.
 if [ ! -f "$DB" ]; then

@@ -12,23 +12,9 @@ BASE=${BASE:-$(git merge-base HEAD main)}
 SEED=${SEED:-8}
 
 # The previous version, built once per BASE in the same target dir (dependencies shared).
-if [ ! -x "$OUT/postal-$BASE" ]; then
-  rm -rf "$OUT/base-src"
-  mkdir -p "$OUT/base-src"
-  git archive "$BASE" | tar -x -C "$OUT/base-src"
-  cargo build --release --quiet --bin postal --manifest-path "$OUT/base-src/Cargo.toml" \
-    --target-dir target
-  cp target/release/postal "$OUT/postal-$BASE"
-fi
-# Both versions' binaries are named target/release/postal: take this version's from the
-# path cargo reports, so a stale copy of the other can never be benchmarked as this one.
-new_bin=$(cargo build --release --quiet --bin postal --bin postal-import --example city-bench \
-  --message-format=json | python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "postal" and m.get("executable"):
-        print(m["executable"])')
+source bench/lib.sh
+build_base "$BASE" "$OUT"
+new_bin=$(this_postal --bin postal-import --example city-bench)
 cp "$new_bin" "$OUT/postal-new"
 
 # The full dataset, imported once and kept for later runs; one copy per server (one

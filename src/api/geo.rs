@@ -8,18 +8,18 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
-
-use super::reply::Reply;
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
-use poem_openapi::types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
+use poem_openapi::types::{Example, Type};
 use poem_openapi::{Object, OpenApi};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::billed::{Billed, MISSING_API_KEY, Operation};
 use super::contract::{ContractJson, records_array, zip_input};
 use super::envelope::Timings;
 use super::error::ApiError;
+use super::reply::Reply;
+use super::types::json_value;
 use super::types::{CountryField, Envelope, MAX_ZIPCODE_INTEGER, Performance, ZipCodeValue};
 use super::types::{example_envelope, example_rate_limit};
 use super::{ApiTags, State};
@@ -923,16 +923,10 @@ impl PointId {
     }
 }
 
-impl Type for PointId {
-    const IS_REQUIRED: bool = true;
-    type RawValueType = Self;
-    type RawElementValueType = Self;
-
-    fn name() -> std::borrow::Cow<'static, str> {
-        "string_or_safe_integer".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
+json_value!(
+    PointId,
+    "string_or_safe_integer",
+    {
         let safe = MAX_ZIPCODE_INTEGER as f64;
         MetaSchemaRef::Inline(Box::new(MetaSchema {
             one_of: vec![
@@ -945,34 +939,9 @@ impl Type for PointId {
             ],
             ..MetaSchema::ANY
         }))
-    }
-
-    fn as_raw_value(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn raw_element_iter<'a>(
-        &'a self,
-    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
-        Box::new(self.as_raw_value().into_iter())
-    }
-}
-
-impl ParseFromJSON for PointId {
-    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        match value {
-            Some(v) if PointId::admits(&v) => Ok(PointId(v)),
-            Some(other) => Err(ParseError::expected_type(other)),
-            None => Err(ParseError::expected_input()),
-        }
-    }
-}
-
-impl ToJSON for PointId {
-    fn to_json(&self) -> Option<Value> {
-        Some(self.0.clone())
-    }
-}
+    },
+    PointId::admits
+);
 
 /// Body of /api/nearest-bulk.
 #[derive(Debug, Object)]

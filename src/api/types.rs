@@ -26,23 +26,24 @@ fn non_blank_string() -> MetaSchemaRef {
     }))
 }
 
-/// Implements the poem-openapi traits of a documentation-only wrapper of a JSON value.
-macro_rules! documented_value {
+/// poem-openapi's `Type` of a hand-written wrapper: its name, schema and registration; the
+/// rest is the same for all of them.
+macro_rules! wrapper_type {
     ($ty:ident, $name:expr, $schema:expr, $register:expr) => {
-        impl Type for $ty {
+        impl ::poem_openapi::types::Type for $ty {
             const IS_REQUIRED: bool = true;
             type RawValueType = Self;
             type RawElementValueType = Self;
 
-            fn name() -> Cow<'static, str> {
+            fn name() -> ::std::borrow::Cow<'static, str> {
                 $name.into()
             }
 
-            fn schema_ref() -> MetaSchemaRef {
+            fn schema_ref() -> ::poem_openapi::registry::MetaSchemaRef {
                 $schema
             }
 
-            fn register(registry: &mut Registry) {
+            fn register(registry: &mut ::poem_openapi::registry::Registry) {
                 ($register)(registry)
             }
 
@@ -56,6 +57,14 @@ macro_rules! documented_value {
                 Box::new(self.as_raw_value().into_iter())
             }
         }
+    };
+}
+pub(crate) use wrapper_type;
+
+/// Implements the poem-openapi traits of a documentation-only wrapper of a JSON string.
+macro_rules! documented_value {
+    ($ty:ident, $name:expr, $schema:expr, $register:expr) => {
+        wrapper_type!($ty, $name, $schema, $register);
 
         impl ParseFromJSON for $ty {
             fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
@@ -74,6 +83,38 @@ macro_rules! documented_value {
         }
     };
 }
+
+/// Implements the poem-openapi traits of a field kept as the JSON value sent (a string or
+/// a number, echoed as is), which `$admits` accepts.
+macro_rules! json_value {
+    ($ty:ident, $name:expr, $schema:expr, $admits:expr) => {
+        $crate::api::types::wrapper_type!(
+            $ty,
+            $name,
+            $schema,
+            |_: &mut ::poem_openapi::registry::Registry| {}
+        );
+
+        impl ::poem_openapi::types::ParseFromJSON for $ty {
+            fn parse_from_json(
+                value: Option<::serde_json::Value>,
+            ) -> ::poem_openapi::types::ParseResult<Self> {
+                match value {
+                    Some(v) if ($admits)(&v) => Ok($ty(v)),
+                    Some(other) => Err(::poem_openapi::types::ParseError::expected_type(other)),
+                    None => Err(::poem_openapi::types::ParseError::expected_input()),
+                }
+            }
+        }
+
+        impl ::poem_openapi::types::ToJSON for $ty {
+            fn to_json(&self) -> Option<::serde_json::Value> {
+                Some(self.0.clone())
+            }
+        }
+    };
+}
+pub(crate) use json_value;
 
 /// A string field the server requires to hold more than white space (`city`, `postalCode`).
 #[derive(Debug, Clone, PartialEq)]
@@ -152,56 +193,22 @@ fn register_country_enum<T>(
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ZipCodeValue(pub Value);
 
-impl Type for ZipCodeValue {
-    const IS_REQUIRED: bool = true;
-    type RawValueType = Self;
-    type RawElementValueType = Self;
-
-    fn name() -> Cow<'static, str> {
-        "string_or_integer".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(MetaSchema {
-            one_of: vec![
-                non_blank_string(),
-                MetaSchemaRef::Inline(Box::new(MetaSchema {
-                    minimum: Some(0.0),
-                    maximum: Some(MAX_ZIPCODE_INTEGER as f64),
-                    ..MetaSchema::new("integer")
-                })),
-            ],
-            ..MetaSchema::ANY
-        }))
-    }
-
-    fn as_raw_value(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn raw_element_iter<'a>(
-        &'a self,
-    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
-        Box::new(self.as_raw_value().into_iter())
-    }
-}
-
-impl ParseFromJSON for ZipCodeValue {
-    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        match value {
-            Some(v @ Value::String(_)) => Ok(ZipCodeValue(v)),
-            Some(Value::Number(n)) if n.is_u64() => Ok(ZipCodeValue(Value::Number(n))),
-            Some(other) => Err(poem_openapi::types::ParseError::expected_type(other)),
-            None => Err(poem_openapi::types::ParseError::expected_input()),
-        }
-    }
-}
-
-impl ToJSON for ZipCodeValue {
-    fn to_json(&self) -> Option<Value> {
-        Some(self.0.clone())
-    }
-}
+json_value!(
+    ZipCodeValue,
+    "string_or_integer",
+    MetaSchemaRef::Inline(Box::new(MetaSchema {
+        one_of: vec![
+            non_blank_string(),
+            MetaSchemaRef::Inline(Box::new(MetaSchema {
+                minimum: Some(0.0),
+                maximum: Some(MAX_ZIPCODE_INTEGER as f64),
+                ..MetaSchema::new("integer")
+            })),
+        ],
+        ..MetaSchema::ANY
+    })),
+    |v: &Value| v.is_string() || v.is_u64()
+);
 
 // ---------------------------------------------------------------------------------------
 // Requests (documentation of the bodies; `contract` reads them).

@@ -1,0 +1,26 @@
+# Shell functions the benchmarks share; source it from the repository root.
+
+# build_base COMMIT DIR: the `postal` binary of COMMIT, built once into DIR/postal-COMMIT
+# (in the same target dir, so dependencies are shared).
+build_base() {
+  local commit=$1 dir=$2
+  [ -x "$dir/postal-$commit" ] && return
+  rm -rf "$dir/base-src"
+  mkdir -p "$dir/base-src"
+  git archive "$commit" | tar -x -C "$dir/base-src"
+  cargo build --release --quiet --bin postal --manifest-path "$dir/base-src/Cargo.toml" \
+    --target-dir target
+  cp target/release/postal "$dir/postal-$commit"
+}
+
+# this_postal [cargo target flags...]: builds this version's `postal` (and the targets
+# given) and prints its path as cargo reports it. Both versions' binaries are named
+# target/release/postal, so a stale copy of the other can never be benchmarked as this one.
+this_postal() {
+  cargo build --release --quiet --bin postal "$@" --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "postal" and m.get("executable"):
+        print(m["executable"])'
+}
