@@ -30,7 +30,6 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    background_priority();
     let options = postal::import::Options {
         db: cli.db,
         sources: cli.sources,
@@ -58,18 +57,5 @@ fn main() -> ExitCode {
             eprintln!("postal-import: {e:#}");
             ExitCode::from(1)
         }
-    }
-}
-
-/// Runs the import at `nice` 10: it is a batch job beside a server that answers billed
-/// requests on the same machine, and on 2 cores an import at the same priority slowed
-/// the admin CLI from 28 ms to up to 1 s a command (CPU, not the write lock: strace
-/// showed at most 7 busy waits and 47 ms of fsync; bench/import-under-load.sh). Alone on
-/// a machine it takes the idle CPU all the same.
-fn background_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority takes integers only and changes this process's own priority.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
     }
 }
