@@ -20,8 +20,8 @@ use super::envelope::Timings;
 use super::error::ApiError;
 use super::reply::Reply;
 use super::types::json_value;
-use super::types::{CountryField, Envelope, MAX_ZIPCODE_INTEGER, Performance, ZipCodeValue};
-use super::types::{example_envelope, example_rate_limit};
+use super::types::{CountryField, Envelope, MAX_ZIPCODE_INTEGER, ZipCodeValue};
+use super::types::{example_envelope, example_free_envelope};
 use super::{ApiTags, State};
 use crate::db::geo_index::CountryInfo;
 use crate::db::postal::PlaceRecord;
@@ -1164,17 +1164,7 @@ impl Example for CountriesResponse {
                 example: Some("AD100".into()),
                 admin_levels: vec![1],
             }],
-            envelope: Envelope {
-                balance: 4.999972,
-                performance: Performance {
-                    auth_time: None,
-                    rate_limit_check_time: None,
-                    balance_time: None,
-                    processing_time: None,
-                    total_time: "0.105ms".into(),
-                },
-                rate_limit: example_rate_limit(),
-            },
+            envelope: example_free_envelope(),
         }
     }
 }

@@ -734,6 +734,21 @@ pub(super) fn example_envelope(balance: f64) -> Envelope {
     }
 }
 
+/// The envelope of a free operation (`totalTime` only).
+pub(super) fn example_free_envelope() -> Envelope {
+    Envelope {
+        balance: 4.999972,
+        performance: Performance {
+            auth_time: None,
+            rate_limit_check_time: None,
+            balance_time: None,
+            processing_time: None,
+            total_time: "0.105ms".into(),
+        },
+        rate_limit: example_rate_limit(),
+    }
+}
+
 pub(super) fn example_rate_limit() -> RateLimitStatus {
     let off = || WindowUse {
         limit: None,
@@ -843,17 +858,7 @@ impl Example for AboutResponse {
             version: env!("CARGO_PKG_VERSION").into(),
             coverage: "1,648,448 postal codes in 120 countries. Data: GeoNames (CC BY 4.0)".into(),
             usage: "POST JSON with your apiKey to /api/lookup ...".into(),
-            envelope: Envelope {
-                balance: 4.999972,
-                performance: Performance {
-                auth_time: None,
-                rate_limit_check_time: None,
-                balance_time: None,
-                processing_time: None,
-                total_time: "0.105ms".into(),
-            },
-                rate_limit: example_rate_limit(),
-            },
+            envelope: example_free_envelope(),
         }
     }
 }
