@@ -30,7 +30,10 @@ NGINX=$(command -v nginx)
 
 source bench/lib.sh
 BASE=${BASE:-}
-[ -n "$BASE" ] && build_base "$BASE" "$OUT"
+if [ -n "$BASE" ]; then
+  BASE=$(base_commit "$BASE")
+  build_base "$BASE" "$OUT"
+fi
 POSTAL=$(this_postal --bin postal-import --example bare)
 
 # The full dataset, imported once and kept for later runs.

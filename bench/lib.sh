@@ -1,7 +1,12 @@
 # Shell functions the benchmarks share; source it from the repository root.
 
-# build_base COMMIT DIR: the `postal` binary of COMMIT, built once into DIR/postal-COMMIT
-# (in the same target dir, so dependencies are shared).
+# base_commit REF: the full commit id of REF (a branch or HEAD~1 moves; the id does not).
+base_commit() {
+  git rev-parse --verify "$1^{commit}"
+}
+
+# build_base COMMIT DIR: the `postal` binary of COMMIT (a full id, see base_commit), built
+# once into DIR/postal-COMMIT (in the same target dir, so dependencies are shared).
 build_base() {
   local commit=$1 dir=$2
   [ -x "$dir/postal-$commit" ] && return

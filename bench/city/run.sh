@@ -13,6 +13,7 @@ SEED=${SEED:-8}
 
 # The previous version, built once per BASE in the same target dir (dependencies shared).
 source bench/lib.sh
+BASE=$(base_commit "$BASE")
 build_base "$BASE" "$OUT"
 new_bin=$(this_postal --bin postal-import --example city-bench)
 cp "$new_bin" "$OUT/postal-new"

@@ -104,7 +104,8 @@ pub(super) async fn readyz(ops: Data<&Ops>) -> Response {
     if reasons.is_empty() {
         json_response(StatusCode::OK, json!({"status": "ready"}))
     } else {
-        tracing::warn!("not ready: {}", reasons.join("; "));
+        let request_id = super::telemetry::current_request_id();
+        tracing::warn!(request_id = %request_id, "not ready: {}", reasons.join("; "));
         json_response(
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"status": "not ready", "reason": reasons.join("; ")}),

@@ -423,7 +423,7 @@ pub struct RateLimitStatus {
 #[oai(rename_all = "camelCase")]
 #[serde(rename_all = "camelCase")]
 pub struct Envelope {
-    /// Balance in USD after this query.
+    /// Balance in USD, after this request's charge when the operation is billed.
     pub balance: f64,
     pub performance: Performance,
     pub rate_limit: RateLimitStatus,
