@@ -19,9 +19,9 @@ use super::contract::{ContractJson, records_array, zip_input};
 use super::envelope::Timings;
 use super::error::ApiError;
 use super::reply::Reply;
-use super::types::json_value;
 use super::types::{CountryField, Envelope, MAX_ZIPCODE_INTEGER, ZipCodeValue};
 use super::types::{example_envelope, example_free_envelope};
+use super::types::{given, json_value};
 use super::{ApiTags, State};
 use crate::db::geo_index::CountryInfo;
 use crate::db::postal::PlaceRecord;
@@ -1206,13 +1206,6 @@ impl super::contract::DocumentedBody for RadiusRequest {
     /// "exactly one of" say it).
     fn body_schema() -> MetaSchemaRef {
         // Each with its property's schema, as in RadiusRequest (which lints tell apart).
-        let given = |name: &'static str, schema: MetaSchemaRef| {
-            MetaSchemaRef::Inline(Box::new(MetaSchema {
-                required: vec![name],
-                properties: vec![(name, schema)],
-                ..MetaSchema::new("object")
-            }))
-        };
         let degrees = |limit: f64| {
             MetaSchemaRef::Inline(Box::new(MetaSchema {
                 minimum: Some(-limit),

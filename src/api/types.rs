@@ -276,6 +276,16 @@ impl DocumentedBody for CodeRequest {}
 impl DocumentedBody for BulkRequest {}
 impl DocumentedBody for AboutRequest {}
 
+/// An object that has property `name`, of `schema` (a branch of a rule over several
+/// fields of a request body).
+pub(super) fn given(name: &'static str, schema: MetaSchemaRef) -> MetaSchemaRef {
+    MetaSchemaRef::Inline(Box::new(MetaSchema {
+        required: vec![name],
+        properties: vec![(name, schema)],
+        ..MetaSchema::new("object")
+    }))
+}
+
 impl DocumentedBody for CityRequest {
     fn register_body(registry: &mut Registry) {
         Self::register(registry);
@@ -284,13 +294,6 @@ impl DocumentedBody for CityRequest {
 
     /// For the US (no `country`, or `US`), `state` or `ST` is required.
     fn body_schema() -> MetaSchemaRef {
-        let given = |name: &'static str, schema: MetaSchemaRef| {
-            MetaSchemaRef::Inline(Box::new(MetaSchema {
-                required: vec![name],
-                properties: vec![(name, schema)],
-                ..MetaSchema::new("object")
-            }))
-        };
         MetaSchemaRef::Inline(Box::new(MetaSchema {
             all_of: vec![Self::schema_ref()],
             any_of: vec![
