@@ -174,7 +174,6 @@ impl StoredRecord {
             accuracy: r
                 .accuracy
                 .and_then(|a| i32::try_from(a).ok())
-                .filter(|a| *a != i32::MIN)
                 .unwrap_or(i32::MIN),
         }
     }
