@@ -149,7 +149,7 @@ impl PostalApi {
         Ok(Reply(ValidateResponse {
             valid: answer.valid,
             zipcode: ZipCodeValue(answer.zipcode_echo),
-            response_time: envelope.performance.total_time.clone(),
+            response_time: envelope.performance.total_time,
             envelope,
         }))
     }

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use super::types::{Envelope, Performance, RateLimitStatus, WindowUse};
+use super::types::{Envelope, Millis, Performance, RateLimitStatus, WindowUse};
 use crate::domain::charge::AccountStatus;
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::{RateStatus, WindowStatus};
@@ -48,11 +48,11 @@ impl Timings {
     /// All five keys (billed endpoints).
     pub fn billed(&self) -> Performance {
         Performance {
-            auth_time: Some(ms(self.auth)),
-            rate_limit_check_time: Some(ms(self.rate_limit_check)),
-            balance_time: Some(ms(self.balance)),
-            processing_time: Some(ms(self.processing)),
-            total_time: ms(self.started.elapsed()),
+            auth_time: Some(Millis(self.auth)),
+            rate_limit_check_time: Some(Millis(self.rate_limit_check)),
+            balance_time: Some(Millis(self.balance)),
+            processing_time: Some(Millis(self.processing)),
+            total_time: Millis(self.started.elapsed()),
         }
     }
 
@@ -63,16 +63,9 @@ impl Timings {
             rate_limit_check_time: None,
             balance_time: None,
             processing_time: None,
-            total_time: ms(self.started.elapsed()),
+            total_time: Millis(self.started.elapsed()),
         }
     }
-}
-
-/// `"0.142ms"`: milliseconds with three decimals (rounded to the microsecond; integer
-/// formatting, five times a request, costs less than a float's).
-fn ms(d: Duration) -> String {
-    let micros = (d.as_nanos() + 500) / 1000;
-    format!("{}.{:03}ms", micros / 1000, micros % 1000)
 }
 
 impl Envelope {
@@ -113,6 +106,21 @@ fn rate_limit_status(status: &RateStatus) -> RateLimitStatus {
 mod tests {
     use super::*;
 
+    fn ms(d: Duration) -> String {
+        let text = Millis(d).to_string();
+        // serde writes the same text, and it reads back to the microsecond.
+        assert_eq!(
+            serde_json::to_string(&Millis(d)).unwrap(),
+            format!("\"{text}\"")
+        );
+        let back = <Millis as poem_openapi::types::ParseFromJSON>::parse_from_json(Some(
+            serde_json::Value::String(text.clone()),
+        ))
+        .unwrap();
+        assert_eq!(back.0.as_micros(), (d.as_nanos() + 500) / 1000);
+        text
+    }
+
     #[test]
     fn durations_are_milliseconds_with_three_decimals() {
         assert_eq!(ms(Duration::from_micros(142)), "0.142ms");
@@ -120,5 +128,23 @@ mod tests {
         assert_eq!(ms(Duration::from_nanos(1_499)), "0.001ms");
         assert_eq!(ms(Duration::from_nanos(999_500)), "1.000ms");
         assert_eq!(ms(Duration::ZERO), "0.000ms");
+        assert_eq!(ms(Duration::from_micros(123_456_789)), "123456.789ms");
+        // The longest there is still fits the buffer.
+        assert_eq!(
+            Millis(Duration::MAX).to_string(),
+            "18446744073709551616000.000ms"
+        );
+    }
+
+    #[test]
+    fn only_the_written_shape_reads_back() {
+        for bad in [
+            "1ms", "1.00ms", ".123ms", "1.123", "-1.000ms", "1.0000ms", "a.123ms",
+        ] {
+            let parsed = <Millis as poem_openapi::types::ParseFromJSON>::parse_from_json(Some(
+                serde_json::Value::String(bad.into()),
+            ));
+            assert!(parsed.is_err(), "{bad}");
+        }
     }
 }

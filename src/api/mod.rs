@@ -259,7 +259,11 @@ pub fn spec_json() -> String {
 /// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, the
 /// operator's `/healthz`, `/readyz` and `/metrics`, JSON bodies for every error
 /// (`http_errors`); every request observed by `telemetry` (request id, access log, metrics).
-pub fn app(state: State, operations: ops::Operations) -> impl Endpoint {
+pub fn app(
+    state: State,
+    operations: ops::Operations,
+    access_log: Arc<dyn telemetry::AccessLog>,
+) -> impl Endpoint {
     let metrics = Arc::new(telemetry::Metrics::new());
     let ops = ops::Ops::new(&state, operations, metrics.clone());
     let api = service(Some(state));
@@ -273,7 +277,10 @@ pub fn app(state: State, operations: ops::Operations) -> impl Endpoint {
         .at("/readyz", get(ops::readyz).data(ops.clone()))
         .at("/metrics", get(ops::scrape).data(ops))
         .around(http_errors::json_errors)
-        .with(telemetry::Telemetry { metrics })
+        .with(telemetry::Telemetry {
+            metrics,
+            access_log,
+        })
 }
 
 fn json_error(status: StatusCode, text: &str) -> Response {
@@ -289,6 +296,8 @@ pub struct Settings {
     pub billing: BillingOptions,
     /// The operator's routes (e.g. a bearer token for /metrics).
     pub operations: ops::Operations,
+    /// Where the access lines go; `None`: `tracing` events ([`telemetry::TracingAccessLog`]).
+    pub access_log: Option<Arc<dyn telemetry::AccessLog>>,
 }
 
 /// Serves the API on `listen` until Ctrl-C or SIGTERM.
@@ -307,7 +316,7 @@ pub async fn serve(db_path: &Path, listen: &str, settings: Settings) -> Result<(
             a.to_string().trim_start_matches("socket://").to_string()
         });
     tracing::info!("listening on http://{bound} (Swagger UI at /docs)");
-    run(acceptor, db_path, billing, settings.operations, shutdown).await
+    run(acceptor, db_path, billing, settings, shutdown).await
 }
 
 /// Serves the API on `acceptor` until `shutdown` completes; in-flight requests finish
@@ -319,14 +328,14 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let billing = Billing::start(db_path, settings.billing)?;
-    run(acceptor, db_path, billing, settings.operations, shutdown).await
+    run(acceptor, db_path, billing, settings, shutdown).await
 }
 
 async fn run(
     acceptor: impl Acceptor + 'static,
     db_path: &Path,
     billing: Billing,
-    operations: ops::Operations,
+    settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let served = async {
@@ -335,7 +344,10 @@ async fn run(
         let postal = PostalIndex::load(&*slow_pool.get()?)?;
         let state = State::new(postal, slow_pool, billing.clone());
         state.watch_dataset();
-        let app = app(state, operations);
+        let access_log = settings
+            .access_log
+            .unwrap_or_else(|| Arc::new(telemetry::TracingAccessLog));
+        let app = app(state, settings.operations, access_log);
         server::run(
             acceptor,
             app,

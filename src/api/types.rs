@@ -368,6 +368,97 @@ impl Example for AboutRequest {
 // The envelope (postal-api.md 2.1).
 // ---------------------------------------------------------------------------------------
 
+/// A measured duration, written `"0.142ms"`: milliseconds with three decimals, rounded
+/// to the microsecond. Five go out with every billed answer, so the text is written
+/// straight to the serializer, with no `String` in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Millis(pub std::time::Duration);
+
+impl Millis {
+    /// The text, written at the end of `buf`.
+    fn text(self, buf: &mut [u8; 32]) -> &str {
+        let micros = self.0.as_nanos().saturating_add(500) / 1000;
+        let mut at = buf.len();
+        let mut put = |b: u8| {
+            at -= 1;
+            buf[at] = b;
+        };
+        put(b's');
+        put(b'm');
+        let (mut whole, fraction) = (micros / 1000, micros % 1000);
+        put(b'0' + (fraction % 10) as u8);
+        put(b'0' + (fraction / 10 % 10) as u8);
+        put(b'0' + (fraction / 100) as u8);
+        put(b'.');
+        loop {
+            put(b'0' + (whole % 10) as u8);
+            whole /= 10;
+            if whole == 0 {
+                break;
+            }
+        }
+        // Only ASCII digits, '.' and "ms" were written.
+        std::str::from_utf8(&buf[at..]).unwrap_or("")
+    }
+
+    /// `"<digits>.<3 digits>ms"` back to the duration.
+    fn parse(text: &str) -> Option<Millis> {
+        let (whole, fraction) = text.strip_suffix("ms")?.split_once('.')?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(whole) || fraction.len() != 3 || !digits(fraction) {
+            return None;
+        }
+        let micros =
+            whole.parse::<u64>().ok()?.checked_mul(1000)? + fraction.parse::<u64>().ok()?;
+        Some(Millis(std::time::Duration::from_micros(micros)))
+    }
+}
+
+impl std::fmt::Display for Millis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text(&mut [0; 32]))
+    }
+}
+
+impl Serialize for Millis {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.text(&mut [0; 32]))
+    }
+}
+
+/// What a [`Millis`] looks like.
+const MILLIS_PATTERN: &str = "^[0-9]+\\.[0-9]{3}ms$";
+
+wrapper_type!(
+    Millis,
+    "Millis",
+    MetaSchemaRef::Inline(Box::new(MetaSchema {
+        pattern: Some(MILLIS_PATTERN.to_string()),
+        ..MetaSchema::new("string")
+    })),
+    |_: &mut Registry| {}
+);
+
+impl ParseFromJSON for Millis {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value {
+            Some(Value::String(s)) => Millis::parse(&s).ok_or_else(|| {
+                poem_openapi::types::ParseError::custom(format!(
+                    "not a duration like \"0.142ms\": {s:?}"
+                ))
+            }),
+            Some(other) => Err(poem_openapi::types::ParseError::expected_type(other)),
+            None => Err(poem_openapi::types::ParseError::expected_input()),
+        }
+    }
+}
+
+impl ToJSON for Millis {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::String(self.to_string()))
+    }
+}
+
 /// Measured time of each step, as `"<n>ms"`.
 #[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase")]
@@ -376,21 +467,22 @@ pub struct Performance {
     /// Finding the account behind the API key.
     #[oai(skip_serializing_if_is_none)]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub auth_time: Option<String>,
+    pub auth_time: Option<Millis>,
     /// Checking the rate-limit windows.
     #[oai(skip_serializing_if_is_none)]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rate_limit_check_time: Option<String>,
-    /// Checking and charging the balance (the charge is durable when answered).
+    pub rate_limit_check_time: Option<Millis>,
+    /// Checking the balance and deciding the charge (committed behind the answer, or
+    /// before it with `--durable-charges`).
     #[oai(skip_serializing_if_is_none)]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub balance_time: Option<String>,
+    pub balance_time: Option<Millis>,
     /// Answering the question itself.
     #[oai(skip_serializing_if_is_none)]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub processing_time: Option<String>,
+    pub processing_time: Option<Millis>,
     /// From the request's arrival to the response.
-    pub total_time: String,
+    pub total_time: Millis,
 }
 
 /// Use of one rate-limit window.
@@ -585,7 +677,7 @@ pub struct ValidateResponse {
     /// The validated code, echoed as sent.
     pub zipcode: ZipCodeValue,
     /// Same as `performance.totalTime`.
-    pub response_time: String,
+    pub response_time: Millis,
     #[oai(flatten)]
     #[serde(flatten)]
     pub envelope: Envelope,
@@ -721,11 +813,11 @@ pub struct AboutResponse {
 
 pub(super) fn example_performance() -> Performance {
     Performance {
-        auth_time: Some("0.011ms".into()),
-        rate_limit_check_time: Some("0.006ms".into()),
-        balance_time: Some("0.212ms".into()),
-        processing_time: Some("0.014ms".into()),
-        total_time: "0.262ms".into(),
+        auth_time: Some(Millis(std::time::Duration::from_micros(11))),
+        rate_limit_check_time: Some(Millis(std::time::Duration::from_micros(6))),
+        balance_time: Some(Millis(std::time::Duration::from_micros(212))),
+        processing_time: Some(Millis(std::time::Duration::from_micros(14))),
+        total_time: Millis(std::time::Duration::from_micros(262)),
     }
 }
 
@@ -746,7 +838,7 @@ pub(super) fn example_free_envelope() -> Envelope {
             rate_limit_check_time: None,
             balance_time: None,
             processing_time: None,
-            total_time: "0.105ms".into(),
+            total_time: Millis(std::time::Duration::from_micros(105)),
         },
         rate_limit: example_rate_limit(),
     }
@@ -823,7 +915,7 @@ impl Example for ValidateResponse {
         ValidateResponse {
             valid: true,
             zipcode: ZipCodeValue(Value::String("SW1A 1AA".into())),
-            response_time: "0.262ms".into(),
+            response_time: Millis(std::time::Duration::from_micros(262)),
             envelope: example_envelope(4.999972),
         }
     }

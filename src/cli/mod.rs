@@ -1,6 +1,7 @@
 //! The `postal` command line: its arguments, one module per command group, and the
 //! conventions they share (one JSON object on stdout, exit 2 for the user's mistakes).
 
+mod access_log;
 mod account;
 mod key;
 mod ledger;

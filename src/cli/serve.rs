@@ -2,6 +2,7 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::Context;
@@ -10,8 +11,10 @@ use clap::{Args, ValueEnum};
 use postal::api::ops::Operations;
 use postal::db::{self, accounts};
 
+use postal::api::telemetry::AccessLog;
+
 use super::Verdict;
-use super::log_writer;
+use super::{access_log, log_writer};
 
 #[derive(Args)]
 pub(super) struct ServeArgs {
@@ -47,7 +50,7 @@ const LOCAL_DATASET: &str = "../shared/geonames/allCountries.zip";
 /// A database without postal data first gets the dataset, one without accounts gets a
 /// first account whose key is printed once; then the API runs until Ctrl-C or SIGTERM.
 pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
-    let _flushed_at_exit = init_logging(args.log_format)?;
+    let (access_log, _flushed_at_exit) = init_logging(args.log_format)?;
     let mut conn = db::open(db_path)?;
     if db::postal::coverage(&conn)?.records == 0 {
         let local = Path::new(LOCAL_DATASET);
@@ -95,29 +98,42 @@ pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
         operations: Operations {
             metrics_token: args.metrics_token,
         },
+        access_log: Some(access_log),
     };
     runtime.block_on(postal::api::serve(db_path, &args.listen, settings))?;
     Ok(Verdict::Success)
 }
 
-/// Logs to stderr at info (the level is fixed; requests log one access line each, see
-/// `api::telemetry`). Lines are written in batches by a thread of their own
-/// (`log_writer`), so a request neither waits for a write(2) nor wakes a thread; none is
-/// dropped. The guard writes what is left when dropped, at exit.
-fn init_logging(format: LogFormat) -> anyhow::Result<log_writer::Flusher<std::io::Stderr>> {
+/// Logs to stderr at info (the level is fixed). Lines are written in batches by a thread
+/// of their own (`log_writer`), so a request neither waits for a write(2) nor wakes a
+/// thread; none is dropped. Requests log one access line each, formatted by
+/// `access_log` in the subscriber's shape. The guard writes what is left when dropped, at
+/// exit.
+fn init_logging(
+    format: LogFormat,
+) -> anyhow::Result<(Arc<dyn AccessLog>, log_writer::Flusher<std::io::Stderr>)> {
     let (writer, flusher) =
         log_writer::batched(std::io::stderr()).context("starting the log writer thread")?;
     let builder = tracing_subscriber::fmt()
         .with_target(false)
-        .with_writer(writer);
-    match format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .init(),
-    }
-    Ok(flusher)
+        .with_writer(writer.clone());
+    let access_format = match format {
+        LogFormat::Text => {
+            builder.with_ansi(std::io::stderr().is_terminal()).init();
+            access_log::Format::Text
+        }
+        LogFormat::Json => {
+            builder
+                .json()
+                .flatten_event(true)
+                .with_current_span(true)
+                .with_span_list(false)
+                .init();
+            access_log::Format::Json
+        }
+    };
+    Ok((
+        Arc::new(access_log::Lines::new(access_format, writer)),
+        flusher,
+    ))
 }

@@ -1,0 +1,220 @@
+//! `postal serve`'s access lines, formatted here and appended to the log writer's buffer.
+//!
+//! Why not a `tracing` event per request: the subscriber's formatting of it (its
+//! timestamp, a visitor per field, `fmt::write`) cost about 5% of the lookup throughput
+//! (perf under `bench/api.sh`, docs/money.md). The lines keep the shape the subscriber
+//! gives every other line, so a reader or a collector sees one format:
+//!
+//! ```text
+//! 2026-11-22T18:58:37.123456Z  INFO access request_id=… method=POST path=/api/lookup status=200 micros=41
+//! {"timestamp":"2026-11-22T18:58:37.123456Z","level":"INFO","message":"access","request_id":"…","method":"POST","path":"/api/lookup","status":200,"micros":41}
+//! ```
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use postal::api::telemetry::{AccessLine, AccessLog};
+use tracing_subscriber::fmt::MakeWriter;
+
+use super::log_writer::Batched;
+
+/// Text for a person, one JSON object a line for a collector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// The access log of `postal serve`: lines into the batched stderr writer.
+pub struct Lines<W> {
+    format: Format,
+    writer: Batched<W>,
+}
+
+impl<W> Lines<W> {
+    pub fn new(format: Format, writer: Batched<W>) -> Lines<W> {
+        Lines { format, writer }
+    }
+}
+
+impl<W> std::fmt::Debug for Lines<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lines")
+            .field("format", &self.format)
+            .finish()
+    }
+}
+
+impl<W: std::io::Write + Send + 'static> AccessLog for Lines<W> {
+    fn record(&self, line: &AccessLine<'_>) {
+        thread_local! {
+            static BUFFER: RefCell<String> = RefCell::new(String::with_capacity(256));
+        }
+        BUFFER.with(|buffer| {
+            let mut buffer = buffer.borrow_mut();
+            buffer.clear();
+            format_line(&mut buffer, self.format, SystemTime::now(), line);
+            // The writer only appends to its buffer (it never fails).
+            let _ = self.writer.make_writer().write_all(buffer.as_bytes());
+        });
+    }
+}
+
+/// Appends `line` (with its newline) as `format` wants it, stamped `at`.
+fn format_line(out: &mut String, format: Format, at: SystemTime, line: &AccessLine<'_>) {
+    match format {
+        Format::Text => {
+            timestamp(out, at);
+            out.push_str("  INFO access request_id=");
+            out.push_str(line.request_id);
+            out.push_str(" method=");
+            out.push_str(line.method);
+            out.push_str(" path=");
+            out.push_str(line.path);
+            let _ = write!(out, " status={} micros={}", line.status, line.micros);
+        }
+        Format::Json => {
+            out.push_str("{\"timestamp\":\"");
+            timestamp(out, at);
+            out.push_str("\",\"level\":\"INFO\",\"message\":\"access\",\"request_id\":");
+            json_string(out, line.request_id);
+            out.push_str(",\"method\":");
+            json_string(out, line.method);
+            out.push_str(",\"path\":");
+            json_string(out, line.path);
+            let _ = write!(
+                out,
+                ",\"status\":{},\"micros\":{}}}",
+                line.status, line.micros
+            );
+        }
+    }
+    out.push('\n');
+}
+
+/// `2026-11-22T18:58:37.123456Z`, as the subscriber stamps its lines (RFC 3339, UTC,
+/// microseconds). The date and time of day are worked out once a second per thread.
+fn timestamp(out: &mut String, at: SystemTime) {
+    thread_local! {
+        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let seconds = since.as_secs();
+    SECOND.with(|second| {
+        let mut second = second.borrow_mut();
+        if second.0 != seconds {
+            let days = (seconds / 86_400) as i64;
+            let (year, month, day) = postal::domain::date::civil_from_days(days);
+            let of_day = seconds % 86_400;
+            second.1.clear();
+            let _ = write!(
+                second.1,
+                "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+                of_day / 3600,
+                of_day / 60 % 60,
+                of_day % 60
+            );
+            second.0 = seconds;
+        }
+        out.push_str(&second.1);
+    });
+    let _ = write!(out, ".{:06}Z", since.subsec_micros());
+}
+
+/// `text` as a JSON string (quotes, backslashes and control characters escaped).
+fn json_string(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn line(path: &str) -> AccessLine<'_> {
+        AccessLine {
+            request_id: "r\"1\\",
+            method: "POST",
+            path,
+            status: 200,
+            micros: 41,
+        }
+    }
+
+    fn at(seconds: u64, micros: u32) -> SystemTime {
+        UNIX_EPOCH + Duration::new(seconds, micros * 1000)
+    }
+
+    #[test]
+    fn a_text_line_has_the_subscribers_shape() {
+        let mut out = String::new();
+        // 2026-11-22T18:58:37Z
+        format_line(
+            &mut out,
+            Format::Text,
+            at(1_795_373_917, 1_234),
+            &line("/api/lookup"),
+        );
+        assert_eq!(
+            out,
+            "2026-11-22T18:58:37.001234Z  INFO access request_id=r\"1\\ method=POST \
+             path=/api/lookup status=200 micros=41\n"
+        );
+    }
+
+    #[test]
+    fn a_json_line_is_one_object_with_the_fields_escaped() {
+        let mut out = String::new();
+        format_line(
+            &mut out,
+            Format::Json,
+            at(951_782_400, 999_999),
+            &line("/a\u{1}\n"),
+        );
+        assert!(out.ends_with('\n'));
+        let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "timestamp": "2000-02-29T00:00:00.999999Z",
+                "level": "INFO",
+                "message": "access",
+                "request_id": "r\"1\\",
+                "method": "POST",
+                "path": "/a\u{1}\n",
+                "status": 200,
+                "micros": 41,
+            })
+        );
+    }
+
+    #[test]
+    fn the_stamp_follows_the_clock_across_seconds_and_days() {
+        let mut out = String::new();
+        timestamp(&mut out, at(86_399, 5));
+        out.push(' ');
+        timestamp(&mut out, at(86_400, 0));
+        out.push(' ');
+        timestamp(&mut out, at(86_399, 6));
+        assert_eq!(
+            out,
+            "1970-01-01T23:59:59.000005Z 1970-01-02T00:00:00.000000Z 1970-01-01T23:59:59.000006Z"
+        );
+    }
+}
