@@ -64,7 +64,9 @@ struct CountryCodes {
     /// Ranks, hashed by their key with `hasher`.
     table: HashTable<u32>,
     hasher: RandomState,
+    /// By rank; their texts are in `texts`.
     records: Vec<StoredRecord>,
+    texts: String,
 }
 
 /// A country's codes as the load reads them: the first record of each key, in source
@@ -73,6 +75,7 @@ struct CountryCodes {
 struct ReadCodes {
     by_key: HashMap<Box<str>, u32>,
     records: Vec<StoredRecord>,
+    texts: String,
 }
 
 impl CountryCodes {
@@ -87,7 +90,9 @@ impl CountryCodes {
             table: HashTable::with_capacity(keyed.len()),
             hasher: RandomState::new(),
             records: Vec::with_capacity(keyed.len()),
+            texts: read.texts,
         };
+        codes.texts.shrink_to_fit();
         for (rank, (key, at)) in keyed.into_iter().enumerate() {
             codes.keys.push_str(&key);
             codes.ends.push(codes.keys.len() as u32);
@@ -106,10 +111,18 @@ impl CountryCodes {
         key_at(&self.keys, &self.ends, rank)
     }
 
-    fn get(&self, key: &str) -> Option<&StoredRecord> {
+    fn get(&self, key: &str) -> Option<RecordRef<'_>> {
         self.table
             .find(self.hasher.hash_one(key), |r| self.key(*r) == key)
-            .map(|r| &self.records[*r as usize])
+            .and_then(|r| self.at(*r))
+    }
+
+    fn at(&self, rank: u32) -> Option<RecordRef<'_>> {
+        let stored = self.records.get(rank as usize)?;
+        Some(RecordRef {
+            text: &self.texts[stored.start as usize..stored.end as usize],
+            stored,
+        })
     }
 
     fn len(&self) -> usize {
@@ -127,12 +140,21 @@ fn key_at<'a>(keys: &'a str, ends: &[u32], rank: u32) -> &'a str {
     &keys[start..ends[rank] as usize]
 }
 
-/// A record kept compact (one allocation for its text; 40 bytes beside it, not 64): 0.9 M
-/// of them are in memory.
-/// `text` holds postal code, place name, admin name/code 1-3 and timezone, each followed
+/// A record kept compact (32 bytes, its text in its country's arena): 0.9 M of them are
+/// in memory.
+///
+/// Why an arena, not a `Box<str>` each: 0.9 M small allocations, interleaved on the
+/// loading thread with the load's temporaries, left partly used allocator pages behind
+/// when an import's reload freed them, and the server's RSS grew with every import
+/// (`bench/import-under-load.sh`, docs/operations.md); one `String` a country is freed
+/// whole.
+///
+/// The text holds postal code, place name, admin name/code 1-3 and timezone, each followed
 /// by a tab ("" for an absent value).
 struct StoredRecord {
-    text: Box<str>,
+    /// `texts[start..end]` of its country.
+    start: u32,
+    end: u32,
     /// NaN for an absent coordinate (SQLite cannot store a NaN, so none is ambiguous).
     latitude: f64,
     longitude: f64,
@@ -148,9 +170,17 @@ fn coordinate(value: f64) -> Option<f64> {
     (!value.is_nan()).then_some(value)
 }
 
+/// A stored record and its text.
+#[derive(Clone, Copy)]
+struct RecordRef<'a> {
+    text: &'a str,
+    stored: &'a StoredRecord,
+}
+
 impl StoredRecord {
-    fn new(r: &PlaceRecord) -> StoredRecord {
-        let mut text = String::with_capacity(64);
+    /// Stores `r`, its text appended to `texts`.
+    fn new(r: &PlaceRecord, texts: &mut String) -> StoredRecord {
+        let start = texts.len();
         let optional = [
             &r.admin_name1,
             &r.admin_code1,
@@ -164,11 +194,15 @@ impl StoredRecord {
             .into_iter()
             .chain(optional.into_iter().map(Option::as_ref))
         {
-            text.push_str(field.map_or("", |f| f.as_str()));
-            text.push('\t');
+            texts.push_str(field.map_or("", |f| f.as_str()));
+            texts.push('\t');
         }
+        // A country's texts are a few MB (the largest, about 9 MB); a file that made one
+        // pass 4 GiB would be caught here rather than wrap.
+        let offset = |at: usize| u32::try_from(at).expect("a country's record texts under 4 GiB");
         StoredRecord {
-            text: text.into_boxed_str(),
+            start: offset(start),
+            end: offset(texts.len()),
             latitude: stored_coordinate(r.latitude),
             longitude: stored_coordinate(r.longitude),
             accuracy: r
@@ -177,15 +211,17 @@ impl StoredRecord {
                 .unwrap_or(i32::MIN),
         }
     }
+}
 
-    fn postal_code(&self) -> &str {
+impl<'a> RecordRef<'a> {
+    fn postal_code(self) -> &'a str {
         self.text.split('\t').next().unwrap_or("")
     }
 
-    fn place(&self) -> PlaceView<'_> {
+    fn place(self) -> PlaceView<'a> {
         // A plain byte loop: the fields are a few bytes long, shorter than what `split`'s
         // memchr needs to pay off (it was a tenth of nearest-bulk's time, perf).
-        let mut rest: &str = &self.text;
+        let mut rest: &str = self.text;
         let mut next = || {
             let end = rest.bytes().position(|b| b == b'\t').unwrap_or(rest.len());
             let field = &rest[..end];
@@ -197,12 +233,12 @@ impl StoredRecord {
             place_name: next(),
             admin_name1: next(),
             admin_code1: next(),
-            latitude: coordinate(self.latitude),
-            longitude: coordinate(self.longitude),
+            latitude: coordinate(self.stored.latitude),
+            longitude: coordinate(self.stored.longitude),
         }
     }
 
-    fn record(&self) -> PlaceRecord {
+    fn record(self) -> PlaceRecord {
         let mut fields = self.text.split('\t');
         let mut next = || fields.next().unwrap_or("").to_string();
         let (postal_code, place_name) = (next(), next());
@@ -217,9 +253,9 @@ impl StoredRecord {
             admin_name3: optional(),
             admin_code3: optional(),
             timezone: optional(),
-            latitude: coordinate(self.latitude),
-            longitude: coordinate(self.longitude),
-            accuracy: (self.accuracy != i32::MIN).then_some(i64::from(self.accuracy)),
+            latitude: coordinate(self.stored.latitude),
+            longitude: coordinate(self.stored.longitude),
+            accuracy: (self.stored.accuracy != i32::MIN).then_some(i64::from(self.stored.accuracy)),
         }
     }
 }
@@ -299,7 +335,8 @@ impl PostalIndex {
                 };
                 let at = of_country.records.len() as u32;
                 of_country.by_key.insert(Box::from(key), at);
-                of_country.records.push(StoredRecord::new(&record));
+                let stored = StoredRecord::new(&record, &mut of_country.texts);
+                of_country.records.push(stored);
             }
         }
         let first: HashMap<CountryCode, CountryCodes> = read
@@ -373,20 +410,19 @@ impl PostalIndex {
 
     /// The first record of the code stored under `key` (a compact key).
     pub fn place(&self, country: CountryCode, key: &str) -> Option<PlaceView<'_>> {
-        self.first.get(&country)?.get(key).map(StoredRecord::place)
+        self.first.get(&country)?.get(key).map(RecordRef::place)
     }
 
     /// The first record of the code of `rank` (`Nearby::rank`: its place among the
     /// country's compact keys in byte order, as the geography index sorts them).
     pub fn place_at(&self, country: CountryCode, rank: u32) -> Option<PlaceView<'_>> {
-        let codes = self.first.get(&country)?;
-        codes.records.get(rank as usize).map(StoredRecord::place)
+        self.first.get(&country)?.at(rank).map(RecordRef::place)
     }
 
     /// The first record (in source order) of a postal code, after normalisation.
     pub fn lookup(&self, country: CountryCode, zipcode: &ZipInput) -> Option<PlaceRecord> {
         let query = self.query(country, zipcode)?;
-        self.find(country, &query).map(StoredRecord::record)
+        self.find(country, &query).map(RecordRef::record)
     }
 
     /// Whether a postal code exists in the country's data.
@@ -427,7 +463,7 @@ impl PostalIndex {
     }
 
     /// The first candidate key of `query` that is stored.
-    fn find(&self, country: CountryCode, query: &PostalQuery) -> Option<&StoredRecord> {
+    fn find(&self, country: CountryCode, query: &PostalQuery) -> Option<RecordRef<'_>> {
         let of_country = self.first.get(&country)?;
         query.candidates().find_map(|key| of_country.get(key))
     }
@@ -453,15 +489,30 @@ mod tests {
             accuracy: None,
             timezone: Some("Asia/Tokyo".into()),
         };
-        let stored = StoredRecord::new(&record);
-        assert_eq!(stored.record(), record);
-        assert_eq!(stored.postal_code(), "100-0001");
+        let mut texts = String::from("before\t");
+        let stored = StoredRecord::new(&record, &mut texts);
+        let at = |stored: &StoredRecord, texts: &str| {
+            RecordRef {
+                text: &texts[stored.start as usize..stored.end as usize],
+                stored,
+            }
+            .record()
+        };
+        assert_eq!(at(&stored, &texts), record);
+        let view = RecordRef {
+            text: &texts[stored.start as usize..stored.end as usize],
+            stored: &stored,
+        };
+        assert_eq!(view.postal_code(), "100-0001");
         let elsewhere = PlaceRecord {
             latitude: None,
             longitude: None,
             accuracy: Some(4),
-            ..record
+            ..record.clone()
         };
-        assert_eq!(StoredRecord::new(&elsewhere).record(), elsewhere);
+        let second = StoredRecord::new(&elsewhere, &mut texts);
+        assert_eq!(at(&second, &texts), elsewhere);
+        // The first is still whole after the arena grew.
+        assert_eq!(at(&stored, &texts), record);
     }
 }
