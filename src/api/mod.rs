@@ -68,8 +68,8 @@ pub const TITLE: &str = "postal: postal-code data API";
 /// What the handlers share: the postal data in memory, a read pool and the billing books.
 /// Every API of the service holds it behind one `Arc`.
 pub struct State {
-    /// The dataset, swapped whole when an import commits (see `watch_dataset`).
-    postal: Arc<RwLock<Arc<PostalIndex>>>,
+    /// The dataset, swapped whole when an import commits (see `start_loader`).
+    postal: Slot,
     /// Long reads on the blocking threads (dataset reload).
     slow_pool: db::Pool,
     billing: Billing,
@@ -80,9 +80,9 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(postal: PostalIndex, slow_pool: db::Pool, billing: Billing) -> State {
+    fn new(postal: Slot, slow_pool: db::Pool, billing: Billing) -> State {
         State {
-            postal: Arc::new(RwLock::new(Arc::new(postal))),
+            postal,
             slow_pool,
             billing,
             in_flight: AtomicUsize::new(0),
@@ -108,59 +108,7 @@ impl State {
 
     /// The dataset as it is now.
     fn postal(&self) -> Arc<PostalIndex> {
-        match self.postal.read() {
-            Ok(index) => index.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    /// Every `DATASET_CHECK` reads the file's dataset generation; when an import has
-    /// committed a new one, loads it on a blocking thread and swaps it in. Until then the
-    /// old data answers, as a reader of the file would see it before the commit. The old
-    /// index is freed as soon as the last request using it ends; then the WAL the import
-    /// left is emptied (`after_reload`).
-    fn watch_dataset(&self) {
-        let postal = self.postal.clone();
-        let pool = self.slow_pool.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(DATASET_CHECK).await;
-                let pool = pool.clone();
-                let loaded = match postal.read() {
-                    Ok(index) => index.loaded_generation(),
-                    Err(poisoned) => poisoned.into_inner().loaded_generation(),
-                };
-                let reload_pool = pool.clone();
-                let fresh = tokio::task::spawn_blocking(move || -> Result<Option<PostalIndex>> {
-                    let conn = reload_pool.get()?;
-                    if PostalIndex::generation(&conn)? == loaded {
-                        return Ok(None);
-                    }
-                    Ok(Some(PostalIndex::load(&conn)?))
-                })
-                .await;
-                match fresh {
-                    Ok(Ok(Some(index))) => {
-                        tracing::info!("new dataset loaded: {:?}", index.coverage());
-                        let old = match postal.write() {
-                            Ok(mut slot) => std::mem::replace(&mut *slot, Arc::new(index)),
-                            Err(poisoned) => {
-                                std::mem::replace(&mut *poisoned.into_inner(), Arc::new(index))
-                            }
-                        };
-                        // Dropping the old index frees 1.8 M allocations: hundreds of ms
-                        // (seconds in a debug build), not on a worker that answers requests.
-                        tokio::task::spawn_blocking(move || {
-                            drop(old);
-                            after_reload(&pool);
-                        });
-                    }
-                    Ok(Ok(None)) => {}
-                    Ok(Err(e)) => tracing::error!("reloading the dataset: {e:#}"),
-                    Err(e) => tracing::error!("reloading the dataset: {e}"),
-                }
-            }
-        });
+        current(&self.postal)
     }
 
     /// Balance and windows as they stand, charging nothing (the free /api/aboutapi).
@@ -172,13 +120,100 @@ impl State {
     }
 }
 
+/// The dataset's slot: requests clone the `Arc` inside; a reload swaps it.
+type Slot = Arc<RwLock<Arc<PostalIndex>>>;
+
+/// Starts the `postal-loader` thread: it loads the dataset, hands it over, then every
+/// `DATASET_CHECK` reads the file's dataset generation and, when an import has committed
+/// a new one, loads that and swaps it in. Until then the old data answers, as a reader
+/// of the file would see it before the commit. The thread ends with the server (when the
+/// slot is gone).
+///
+/// Why one thread of its own, not the runtime's blocking pool: an index is a few large
+/// allocations, and mimalloc returns a block freed by another thread only when the
+/// thread that allocated it next runs the allocator. With loads and frees on whatever
+/// blocking thread came, the old index often stayed in RSS after a reload (RSS 1.14 to
+/// 1.45x the first load after five imports, `bench/import-under-load.sh`). Here the same
+/// thread allocates every index and frees it, once the last request using it has ended,
+/// then hands the pages back (`release_freed_memory`).
+async fn start_loader(pool: db::Pool) -> Result<Slot> {
+    let (first, loaded) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("postal-loader".into())
+        .spawn(move || {
+            let index = pool
+                .get()
+                .map_err(anyhow::Error::from)
+                .and_then(|conn| PostalIndex::load(&conn));
+            let slot = match index {
+                Ok(index) => Arc::new(RwLock::new(Arc::new(index))),
+                Err(e) => {
+                    let _ = first.send(Err(e));
+                    return;
+                }
+            };
+            let watched = Arc::downgrade(&slot);
+            if first.send(Ok(slot)).is_err() {
+                return;
+            }
+            loop {
+                std::thread::sleep(DATASET_CHECK);
+                let Some(slot) = watched.upgrade() else {
+                    return;
+                };
+                if let Err(e) = reload(&slot, &pool) {
+                    tracing::error!("reloading the dataset: {e:#}");
+                }
+            }
+        })
+        .context("starting the dataset loader thread")?;
+    loaded
+        .await
+        .context("the dataset loader thread stopped")?
+        .context("loading the postal data")
+}
+
+/// One look at the file's dataset generation, and the reload when it changed.
+fn reload(slot: &Slot, pool: &db::Pool) -> Result<()> {
+    let loaded = current(slot).loaded_generation();
+    let conn = pool.get()?;
+    if PostalIndex::generation(&conn)? == loaded {
+        return Ok(());
+    }
+    let index = PostalIndex::load(&conn)?;
+    drop(conn);
+    tracing::info!("new dataset loaded: {:?}", index.coverage());
+    let mut old = match slot.write() {
+        Ok(mut slot) => std::mem::replace(&mut *slot, Arc::new(index)),
+        Err(poisoned) => std::mem::replace(&mut *poisoned.into_inner(), Arc::new(index)),
+    };
+    // Freed here once the requests that took it have ended (they hold it for one answer).
+    loop {
+        match Arc::try_unwrap(old) {
+            Ok(index) => break drop(index),
+            Err(shared) => {
+                old = shared;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+    crate::alloc::release_freed_memory();
+    after_reload(pool);
+    Ok(())
+}
+
+/// The dataset as it is now.
+fn current(slot: &Slot) -> Arc<PostalIndex> {
+    match slot.read() {
+        Ok(index) => index.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    }
+}
+
 /// After a reload: empties the WAL the import left (hundreds of MB), which no checkpoint
 /// could do while the reload's read transaction was open (`db::truncate_wal`; the import
 /// tries too, but may be done before the server has reloaded).
 fn after_reload(pool: &db::Pool) {
-    // The old index was 1.8 M small allocations: give the pages they freed back to the OS,
-    // or RSS grows with every import.
-    crate::alloc::release_freed_memory();
     for _ in 0..50 {
         match pool
             .get()
@@ -341,9 +376,8 @@ async fn run(
     let served = async {
         let _changes = db::changes::Listener::start(db_path, billing.clone());
         let slow_pool = db::pool(db_path, 8)?;
-        let postal = PostalIndex::load(&*slow_pool.get()?)?;
+        let postal = start_loader(slow_pool.clone()).await?;
         let state = State::new(postal, slow_pool, billing.clone());
-        state.watch_dataset();
         let access_log = settings
             .access_log
             .unwrap_or_else(|| Arc::new(telemetry::TracingAccessLog));
