@@ -13,9 +13,18 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// frees hundreds of MB of temporaries on one thread, which then sits idle: mimalloc
 /// purges freed pages only when that thread allocates again, so without this they stay in
 /// RSS (about 30 MB after a full-set load, measured with `MIMALLOC_PURGE_DELAY=0`).
+///
+/// SQLite (bundled) allocates with the C library's malloc, not mimalloc: its page cache
+/// after a full scan is tens of MB that glibc keeps in its arenas once freed. So glibc's
+/// free pages are handed back too (`malloc_trim`).
 pub fn release_freed_memory() {
     // SAFETY: mi_collect only frees memory that no allocation uses; no pointer involved.
     unsafe { libmimalloc_sys::mi_collect(true) }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of glibc's heaps to the OS.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Turns transparent huge pages off for this process (`prctl(PR_SET_THP_DISABLE)`).
