@@ -139,7 +139,14 @@ mod tests {
     #[test]
     fn only_the_written_shape_reads_back() {
         for bad in [
-            "1ms", "1.00ms", ".123ms", "1.123", "-1.000ms", "1.0000ms", "a.123ms",
+            "1ms",
+            "1.00ms",
+            ".123ms",
+            "1.123",
+            "-1.000ms",
+            "1.0000ms",
+            "a.123ms",
+            "18446744073709551.999ms",
         ] {
             let parsed = <Millis as poem_openapi::types::ParseFromJSON>::parse_from_json(Some(
                 serde_json::Value::String(bad.into()),

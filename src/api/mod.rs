@@ -70,7 +70,9 @@ pub const TITLE: &str = "postal: postal-code data API";
 pub struct State {
     /// The dataset, swapped whole when an import commits (see `start_loader`).
     postal: Slot,
-    /// Long reads on the blocking threads (dataset reload).
+    /// Dropped with the server: the loader thread then stops at once.
+    _loader: std::sync::mpsc::SyncSender<()>,
+    /// Reads of the file beside the index (`/readyz`'s database check).
     slow_pool: db::Pool,
     billing: Billing,
     in_flight: AtomicUsize,
@@ -80,9 +82,15 @@ pub struct State {
 }
 
 impl State {
-    fn new(postal: Slot, slow_pool: db::Pool, billing: Billing) -> State {
+    fn new(
+        postal: Slot,
+        loader: std::sync::mpsc::SyncSender<()>,
+        slow_pool: db::Pool,
+        billing: Billing,
+    ) -> State {
         State {
             postal,
+            _loader: loader,
             slow_pool,
             billing,
             in_flight: AtomicUsize::new(0),
@@ -127,7 +135,7 @@ type Slot = Arc<RwLock<Arc<PostalIndex>>>;
 /// `DATASET_CHECK` reads the file's dataset generation and, when an import has committed
 /// a new one, loads that and swaps it in. Until then the old data answers, as a reader
 /// of the file would see it before the commit. The thread ends with the server (when the
-/// slot is gone).
+/// returned sender is dropped).
 ///
 /// Why one thread of its own, not the runtime's blocking pool: an index is a few large
 /// allocations, and mimalloc returns a block freed by another thread only when the
@@ -136,8 +144,9 @@ type Slot = Arc<RwLock<Arc<PostalIndex>>>;
 /// 1.45x the first load after five imports, `bench/import-under-load.sh`). Here the same
 /// thread allocates every index and frees it, once the last request using it has ended,
 /// then hands the pages back (`release_freed_memory`).
-async fn start_loader(pool: db::Pool) -> Result<Slot> {
+async fn start_loader(pool: db::Pool) -> Result<(Slot, std::sync::mpsc::SyncSender<()>)> {
     let (first, loaded) = tokio::sync::oneshot::channel();
+    let (keep, stop) = std::sync::mpsc::sync_channel::<()>(0);
     std::thread::Builder::new()
         .name("postal-loader".into())
         .spawn(move || {
@@ -157,20 +166,30 @@ async fn start_loader(pool: db::Pool) -> Result<Slot> {
                 return;
             }
             loop {
-                std::thread::sleep(DATASET_CHECK);
+                if let Err(std::sync::mpsc::RecvTimeoutError::Disconnected) =
+                    stop.recv_timeout(DATASET_CHECK)
+                {
+                    return;
+                }
                 let Some(slot) = watched.upgrade() else {
                     return;
                 };
-                if let Err(e) = reload(&slot, &pool) {
-                    tracing::error!("reloading the dataset: {e:#}");
+                // A panic must not end the reloads for good: log it, try again later.
+                let tried =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reload(&slot, &pool)));
+                match tried {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::error!("reloading the dataset: {e:#}"),
+                    Err(_) => tracing::error!("reloading the dataset: the loader panicked"),
                 }
             }
         })
         .context("starting the dataset loader thread")?;
-    loaded
+    let slot = loaded
         .await
         .context("the dataset loader thread stopped")?
-        .context("loading the postal data")
+        .context("loading the postal data")?;
+    Ok((slot, keep))
 }
 
 /// One look at the file's dataset generation, and the reload when it changed.
@@ -294,7 +313,7 @@ pub fn spec_json() -> String {
 /// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, the
 /// operator's `/healthz`, `/readyz` and `/metrics`, JSON bodies for every error
 /// (`http_errors`); every request observed by `telemetry` (request id, access log, metrics).
-pub fn app(
+fn app(
     state: State,
     operations: ops::Operations,
     access_log: Arc<dyn telemetry::AccessLog>,
@@ -376,8 +395,8 @@ async fn run(
     let served = async {
         let _changes = db::changes::Listener::start(db_path, billing.clone());
         let slow_pool = db::pool(db_path, 8)?;
-        let postal = start_loader(slow_pool.clone()).await?;
-        let state = State::new(postal, slow_pool, billing.clone());
+        let (postal, loader) = start_loader(slow_pool.clone()).await?;
+        let state = State::new(postal, loader, slow_pool, billing.clone());
         let access_log = settings
             .access_log
             .unwrap_or_else(|| Arc::new(telemetry::TracingAccessLog));

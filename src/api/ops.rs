@@ -2,7 +2,7 @@
 //! `GET /healthz` (the process answers), `GET /readyz` (it can serve: postal data in
 //! memory, billing writer alive, database readable) and `GET /metrics` (Prometheus).
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use poem::http::{StatusCode, header};
@@ -29,7 +29,7 @@ pub struct Operations {
 /// What the operator's routes look at: handles shared with the API's `State`.
 #[derive(Clone)]
 pub(super) struct Ops {
-    postal: Arc<RwLock<Arc<PostalIndex>>>,
+    postal: super::Slot,
     pool: db::Pool,
     billing: Billing,
     metrics: Arc<Metrics>,
@@ -51,10 +51,7 @@ impl Ops {
     }
 
     fn postal(&self) -> Arc<PostalIndex> {
-        match self.postal.read() {
-            Ok(index) => index.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        super::current(&self.postal)
     }
 }
 
@@ -76,8 +73,8 @@ pub(super) fn healthz() -> Response {
 #[handler]
 pub(super) async fn readyz(ops: Data<&Ops>) -> Response {
     let mut reasons = Vec::new();
-    let index = ops.postal();
-    if index.coverage().records == 0 {
+    // Not held across the waits below: the loader frees an old index once nothing holds it.
+    if ops.postal().coverage().records == 0 {
         reasons.push("postal index: no postal data loaded".to_string());
     }
     if !ops.billing.writer_running() {
@@ -167,6 +164,7 @@ fn refresh(ops: &Ops) {
     let (countries, codes) = index.size();
     m.index_countries.set(countries as i64);
     m.index_codes.set(codes as i64);
+    drop(index);
 
     let stats = ops.billing.stats();
     let flushes = m.ledger_flushes.get();

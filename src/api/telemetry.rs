@@ -304,8 +304,8 @@ fn request_id(req: &Request) -> Arc<str> {
 }
 
 /// 32 hex digits: a random half drawn once per thread, and that thread's count of ids.
-/// Unique within the process and, by the random half, across restarts and servers;
-/// cheaper than drawing 128 random bits and `format!`-ing them per request (perf put
+/// Unique unless two threads draw the same 64 random bits; not secret (an id is a
+/// label for logs, never a credential); cheaper than drawing 128 random bits and `format!`-ing them per request (perf put
 /// that at 0.6% of a lookup's CPU).
 fn new_request_id() -> Arc<str> {
     thread_local! {
@@ -354,9 +354,9 @@ pub struct TracingAccessLog;
 impl AccessLog for TracingAccessLog {
     fn record(&self, line: &AccessLine<'_>) {
         tracing::info!(
-            request_id = line.request_id,
-            method = line.method,
-            path = line.path,
+            request_id = %line.request_id,
+            method = %line.method,
+            path = %line.path,
             status = line.status,
             micros = line.micros,
             "access"

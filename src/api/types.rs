@@ -408,8 +408,11 @@ impl Millis {
         if !digits(whole) || fraction.len() != 3 || !digits(fraction) {
             return None;
         }
-        let micros =
-            whole.parse::<u64>().ok()?.checked_mul(1000)? + fraction.parse::<u64>().ok()?;
+        let micros = whole
+            .parse::<u64>()
+            .ok()?
+            .checked_mul(1000)?
+            .checked_add(fraction.parse::<u64>().ok()?)?;
         Some(Millis(std::time::Duration::from_micros(micros)))
     }
 }

@@ -119,10 +119,7 @@ impl CountryCodes {
 
     fn at(&self, rank: u32) -> Option<RecordRef<'_>> {
         let stored = self.records.get(rank as usize)?;
-        Some(RecordRef {
-            text: &self.texts[stored.start as usize..stored.end as usize],
-            stored,
-        })
+        Some(stored.with_text(&self.texts))
     }
 
     fn len(&self) -> usize {
@@ -209,6 +206,16 @@ impl StoredRecord {
                 .accuracy
                 .and_then(|a| i32::try_from(a).ok())
                 .unwrap_or(i32::MIN),
+        }
+    }
+}
+
+impl StoredRecord {
+    /// This record with its text, from its country's arena.
+    fn with_text<'a>(&'a self, texts: &'a str) -> RecordRef<'a> {
+        RecordRef {
+            text: &texts[self.start as usize..self.end as usize],
+            stored: self,
         }
     }
 }
@@ -491,19 +498,9 @@ mod tests {
         };
         let mut texts = String::from("before\t");
         let stored = StoredRecord::new(&record, &mut texts);
-        let at = |stored: &StoredRecord, texts: &str| {
-            RecordRef {
-                text: &texts[stored.start as usize..stored.end as usize],
-                stored,
-            }
-            .record()
-        };
+        let at = |stored: &StoredRecord, texts: &str| stored.with_text(texts).record();
         assert_eq!(at(&stored, &texts), record);
-        let view = RecordRef {
-            text: &texts[stored.start as usize..stored.end as usize],
-            stored: &stored,
-        };
-        assert_eq!(view.postal_code(), "100-0001");
+        assert_eq!(stored.with_text(&texts).postal_code(), "100-0001");
         let elsewhere = PlaceRecord {
             latitude: None,
             longitude: None,

@@ -160,13 +160,13 @@ fn mode(path: PathBuf) -> u32 {
         & 0o777
 }
 
-/// What the import used to do was hold the write lock for its whole write (about 10 s):
-/// every charge and every CLI command waited for it. The bounds below catch that, and
-/// leave the machine's noise alone: this test runs beside others on CI's 2 cores, and a
-/// top-up's own commit waits for the disk (its `fsync`, on ext4, first writes what the
-/// import has written: 0.35-0.77 s under strace here). The latency figures are measured:
-/// alone, this test's slowest billed request took 30-40 ms; `bench/import-under-load.sh`
-/// (release build, wrk -c16) 40-222 ms over ten imports.
+// What the import used to do was hold the write lock for its whole write (about 10 s):
+// every charge and every CLI command waited for it. The bounds below catch that, and
+// leave the machine's noise alone: this test runs beside others on CI's 2 cores, and a
+// top-up's own commit waits for the disk (its `fsync`, on ext4, first writes what the
+// import has written: 0.35-0.77 s under strace here). The latency figures are measured:
+// alone, this test's slowest billed request took 30-40 ms; `bench/import-under-load.sh`
+// (release build, wrk -c16) 40-222 ms over ten imports.
 const BILLED_BOUND: Duration = Duration::from_secs(1);
 const CLI_BOUND: Duration = Duration::from_secs(5);
 
