@@ -6,7 +6,9 @@ base_commit() {
 }
 
 # build_base COMMIT DIR: the `postal` binary of COMMIT (a full id, see base_commit), built
-# once into DIR/postal-COMMIT (in the same target dir, so dependencies are shared).
+# once into DIR/postal-COMMIT, in a target dir of its own (DIR/base-target, kept for the
+# next base): in this tree's target dir cargo took this version's `postal` library,
+# newer than the archive's files, for the base's, and the base did not compile.
 build_base() {
   local commit=$1 dir=$2
   [ -x "$dir/postal-$commit" ] && return
@@ -14,8 +16,8 @@ build_base() {
   mkdir -p "$dir/base-src"
   git archive "$commit" | tar -x -C "$dir/base-src"
   cargo build --release --quiet --bin postal --manifest-path "$dir/base-src/Cargo.toml" \
-    --target-dir target
-  cp target/release/postal "$dir/postal-$commit"
+    --target-dir "$dir/base-target"
+  cp "$dir/base-target/release/postal" "$dir/postal-$commit"
 }
 
 # this_postal [cargo target flags...]: builds this version's `postal` (and the targets
