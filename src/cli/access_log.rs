@@ -11,7 +11,6 @@
 //! ```
 
 use std::cell::RefCell;
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -50,39 +49,39 @@ impl<W> std::fmt::Debug for Lines<W> {
 impl<W: std::io::Write + Send + 'static> AccessLog for Lines<W> {
     fn record(&self, line: &AccessLine<'_>) {
         thread_local! {
-            static BUFFER: RefCell<String> = RefCell::new(String::with_capacity(256));
+            static BUFFER: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(256));
         }
         BUFFER.with(|buffer| {
             let mut buffer = buffer.borrow_mut();
             buffer.clear();
             format_line(&mut buffer, self.format, SystemTime::now(), line);
             // The writer only appends to its buffer (it never fails).
-            let _ = self.writer.make_writer().write_all(buffer.as_bytes());
+            let _ = self.writer.make_writer().write_all(&buffer);
         });
     }
 }
 
 /// Appends `line` (with its newline) as `format` wants it, stamped `at`.
-fn format_line(out: &mut String, format: Format, at: SystemTime, line: &AccessLine<'_>) {
+fn format_line(out: &mut Vec<u8>, format: Format, at: SystemTime, line: &AccessLine<'_>) {
     match format {
         Format::Text => {
             timestamp(out, at);
-            out.push_str("  INFO access request_id=");
-            out.push_str(line.request_id);
-            out.push_str(" method=");
-            out.push_str(line.method);
-            out.push_str(" path=");
-            out.push_str(line.path);
+            out.extend_from_slice(b"  INFO access request_id=");
+            out.extend_from_slice(line.request_id.as_bytes());
+            out.extend_from_slice(b" method=");
+            out.extend_from_slice(line.method.as_bytes());
+            out.extend_from_slice(b" path=");
+            out.extend_from_slice(line.path.as_bytes());
             let _ = write!(out, " status={} micros={}", line.status, line.micros);
         }
         Format::Json => {
-            out.push_str("{\"timestamp\":\"");
+            out.extend_from_slice(b"{\"timestamp\":\"");
             timestamp(out, at);
-            out.push_str("\",\"level\":\"INFO\",\"message\":\"access\",\"request_id\":");
+            out.extend_from_slice(b"\",\"level\":\"INFO\",\"message\":\"access\",\"request_id\":");
             json_string(out, line.request_id);
-            out.push_str(",\"method\":");
+            out.extend_from_slice(b",\"method\":");
             json_string(out, line.method);
-            out.push_str(",\"path\":");
+            out.extend_from_slice(b",\"path\":");
             json_string(out, line.path);
             let _ = write!(
                 out,
@@ -91,12 +90,12 @@ fn format_line(out: &mut String, format: Format, at: SystemTime, line: &AccessLi
             );
         }
     }
-    out.push('\n');
+    out.push(b'\n');
 }
 
 /// `2026-11-22T18:58:37.123456Z`, as the subscriber stamps its lines (RFC 3339, UTC,
 /// microseconds). The date and time of day are worked out once a second per thread.
-fn timestamp(out: &mut String, at: SystemTime) {
+fn timestamp(out: &mut Vec<u8>, at: SystemTime) {
     thread_local! {
         static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
     }
@@ -108,9 +107,7 @@ fn timestamp(out: &mut String, at: SystemTime) {
             let days = (seconds / 86_400) as i64;
             let (year, month, day) = postal::domain::date::civil_from_days(days);
             let of_day = seconds % 86_400;
-            second.1.clear();
-            let _ = write!(
-                second.1,
+            second.1 = format!(
                 "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
                 of_day / 3600,
                 of_day / 60 % 60,
@@ -118,28 +115,15 @@ fn timestamp(out: &mut String, at: SystemTime) {
             );
             second.0 = seconds;
         }
-        out.push_str(&second.1);
+        out.extend_from_slice(second.1.as_bytes());
     });
     let _ = write!(out, ".{:06}Z", since.subsec_micros());
 }
 
-/// `text` as a JSON string (quotes, backslashes and control characters escaped).
-fn json_string(out: &mut String, text: &str) {
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+/// `text` as a JSON string, escaped by serde_json.
+fn json_string(out: &mut Vec<u8>, text: &str) {
+    // Writing to a Vec cannot fail, and a str always serializes.
+    let _ = serde_json::to_writer(out, text);
 }
 
 #[cfg(test)]
@@ -163,7 +147,7 @@ mod tests {
 
     #[test]
     fn a_text_line_has_the_subscribers_shape() {
-        let mut out = String::new();
+        let mut out = Vec::new();
         // 2026-11-22T18:58:37Z
         format_line(
             &mut out,
@@ -171,6 +155,7 @@ mod tests {
             at(1_795_373_917, 1_234),
             &line("/api/lookup"),
         );
+        let out = String::from_utf8(out).unwrap();
         assert_eq!(
             out,
             "2026-11-22T18:58:37.001234Z  INFO access request_id=r\"1\\ method=POST \
@@ -180,13 +165,14 @@ mod tests {
 
     #[test]
     fn a_json_line_is_one_object_with_the_fields_escaped() {
-        let mut out = String::new();
+        let mut out = Vec::new();
         format_line(
             &mut out,
             Format::Json,
             at(951_782_400, 999_999),
             &line("/a\u{1}\n"),
         );
+        let out = String::from_utf8(out).unwrap();
         assert!(out.ends_with('\n'));
         let value: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(
@@ -206,14 +192,14 @@ mod tests {
 
     #[test]
     fn the_stamp_follows_the_clock_across_seconds_and_days() {
-        let mut out = String::new();
+        let mut out = Vec::new();
         timestamp(&mut out, at(86_399, 5));
-        out.push(' ');
+        out.push(b' ');
         timestamp(&mut out, at(86_400, 0));
-        out.push(' ');
+        out.push(b' ');
         timestamp(&mut out, at(86_399, 6));
         assert_eq!(
-            out,
+            String::from_utf8(out).unwrap(),
             "1970-01-01T23:59:59.000005Z 1970-01-02T00:00:00.000000Z 1970-01-01T23:59:59.000006Z"
         );
     }
