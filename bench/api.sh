@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Load benchmark of the HTTP API, in one run on this machine, the same random US codes:
 #   (n) nginx serving one pre-rendered JSON file per US code (Zippopotamus' design),
+#   (l) the same nginx writing an access line per request (buffered, as postal's are):
+#       postal serve always writes one, so this is the peer doing the same work,
 #   (a) a bare poem handler returning a constant JSON body (bench/bare.rs),
 #   (w) postal billed /api/lookup, charges written behind (the default),
 #   (d) postal billed /api/lookup with --durable-charges (answered after the commit),
@@ -8,8 +10,10 @@
 # server time of a 1,000-record /api/validate-bulk.
 # With BASE=<commit>, (p) that version of postal (write-behind) runs beside them: the
 # previous version of our own code, on a copy of the same database.
-# Prints requests/s, p50, p99 and non-2xx per server (medians of ROUNDS paired rounds)
-# and each one's ratio to nginx (median of the paired ratios).
+# Prints requests/s, p50, p99 and non-2xx per server (medians of ROUNDS paired rounds),
+# each one's ratio to nginx (n) and to nginx with its access log (l) (medians of the
+# paired ratios), and how many billing flushes took 100 ms or more in each postal server
+# (its log's "slow billing flush" warnings: a durable p99 of that order comes with them).
 # Usage: [ROUNDS=3] [BASE=<commit>] bench/api.sh [seconds per run, default 8] [connections, default 64]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -118,8 +122,14 @@ http {
     listen 127.0.0.1:18082;
     root $OUT/nginx-root;
   }
+  server {
+    listen 127.0.0.1:18085;
+    root $OUT/nginx-root;
+    access_log $OUT/nginx-access.log combined buffer=64k flush=1s;
+  }
 }
 CONF
+rm -f "$OUT/nginx-access.log"
 
 $POSTAL --db "$DB" serve --listen 127.0.0.1:18080 >"$OUT/server.log" 2>&1 &
 server=$!
@@ -130,7 +140,7 @@ bare=$!
 "$NGINX" -c "$OUT/nginx.conf" -p "$OUT" &
 nginx=$!
 base=
-ports="18080 18081 18082 18083"
+ports="18080 18081 18082 18083 18085"
 if [ -n "$BASE" ]; then
   "$OUT/postal-$BASE" --db "$BASE_DB" serve --listen 127.0.0.1:18084 >"$OUT/server-base.log" 2>&1 &
   base=$!
@@ -164,20 +174,24 @@ PY
 # noisy, so the figures are medians and the ratios medians of the paired ratios.
 ROUNDS=${ROUNDS:-3}
 for port in ${ports/18081 18082 /}; do
+  [ "$port" = 18085 ] && continue
   wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/us-post.lua" "http://127.0.0.1:$port" >/dev/null
 done
-wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/us-get.lua" http://127.0.0.1:18082 >/dev/null
+for port in 18082 18085; do
+  wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/us-get.lua" http://127.0.0.1:$port >/dev/null
+done
 : >"$OUT/rounds.txt"
 for round in $(seq "$ROUNDS"); do
   n=$(run_wrk http://127.0.0.1:18082 "$OUT/us-get.lua")
+  l=$(run_wrk http://127.0.0.1:18085 "$OUT/us-get.lua")
   a=$(run_wrk http://127.0.0.1:18081 "$OUT/us-post.lua")
   w=$(run_wrk http://127.0.0.1:18080 "$OUT/us-post.lua")
   d=$(run_wrk http://127.0.0.1:18083 "$OUT/us-post.lua")
   m=$(run_wrk http://127.0.0.1:18080 "$OUT/lookup.lua")
   p=
   [ -n "$BASE" ] && p=$(run_wrk http://127.0.0.1:18084 "$OUT/us-post.lua")
-  echo "$n $a $w $d $m $p" >>"$OUT/rounds.txt"
-  echo "round $round: nginx $n | bare $a | write-behind $w | durable $d | mixed $m${p:+ | $BASE $p} (rps p50 p99 non-2xx)"
+  echo "$n $l $a $w $d $m $p" >>"$OUT/rounds.txt"
+  echo "round $round: nginx $n | nginx+log $l | bare $a | write-behind $w | durable $d | mixed $m${p:+ | $BASE $p} (rps p50 p99 non-2xx)"
 done
 
 # (c): 30 sequential bulk requests of 1,000 records; the server's own totalTime.
@@ -190,18 +204,22 @@ import json, statistics, sys
 times = [float(json.loads(l)["performance"]["totalTime"][:-2]) for l in sys.stdin if l.strip()]
 print(f"{statistics.median(times):.3f}")')
 
-python3 - "$OUT/rounds.txt" "$CONNECTIONS" "$SECONDS_PER_RUN" "$bulk_median" "$BASE" <<'PY'
+slow() { grep -c "slow billing flush" "$1" || true; }
+python3 - "$OUT/rounds.txt" "$CONNECTIONS" "$SECONDS_PER_RUN" "$bulk_median" "$BASE" \
+  "$(slow "$OUT/server.log")" "$(slow "$OUT/server-durable.log")" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-names = ["(n) nginx, file per code", "(a) bare poem handler", "(w) postal write-behind",
-         "(d) postal durable", "(m) postal w-b, all countries"]
+names = ["(n) nginx, file per code", "(l) nginx, + access log", "(a) bare poem handler",
+         "(w) postal write-behind", "(d) postal durable", "(m) postal w-b, all countries"]
 if sys.argv[5]:
     names.append(f"(p) postal w-b at {sys.argv[5][:9]}")
 print(f"connections: {sys.argv[2]}, {sys.argv[3]} s per run, {len(rows)} rounds, wrk -t2 on the same 2 cores; medians:")
 for i, name in enumerate(names):
     col = lambda k: [r[4 * i + k] for r in rows]
-    ratio = statistics.median(r[4 * i] / r[0] for r in rows)
+    ratio = lambda j: statistics.median(r[4 * i] / r[4 * j] for r in rows)
     print(f"{name:30}: {statistics.median(col(0)):8.0f} req/s  p50 {statistics.median(col(1)):6.3f} ms"
-          f"  p99 {statistics.median(col(2)):6.3f} ms  non-2xx {sum(col(3)):.0f}  x nginx {ratio:.2f}")
+          f"  p99 {statistics.median(col(2)):6.3f} ms (worst round {max(col(2)):7.3f})"
+          f"  non-2xx {sum(col(3)):.0f}  x nginx {ratio(0):.2f}  x nginx+log {ratio(1):.2f}")
 print(f"(c) bulk of 1,000 records      : median server totalTime {sys.argv[4]} ms (30 requests)")
+print(f"billing flushes of 100 ms or more: write-behind {sys.argv[6]}, durable {sys.argv[7]}")
 PY

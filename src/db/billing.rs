@@ -498,6 +498,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 const RETRY_MAX: Duration = Duration::from_secs(1);
 /// How long a clean stop keeps retrying a failing flush.
 const STOP_RETRY: Duration = Duration::from_secs(60);
+/// A flush at least this slow is logged: in durable mode every request of its batch waited
+/// for it (bench/api.sh counts them beside its p99).
+const SLOW_FLUSH: Duration = Duration::from_millis(100);
 
 fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
     let options = shared.options;
@@ -540,7 +543,16 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
             let number = batch.number;
             match store.apply(&batch) {
                 Ok(()) => {
-                    let took = started.elapsed().as_nanos() as u64;
+                    let elapsed = started.elapsed();
+                    if elapsed >= SLOW_FLUSH {
+                        tracing::warn!(
+                            "slow billing flush: {:.1} ms from BEGIN to the end of COMMIT \
+                             ({} charge rows), waiting for the disk or for another writer",
+                            elapsed.as_secs_f64() * 1e3,
+                            batch.charges.len()
+                        );
+                    }
+                    let took = elapsed.as_nanos() as u64;
                     let counts = &shared.counts;
                     counts.flushes.fetch_add(1, Ordering::Relaxed);
                     counts.flush_busy_nanos.fetch_add(took, Ordering::Relaxed);

@@ -291,3 +291,27 @@ fn a_failing_flush_answers_503_never_a_free_200_and_recovers() {
     assert_eq!(db.charged_queries(), answered);
     db.assert_ledger_ok();
 }
+
+#[test]
+fn a_flush_kept_waiting_is_logged_as_slow_and_still_writes_its_charges() {
+    let db = TestDb::with_postal_data();
+    let account = db.create_account();
+    db.postal(&["account", "topup", &account.account_id, "--usd", "5"]);
+    let mut server = db.serve(&[]);
+    assert_eq!(server.lookup(&account.api_key).0, 200);
+    // Another writer holds the database's write lock for 300 ms; the server answers
+    // meanwhile, and its next flush waits for the lock.
+    let writer = db.conn();
+    writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+    assert_eq!(server.lookup(&account.api_key).0, 200);
+    thread::sleep(Duration::from_millis(300));
+    writer.execute_batch("COMMIT").unwrap();
+    let logged = (0..500).any(|_| {
+        thread::sleep(Duration::from_millis(10));
+        server.log().contains("slow billing flush: ")
+    });
+    assert!(logged, "{}", server.log());
+    assert!(server.stop("TERM").success());
+    assert_eq!(db.charged_queries(), 2);
+    db.assert_ledger_ok();
+}
