@@ -49,8 +49,7 @@ fn join(threads: Vec<thread::JoinHandle<Vec<Instant>>>) -> Vec<Instant> {
 #[test]
 fn sigterm_under_load_keeps_every_answered_charge() {
     let db = TestDb::with_postal_data();
-    let account = db.create_account();
-    db.postal(&["account", "topup", &account.account_id, "--usd", "5"]);
+    let account = db.funded_account();
     let mut server = db.serve(&[]);
     let (stop, threads) = load(&server, &account.api_key, 8);
     thread::sleep(Duration::from_millis(700));
@@ -66,8 +65,7 @@ fn sigterm_under_load_keeps_every_answered_charge() {
 #[test]
 fn kill_9_under_load_loses_at_most_the_last_flush_interval() {
     let db = TestDb::with_postal_data();
-    let account = db.create_account();
-    db.postal(&["account", "topup", &account.account_id, "--usd", "5"]);
+    let account = db.funded_account();
     // A long interval makes the window of loss visible.
     let interval = Duration::from_millis(300);
     let mut server = db.serve(&["--flush-interval-ms", "300"]);
@@ -231,8 +229,7 @@ fn racing_bulk_batches_on_fifty_queries_charge_whole_batches_only() {
 #[test]
 fn a_failing_flush_answers_503_never_a_free_200_and_recovers() {
     let db = TestDb::with_postal_data();
-    let account = db.create_account();
-    db.postal(&["account", "topup", &account.account_id, "--usd", "5"]);
+    let account = db.funded_account();
     // The file-size limit (RLIMIT_FSIZE) makes every write of the database fail like a
     // full disk; SIGXFSZ is ignored so the write returns EFBIG instead of killing.
     let mut server = db.serve_wrapped(Some("trap '' XFSZ;"), &[]);
@@ -295,8 +292,7 @@ fn a_failing_flush_answers_503_never_a_free_200_and_recovers() {
 #[test]
 fn a_flush_kept_waiting_is_logged_as_slow_and_still_writes_its_charges() {
     let db = TestDb::with_postal_data();
-    let account = db.create_account();
-    db.postal(&["account", "topup", &account.account_id, "--usd", "5"]);
+    let account = db.funded_account();
     let mut server = db.serve(&[]);
     assert_eq!(server.lookup(&account.api_key).0, 200);
     // Another writer holds the database's write lock for 300 ms; the server answers
