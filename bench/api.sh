@@ -12,8 +12,10 @@
 # previous version of our own code, on a copy of the same database.
 # Prints requests/s, p50, p99 and non-2xx per server (medians of ROUNDS paired rounds),
 # each one's ratio to nginx (n) and to nginx with its access log (l) (medians of the
-# paired ratios), and how many billing flushes took 100 ms or more in each postal server
-# (its log's "slow billing flush" warnings: a durable p99 of that order comes with them).
+# paired ratios), and how many billing flushes took 100 ms or more (the "slow billing
+# flush" warnings in the logs of this version's two servers, warm-ups included: port
+# 18080 serves rows w and m and the bulk requests, 18083 row d), so that a durable p99 of
+# that order shows whether its flushes were slow.
 # Usage: [ROUNDS=3] [BASE=<commit>] bench/api.sh [seconds per run, default 8] [connections, default 64]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -221,5 +223,6 @@ for i, name in enumerate(names):
           f"  p99 {statistics.median(col(2)):6.3f} ms (worst round {max(col(2)):7.3f})"
           f"  non-2xx {sum(col(3)):.0f}  x nginx {ratio(0):.2f}  x nginx+log {ratio(1):.2f}")
 print(f"(c) bulk of 1,000 records      : median server totalTime {sys.argv[4]} ms (30 requests)")
-print(f"billing flushes of 100 ms or more: write-behind {sys.argv[6]}, durable {sys.argv[7]}")
+print(f"billing flushes of 100 ms or more (warm-ups included): write-behind server (w, m, c)"
+      f" {sys.argv[6]}, durable server (d) {sys.argv[7]}")
 PY

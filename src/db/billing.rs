@@ -499,7 +499,8 @@ const RETRY_MAX: Duration = Duration::from_secs(1);
 /// How long a clean stop keeps retrying a failing flush.
 const STOP_RETRY: Duration = Duration::from_secs(60);
 /// A flush at least this slow is logged: in durable mode every request of its batch waited
-/// for it (bench/api.sh counts them beside its p99).
+/// for it (bench/api.sh counts them beside its p99). Not rate-limited: a disk that stays
+/// slow gives at most one line per flush, about ten a second.
 const SLOW_FLUSH: Duration = Duration::from_millis(100);
 
 fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {

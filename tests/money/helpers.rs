@@ -83,14 +83,15 @@ impl TestDb {
         }
     }
 
-    /// A new account whose balance is exactly `queries` queries.
     /// A new account topped up with 5 USD by the CLI.
     pub fn funded_account(&self) -> TestAccount {
         let account = self.create_account();
-        self.postal(&["account", "topup", &account.account_id, "--usd", "5"]);
+        let run = self.postal(&["account", "topup", &account.account_id, "--usd", "5"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
         account
     }
 
+    /// A new account whose balance is exactly `queries` queries.
     pub fn account_worth(&self, queries: i64) -> TestAccount {
         let account = self.create_account();
         let delta = Micros::new(queries * 28 - 28_000).unwrap();

@@ -1,7 +1,8 @@
 //! The promise of docs/money.md against the real `postal serve` process: a clean stop
 //! loses nothing, kill -9 loses at most the last flush interval, CLI changes hold from
 //! the next request under load, one server per file, exact charges under races in both
-//! modes, and a failing flush answers 503 and recovers.
+//! modes, a failing flush answers 503 and recovers, and a flush kept waiting is logged
+//! as slow.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
