@@ -10,9 +10,11 @@
 # server time of a 1,000-record /api/validate-bulk.
 # With BASE=<commit>, (p) that version of postal (write-behind) runs beside them: the
 # previous version of our own code, on a copy of the same database.
-# Prints requests/s, p50, p99 and non-2xx per server (medians of ROUNDS paired rounds),
+# Prints per server (medians of ROUNDS paired rounds) requests/s, p50, p99, non-2xx and
+# its CPU time per answered request (user + system of all its threads, nginx's workers
+# summed, from /proc: on cores shared with wrk, that CPU is what bounds its requests/s);
 # each one's ratio to nginx (n) and to nginx with its access log (l) (medians of the
-# paired ratios), and how many billing flushes took 100 ms or more (the "slow billing
+# paired ratios); and how many billing flushes took 100 ms or more (the "slow billing
 # flush" warnings in the logs of this version's two servers, warm-ups included: port
 # 18080 serves rows w and m and the bulk requests, 18083 row d), so that a durable p99 of
 # that order shows whether its flushes were slow.
@@ -156,9 +158,24 @@ for port in $ports; do
   done
 done
 
-run_wrk() { # url script -> prints "rps p50_ms p99_ms non2xx"
-  wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -s "$2" "$1" >"$OUT/wrk.txt"
-  python3 - "$OUT/wrk.txt" <<'PY'
+# CPU time (user + system, all threads, in clock ticks) of the processes given.
+cpu_ticks() {
+  local total=0 pid
+  for pid in "$@"; do
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+  done
+  echo "$total"
+}
+TICKS_PER_SECOND=$(getconf CLK_TCK)
+
+run_wrk() { # url script server-pids... -> prints "rps p50_ms p99_ms non2xx cpu_us_per_request"
+  local url=$1 script=$2
+  shift 2
+  local before after
+  before=$(cpu_ticks "$@")
+  wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -s "$script" "$url" >"$OUT/wrk.txt"
+  after=$(cpu_ticks "$@")
+  python3 - "$OUT/wrk.txt" "$((after - before))" "$TICKS_PER_SECOND" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 def ms(label):
@@ -168,7 +185,9 @@ def ms(label):
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
 non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
 errors = int(non2xx.group(1)) if non2xx else 0
-print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {errors}")
+requests = int(re.search(r"(\d+) requests in", text).group(1))
+cpu_us = int(sys.argv[2]) / int(sys.argv[3]) / requests * 1e6
+print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {errors} {cpu_us:.2f}")
 PY
 }
 
@@ -182,18 +201,20 @@ done
 for port in 18082 18085; do
   wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/us-get.lua" http://127.0.0.1:$port >/dev/null
 done
+# nginx's CPU is its workers' (the master only starts them).
+nginx_workers=$(pgrep -P "$nginx" | tr '\n' ' ')
 : >"$OUT/rounds.txt"
 for round in $(seq "$ROUNDS"); do
-  n=$(run_wrk http://127.0.0.1:18082 "$OUT/us-get.lua")
-  l=$(run_wrk http://127.0.0.1:18085 "$OUT/us-get.lua")
-  a=$(run_wrk http://127.0.0.1:18081 "$OUT/us-post.lua")
-  w=$(run_wrk http://127.0.0.1:18080 "$OUT/us-post.lua")
-  d=$(run_wrk http://127.0.0.1:18083 "$OUT/us-post.lua")
-  m=$(run_wrk http://127.0.0.1:18080 "$OUT/lookup.lua")
+  n=$(run_wrk http://127.0.0.1:18082 "$OUT/us-get.lua" $nginx_workers)
+  l=$(run_wrk http://127.0.0.1:18085 "$OUT/us-get.lua" $nginx_workers)
+  a=$(run_wrk http://127.0.0.1:18081 "$OUT/us-post.lua" $bare)
+  w=$(run_wrk http://127.0.0.1:18080 "$OUT/us-post.lua" $server)
+  d=$(run_wrk http://127.0.0.1:18083 "$OUT/us-post.lua" $durable)
+  m=$(run_wrk http://127.0.0.1:18080 "$OUT/lookup.lua" $server)
   p=
-  [ -n "$BASE" ] && p=$(run_wrk http://127.0.0.1:18084 "$OUT/us-post.lua")
+  [ -n "$BASE" ] && p=$(run_wrk http://127.0.0.1:18084 "$OUT/us-post.lua" $base)
   echo "$n $l $a $w $d $m $p" >>"$OUT/rounds.txt"
-  echo "round $round: nginx $n | nginx+log $l | bare $a | write-behind $w | durable $d | mixed $m${p:+ | $BASE $p} (rps p50 p99 non-2xx)"
+  echo "round $round: nginx $n | nginx+log $l | bare $a | write-behind $w | durable $d | mixed $m${p:+ | $BASE $p} (rps p50 p99 non-2xx cpu-us/req)"
 done
 
 # (c): 30 sequential bulk requests of 1,000 records; the server's own totalTime.
@@ -217,11 +238,12 @@ if sys.argv[5]:
     names.append(f"(p) postal w-b at {sys.argv[5][:9]}")
 print(f"connections: {sys.argv[2]}, {sys.argv[3]} s per run, {len(rows)} rounds, wrk -t2 on the same 2 cores; medians:")
 for i, name in enumerate(names):
-    col = lambda k: [r[4 * i + k] for r in rows]
-    ratio = lambda j: statistics.median(r[4 * i] / r[4 * j] for r in rows)
+    col = lambda k: [r[5 * i + k] for r in rows]
+    ratio = lambda j: statistics.median(r[5 * i] / r[5 * j] for r in rows)
     print(f"{name:30}: {statistics.median(col(0)):8.0f} req/s  p50 {statistics.median(col(1)):6.3f} ms"
           f"  p99 {statistics.median(col(2)):6.3f} ms (worst round {max(col(2)):7.3f})"
-          f"  non-2xx {sum(col(3)):.0f}  x nginx {ratio(0):.2f}  x nginx+log {ratio(1):.2f}")
+          f"  non-2xx {sum(col(3)):.0f}  x nginx {ratio(0):.2f}  x nginx+log {ratio(1):.2f}"
+          f"  server CPU {statistics.median(col(4)):5.2f} us/req")
 print(f"(c) bulk of 1,000 records      : median server totalTime {sys.argv[4]} ms (30 requests)")
 print(f"billing flushes of 100 ms or more (warm-ups included): write-behind server (w, m, c)"
       f" {sys.argv[6]}, durable server (d) {sys.argv[7]}")
