@@ -545,14 +545,6 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
             match store.apply(&batch) {
                 Ok(()) => {
                     let elapsed = started.elapsed();
-                    if elapsed >= SLOW_FLUSH {
-                        tracing::warn!(
-                            "slow billing flush: {:.1} ms from BEGIN to the end of COMMIT \
-                             ({} charge rows), waiting for the disk or for another writer",
-                            elapsed.as_secs_f64() * 1e3,
-                            batch.charges.len()
-                        );
-                    }
                     let took = elapsed.as_nanos() as u64;
                     let counts = &shared.counts;
                     counts.flushes.fetch_add(1, Ordering::Relaxed);
@@ -573,6 +565,15 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                         s.done = number;
                         s.failing = None;
                     });
+                    // Logged after the requests that waited for this flush are let go.
+                    if elapsed >= SLOW_FLUSH {
+                        tracing::warn!(
+                            "slow billing flush: {:.1} ms from BEGIN to the end of COMMIT \
+                             ({} charge rows), waiting for the disk or for another writer",
+                            elapsed.as_secs_f64() * 1e3,
+                            batch.charges.len()
+                        );
+                    }
                 }
                 Err(e) => {
                     flushed_ok = false;
