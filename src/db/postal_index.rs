@@ -66,7 +66,7 @@ struct CountryCodes {
     hasher: RandomState,
     /// By rank; their texts are in `texts`.
     records: Vec<StoredRecord>,
-    texts: String,
+    texts: Box<str>,
 }
 
 /// A country's codes as the load reads them: the first record of each key, in source
@@ -90,9 +90,10 @@ impl CountryCodes {
             table: HashTable::with_capacity(keyed.len()),
             hasher: RandomState::new(),
             records: Vec::with_capacity(keyed.len()),
-            texts: read.texts,
+            // A copy of exactly its length: `shrink_to_fit` may keep the block (mimalloc's
+            // realloc keeps one that is at most half unused), up to half of it spare.
+            texts: Box::from(read.texts.as_str()),
         };
-        codes.texts.shrink_to_fit();
         for (rank, (key, at)) in keyed.into_iter().enumerate() {
             codes.keys.push_str(&key);
             codes.ends.push(codes.keys.len() as u32);
@@ -143,8 +144,7 @@ fn key_at<'a>(keys: &'a str, ends: &[u32], rank: u32) -> &'a str {
 /// Why an arena, not a `Box<str>` each: 0.9 M small allocations, interleaved on the
 /// loading thread with the load's temporaries, left partly used allocator pages behind
 /// when an import's reload freed them, and the server's RSS grew with every import
-/// (`bench/import-under-load.sh`, docs/operations.md); one `String` a country is freed
-/// whole.
+/// (`bench/import-under-load.sh`, README); one arena a country is freed whole.
 ///
 /// The text holds postal code, place name, admin name/code 1-3 and timezone, each followed
 /// by a tab ("" for an absent value).
@@ -208,9 +208,7 @@ impl StoredRecord {
                 .unwrap_or(i32::MIN),
         }
     }
-}
 
-impl StoredRecord {
     /// This record with its text, from its country's arena.
     fn with_text<'a>(&'a self, texts: &'a str) -> RecordRef<'a> {
         RecordRef {
