@@ -36,7 +36,7 @@ use std::future::Future;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use poem::http::StatusCode;
@@ -192,6 +192,9 @@ async fn start_loader(pool: db::Pool) -> Result<(Slot, std::sync::mpsc::SyncSend
     Ok((slot, keep))
 }
 
+/// Requests hold the index for one answer; longer than this is worth a warning.
+const OLD_INDEX_HELD: Duration = Duration::from_secs(10);
+
 /// One look at the file's dataset generation, and the reload when it changed.
 fn reload(slot: &Slot, pool: &db::Pool) -> Result<()> {
     let loaded = current(slot).loaded_generation();
@@ -207,11 +210,22 @@ fn reload(slot: &Slot, pool: &db::Pool) -> Result<()> {
         Err(poisoned) => std::mem::replace(&mut *poisoned.into_inner(), Arc::new(index)),
     };
     // Freed here once the requests that took it have ended (they hold it for one answer).
+    // Something holding it far longer keeps both indexes in memory and the reloads waiting:
+    // said once, not silently.
+    let swapped = Instant::now();
+    let mut said = false;
     loop {
         match Arc::try_unwrap(old) {
             Ok(index) => break drop(index),
             Err(shared) => {
                 old = shared;
+                if !said && swapped.elapsed() >= OLD_INDEX_HELD {
+                    tracing::warn!(
+                        "the previous dataset is still in use {OLD_INDEX_HELD:?} after the \
+                         reload: it stays in memory, and reloads wait, until it is released"
+                    );
+                    said = true;
+                }
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
