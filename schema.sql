@@ -13,7 +13,7 @@
 
 -- Which dataset the postal tables hold: the swap transaction of every import adds 1 to
 -- `generation`, and nothing else changes it. A server keeps the postal data in memory and
--- loads it again when it sees a new generation (`db::postal_index`).
+-- loads it again when it sees a new generation (`index::loader`).
 CREATE TABLE dataset (
     id          INTEGER PRIMARY KEY CHECK (id = 1),
     generation  INTEGER NOT NULL,
@@ -61,8 +61,6 @@ CREATE TABLE postal_codes (
     timezone     TEXT             -- IANA zone at (latitude, longitude), computed at import
 ) STRICT;
 
--- Lookups: (country, compact_key) -> rows in source order (the rowid ends every index entry).
-CREATE INDEX postal_codes_by_key ON postal_codes (country, compact_key);
 -- /api/city exact match: (country, folded place name) -> rows.
 CREATE INDEX postal_codes_by_place ON postal_codes (country, place_folded);
 
@@ -93,7 +91,7 @@ CREATE VIRTUAL TABLE places_trigram USING fts5(
 
 ---------------------------------------------------------------------------------------
 -- Money: accounts, API keys, ledger, rate-limit counters. Owned by `db::accounts` and
--- `db::billing`; `postal-import` never touches them.
+-- `billing`; `postal-import` never touches them.
 ---------------------------------------------------------------------------------------
 
 -- Times are unix seconds (UTC). Money is integer micro-dollars (1 USD = 1,000,000; a
@@ -172,4 +170,4 @@ BEGIN
 END;
 
 
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;

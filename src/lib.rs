@@ -14,30 +14,48 @@
 //!    contract's `400 {"error": ...}` / `413`.
 //! 2. **parse**: the handler turns fields into `domain` types (`CountryCode`,
 //!    `PostalQuery`, ...): once built they are valid.
-//! 3. **authenticate**: `domain::api_key` hashes the key; `db::billing`'s books in
-//!    memory find the account behind the hash (401 when unknown or revoked), then
+//! 3. **authenticate**: `domain::api_key` hashes the key; the books in memory
+//!    (`billing`) find the account behind the hash (401 when unknown or revoked), then
 //!    pre-check 402 / 429 (`domain::charge`) before any work.
-//! 4. **answer**: `db::postal` reads the postal data (lookup, city search, validation).
-//! 5. **bill**: `db::billing` charges the account in memory, exactly, and a writer thread
+//! 4. **answer**: the in-memory read models of `index` answer (lookup, validation, city
+//!    search, suggestions, geography); the file is not read on a request.
+//! 5. **bill**: `billing` charges the account in memory, exactly, and a writer thread
 //!    commits the charges behind (deltas, one ledger row per account and endpoint per
-//!    flush; `db::store`). Nothing is charged for an error. The order of steps 2-6 lives
-//!    once, in `api::billed`.
+//!    flush; `billing::store`, SQL in `db::ledger`). Nothing is charged for an error. The
+//!    order of steps 2-6 lives once, in `api::billed`.
 //! 6. **respond**: `api` maps the result and the envelope (balance, performance,
 //!    rateLimit) to JSON; every error leaves through one `ApiError`.
 //!
-//! Modules:
+//! Modules (rooms), each using only the ones to its right:
+//!
+//! ```text
+//! cli (src/cli, src/bin) -> api -> { billing, index } -> db -> domain
+//!                  import -------------------------------^
+//! ```
+//!
 //! - [`domain`]: the rules, no I/O: country codes, postal-code normalisation, text
 //!   folding, money, rate-limit windows, API keys.
-//! - [`db`]: SQL and transactions; the only code with SQL strings.
+//! - [`db`]: tables and SQL (connections, pragmas, migrations, dataset tables, accounts,
+//!   keys, ledger, reports); the only code with SQL strings.
+//! - [`index`]: the read models in memory (postal codes, place names, geography), built
+//!   from the rows `db` reads, and the loader thread that builds, swaps and frees them.
+//! - [`billing`]: the books in memory, their writer thread, the `ChargeStore` trait and
+//!   its SQLite implementation, the serve lock, the CLI-to-server change notifier.
 //! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt) and
 //!   their sources (file, zip, directory, URL); writes through `db::dataset`.
-//! - [`api`]: HTTP, JSON shapes, OpenAPI, status codes; the operator's routes
-//!   (`/healthz`, `/readyz`, `/metrics`) and request telemetry.
+//! - [`api`]: HTTP, JSON shapes, OpenAPI, status codes, one file per operation in
+//!   `api::routes`; what operations share (the billed path, the envelope, the one error
+//!   type, the app and its state) beside them; the operator's routes (`/healthz`,
+//!   `/readyz`, `/metrics`) and request telemetry.
 //! - [`alloc`]: the allocator of every binary (mimalloc, measured) and handing a load's
-//!   freed memory back to the OS.
+//!   freed memory back to the OS (a leaf: any room may use it).
+//!
+//! No room uses one to its left, and no two modules inside a room use each other.
 
 pub mod alloc;
 pub mod api;
+pub mod billing;
 pub mod db;
 pub mod domain;
 pub mod import;
+pub mod index;

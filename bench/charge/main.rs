@@ -1,4 +1,4 @@
-//! Benchmark of the books in memory (`db::billing`): charges per second decided by
+//! Benchmark of the books in memory (`billing`): charges per second decided by
 //! concurrent threads (1 account, 1,000 accounts), in write-behind and durable mode, what
 //! the flushes cost, and what a CLI command's announcement to the server costs (the
 //! price of "a change holds from the next request").
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use clap::Parser;
-use postal::db::billing::BillingOptions;
-use postal::db::{self, Billing, Caller, accounts};
+use postal::billing::{Billing, BillingOptions, Caller, notify};
+use postal::db::{self, accounts, keys};
 use postal::domain::api_key::hash_presented_key;
 use postal::domain::charge::Endpoint;
 use postal::domain::money::Micros;
@@ -78,7 +78,10 @@ fn make_accounts(path: &Path, count: usize) -> anyhow::Result<Vec<Caller>> {
         .map(|_| {
             let account = accounts::create_account(&mut conn, None, now)?;
             accounts::topup(&mut conn, &account.account_id, thousand, now)?;
-            accounts::authenticate(&conn, &hash_presented_key(account.api_key.expose()))?
+            let hash = hash_presented_key(account.api_key.expose());
+            keys::load_active(&conn)?
+                .into_iter()
+                .find_map(|(h, caller)| (h == hash).then_some(caller))
                 .context("the new key authenticates")
         })
         .collect()
@@ -138,6 +141,7 @@ fn announce_cost(path: &Path, callers: &[Caller]) -> anyhow::Result<()> {
             .map(|_| {
                 let t = Instant::now();
                 accounts::topup(conn, &account.account_id, five, SystemTime::now())?;
+                notify::announce(conn);
                 Ok(t.elapsed().as_secs_f64() * 1000.0)
             })
             .collect::<anyhow::Result<_>>()?;
@@ -146,7 +150,7 @@ fn announce_cost(path: &Path, callers: &[Caller]) -> anyhow::Result<()> {
     };
     let alone = time_topups(&mut conn)?;
     let billing = Billing::start(path, BillingOptions::default())?;
-    let listener = db::changes::Listener::start(path, billing.clone());
+    let listener = notify::Listener::start(path, billing.clone());
     let announced = time_topups(&mut conn)?;
     drop(listener);
     billing.shutdown();

@@ -9,9 +9,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use postal::db::geo_index::{GeoIndex, GeoSource};
 use postal::domain::CountryCode;
 use postal::domain::geo::{Coordinates, Limit, haversine_km};
+use postal::index::geo::{GeoIndex, GeoSource};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde_json::{Value, json};
@@ -227,10 +227,11 @@ fn main() {
         .iter()
         .filter_map(|c| CountryCode::parse(&c.country).map(|cc| (cc, c)))
         .collect();
+    let loaded = postal::db::postal::loaded_countries(&conn).expect("reading the countries");
     let before = rss_mb();
     let t = Instant::now();
     let index = GeoIndex::build(
-        &conn,
+        &loaded,
         sources.iter().map(|(country, c)| GeoSource {
             country: *country,
             key: &c.key,

@@ -11,7 +11,7 @@ use super::State;
 use super::envelope::Timings;
 use super::error::ApiError;
 use super::types::Envelope;
-use crate::db::billing::BillingError;
+use crate::billing::BillingError;
 use crate::domain::api_key::hash_presented_key;
 use crate::domain::charge::{Endpoint, Refusal};
 
@@ -93,7 +93,7 @@ impl State {
         &self,
         api_key: &str,
         timings: &mut Timings,
-    ) -> Result<(crate::db::Caller, crate::domain::charge::AccountState), ApiError> {
+    ) -> Result<(crate::billing::Caller, crate::domain::charge::AccountState), ApiError> {
         let t = Instant::now();
         let found = self.billing.authenticate(&hash_presented_key(api_key));
         timings.auth += t.elapsed();

@@ -6,10 +6,10 @@ use super::billed::{MISSING_API_KEY, Operation};
 use super::contract::ContractJson;
 use super::error::ApiError;
 use super::types::CityRequest;
-use crate::db::city_index::{CityMatch, CityQuery};
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::text::fold;
+use crate::index::city::{CityMatch, CityQuery};
 
 pub struct City;
 

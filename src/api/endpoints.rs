@@ -17,9 +17,10 @@ use super::error::ApiError;
 use super::lookup::{FirstRecord, Lookup, Metacode, Metazip};
 use super::types::*;
 use super::validate::{Validate, ValidateBulk};
-use crate::db::postal::{PlaceRecord, Verdict};
+use crate::db::postal::PlaceRecord;
 use crate::domain::CountryCode;
 use crate::domain::postal_code::canonical;
+use crate::index::postal::Verdict;
 
 /// The API; `state` is `None` only when the value exists to generate the OpenAPI document.
 pub struct PostalApi {

@@ -23,9 +23,7 @@ use super::types::{CountryField, Envelope, MAX_ZIPCODE_INTEGER, ZipCodeValue};
 use super::types::{example_envelope, example_free_envelope};
 use super::types::{given, json_value};
 use super::{ApiTags, State};
-use crate::db::geo_index::CountryInfo;
 use crate::db::postal::PlaceRecord;
-use crate::db::postal_index::{PlaceView, PostalIndex};
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::geo::{
@@ -33,6 +31,8 @@ use crate::domain::geo::{
     valid_latitude, valid_longitude,
 };
 use crate::domain::postal_code::{ZipInput, canonical, compact};
+use crate::index::geo::CountryInfo;
+use crate::index::postal::{PlaceView, PostalIndex};
 
 const ZIP_NOT_FOUND: &str = "ZIP code not found";
 const NO_COORDINATES: &str = "ZIP code has no coordinates";

@@ -12,9 +12,9 @@ use serde_json::json;
 
 use super::State;
 use super::telemetry::Metrics;
+use crate::billing::Billing;
 use crate::db;
-use crate::db::billing::Billing;
-use crate::db::postal_index::PostalIndex;
+use crate::index::postal::PostalIndex;
 
 /// How long `/readyz` waits for the billing writer and for the database.
 const READY_PATIENCE: Duration = Duration::from_secs(2);
@@ -29,7 +29,7 @@ pub struct Operations {
 /// What the operator's routes look at: handles shared with the API's `State`.
 #[derive(Clone)]
 pub(super) struct Ops {
-    postal: super::Slot,
+    postal: crate::index::loader::Slot,
     pool: db::Pool,
     billing: Billing,
     metrics: Arc<Metrics>,
@@ -51,7 +51,7 @@ impl Ops {
     }
 
     fn postal(&self) -> Arc<PostalIndex> {
-        super::current(&self.postal)
+        crate::index::loader::current(&self.postal)
     }
 }
 

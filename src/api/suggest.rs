@@ -15,10 +15,10 @@ use super::contract::ContractJson;
 use super::error::ApiError;
 use super::types::{CountryField, Envelope, example_envelope};
 use super::{ApiTags, State};
-use crate::db::postal_index::PostalIndex;
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::text::fold;
+use crate::index::postal::PostalIndex;
 
 /// Results when `limit` is absent.
 pub const DEFAULT_LIMIT: usize = 10;

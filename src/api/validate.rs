@@ -9,9 +9,9 @@ use super::contract::{BulkRecord, ContractJson};
 use super::error::ApiError;
 use super::lookup::CodeQuery;
 use super::types::{BulkRequest, CodeRequest};
-use crate::db::postal::Verdict;
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
+use crate::index::postal::Verdict;
 
 pub struct Validate;
 

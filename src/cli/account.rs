@@ -7,6 +7,7 @@ use clap::Subcommand;
 use serde::Serialize;
 use serde_json::Number;
 
+use postal::billing::notify;
 use postal::db::accounts::{self, LimitsChange};
 use postal::db::{self, reports};
 use postal::domain::money::Micros;
@@ -111,6 +112,7 @@ pub(super) fn run(db_path: &Path, command: AccountCommand) -> anyhow::Result<Ver
     match command {
         AccountCommand::Create { name } => {
             let created = accounts::create_account(&mut conn, name.as_deref(), now)?;
+            notify::announce(&conn);
             print(&Created {
                 account_id: created.account_id,
                 key_id: created.key_id,
@@ -135,6 +137,9 @@ pub(super) fn run(db_path: &Path, command: AccountCommand) -> anyhow::Result<Ver
             })?;
         }
         AccountCommand::Show { account_id } => {
+            // Announced first: the server flushes, so the balance holds every charge answered
+            // before the command started.
+            notify::announce(&conn);
             let view = accounts::show(&conn, &account_id)?;
             print(&Shown {
                 account_id: view.account_id,
@@ -155,6 +160,7 @@ pub(super) fn run(db_path: &Path, command: AccountCommand) -> anyhow::Result<Ver
         AccountCommand::Topup { account_id, usd } => {
             let amount = Micros::parse_usd(&usd)?;
             let balance = accounts::topup(&mut conn, &account_id, amount, now)?;
+            notify::announce(&conn);
             print(&Balance {
                 account_id,
                 balance: balance.to_json_number(),
@@ -167,6 +173,7 @@ pub(super) fn run(db_path: &Path, command: AccountCommand) -> anyhow::Result<Ver
         } => {
             let amount = Micros::parse_usd(&usd)?;
             let balance = accounts::adjust(&mut conn, &account_id, amount, &reason, now)?;
+            notify::announce(&conn);
             print(&Balance {
                 account_id,
                 balance: balance.to_json_number(),
@@ -191,6 +198,7 @@ pub(super) fn run(db_path: &Path, command: AccountCommand) -> anyhow::Result<Ver
                 }
             };
             let limits = accounts::set_limits(&mut conn, &account_id, change)?;
+            notify::announce(&conn);
             print(&RateLimits::from(limits))?;
         }
     }

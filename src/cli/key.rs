@@ -6,7 +6,8 @@ use std::time::SystemTime;
 use clap::Subcommand;
 use serde::Serialize;
 
-use postal::db::{self, accounts, reports};
+use postal::billing::notify;
+use postal::db::{self, keys, reports};
 
 use super::{Verdict, print};
 
@@ -55,7 +56,8 @@ pub(super) fn run(db_path: &Path, command: KeyCommand) -> anyhow::Result<Verdict
     let now = SystemTime::now();
     match command {
         KeyCommand::Create { account_id } => {
-            let key = accounts::create_key(&mut conn, &account_id, now)?;
+            let key = keys::create_key(&mut conn, &account_id, now)?;
+            notify::announce(&conn);
             print(&NewKey {
                 key_id: key.key_id,
                 api_key: key.api_key.expose().to_owned(),
@@ -77,7 +79,8 @@ pub(super) fn run(db_path: &Path, command: KeyCommand) -> anyhow::Result<Verdict
             })?;
         }
         KeyCommand::Revoke { key_id } => {
-            accounts::revoke_key(&mut conn, &key_id, now)?;
+            keys::revoke_key(&mut conn, &key_id, now)?;
+            notify::announce(&conn);
             print(&Revoked {
                 key_id,
                 revoked: true,

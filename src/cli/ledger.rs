@@ -6,7 +6,7 @@ use clap::Subcommand;
 use serde::Serialize;
 use serde_json::Number;
 
-use postal::db::{self, accounts, reports};
+use postal::db::{self, ledger, reports};
 use postal::domain::date::UtcDate;
 
 use super::{Format, Verdict, print, print_csv, usd_or_raw};
@@ -129,7 +129,7 @@ fn show(
 
 fn verify(db_path: &Path) -> anyhow::Result<Verdict> {
     let mut conn = db::open(db_path)?;
-    let report = accounts::verify_ledger(&mut conn)?;
+    let report = ledger::verify_ledger(&mut conn)?;
     let ok = report.mismatches.is_empty();
     print(&Verified {
         accounts: report.accounts,

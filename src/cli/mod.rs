@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use postal::db::accounts::AccountError;
+use postal::db::rows::AccountError;
 use postal::domain::date::DateError;
 use postal::domain::money::{AmountError, Micros};
 use postal::domain::rate_limit::Limits;

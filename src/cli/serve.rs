@@ -86,12 +86,12 @@ pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
     }
     drop(conn);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .max_blocking_threads(8) // the size of the slow-read pool (src/api/mod.rs)
+        .max_blocking_threads(postal::api::SLOW_POOL_SIZE as usize)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     let settings = postal::api::Settings {
-        billing: postal::db::BillingOptions {
+        billing: postal::billing::BillingOptions {
             flush_interval: std::time::Duration::from_millis(args.flush_interval_ms),
             durable: args.durable_charges,
         },

@@ -2,54 +2,20 @@
 //! adjust, limits), and what the server's books load and flush (states, window counters).
 //!
 //! Every write is one `BEGIN IMMEDIATE` transaction that reads the balance it changes and
-//! inserts the matching ledger row; then it announces itself to a running server
-//! (`db::changes`), which adds the change to the balance it holds in memory (its flushes
-//! write deltas, so they never overwrite it).
+//! inserts the matching ledger row; the CLI then announces it to a running server
+//! (`billing::notify`), which adds the change to the balance it holds in memory (its
+//! flushes write deltas, so they never overwrite it).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::db::changes;
-pub use crate::db::keys::{NewKey, authenticate, create_key, revoke_key};
-pub use crate::db::ledger::{LedgerReport, Mismatch, verify_ledger};
+pub use crate::db::rows::{AccountError, Caller};
+use crate::db::rows::{count, find_account, micros, unix_secs};
 use crate::domain::api_key::{self, ApiKey};
 use crate::domain::charge::AccountState;
 use crate::domain::money::{FREE_GRANT, MIN_TOPUP, Micros};
 use crate::domain::rate_limit::{Counters, Limits, WindowCount};
-
-/// An authenticated caller: the account and the key (row ids) a request came with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Caller {
-    pub account_id: i64,
-    pub key_id: i64,
-}
-
-/// Why an admin operation was refused. All but `Unexpected` are the caller's mistake
-/// (the CLI exits 2 for them, 1 for `Unexpected`).
-#[derive(Debug, thiserror::Error)]
-pub enum AccountError {
-    #[error("no account {0:?}")]
-    UnknownAccount(String),
-    #[error("no key {0:?}")]
-    UnknownKey(String),
-    #[error("a top-up must be at least {MIN_TOPUP} USD, got {0} USD")]
-    TopupBelowMinimum(Micros),
-    #[error("the adjustment of {amount} USD would make the balance of {balance} USD negative")]
-    WouldGoNegative { balance: Micros, amount: Micros },
-    #[error("the balance would exceed {} USD", Micros::MAX)]
-    BalanceTooLarge,
-    #[error("{0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
-}
-
-impl From<rusqlite::Error> for AccountError {
-    fn from(e: rusqlite::Error) -> Self {
-        AccountError::Unexpected(e.into())
-    }
-}
 
 /// A new account with its first key (shown once).
 pub struct NewAccount {
@@ -89,22 +55,6 @@ pub enum LimitsChange {
     },
 }
 
-pub(crate) fn unix_secs(now: SystemTime) -> i64 {
-    now.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
-pub(crate) fn micros(stored: i64) -> rusqlite::Result<Micros> {
-    Micros::new(stored).ok_or_else(|| {
-        rusqlite::Error::IntegralValueOutOfRange(0, stored) // a corrupt amount
-    })
-}
-
-pub(crate) fn count(stored: i64) -> u64 {
-    u64::try_from(stored).unwrap_or(0)
-}
-
 fn limit_sql(limit: Option<u64>) -> Option<i64> {
     limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX))
 }
@@ -129,7 +79,6 @@ pub fn create_account(
     )?;
     let (key_id, api_key) = crate::db::keys::insert_key(&tx, rowid, at)?;
     tx.commit()?;
-    changes::announce(conn);
     Ok(NewAccount {
         account_id,
         key_id,
@@ -138,25 +87,10 @@ pub fn create_account(
     })
 }
 
-/// The row id and balance of the account `public_id`.
-pub(crate) fn find_account(
-    conn: &Connection,
-    public_id: &str,
-) -> Result<(i64, Micros), AccountError> {
-    conn.query_row(
-        "SELECT id, balance FROM accounts WHERE public_id = ?1",
-        [public_id],
-        |r| Ok((r.get(0)?, micros(r.get(1)?)?)),
-    )
-    .optional()?
-    .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))
-}
-
-/// The account as stored; a running server first flushes what it has charged (the
-/// announcement makes it flush and reload), so the balance shown includes every charge
+/// The account as stored. The CLI announces itself first (`billing::notify`): a running
+/// server then flushes what it has charged, so the balance shown includes every charge
 /// answered before the command started.
 pub fn show(conn: &Connection, public_id: &str) -> Result<AccountView, AccountError> {
-    changes::announce(conn);
     let row = conn
         .query_row(
             "SELECT id, name, balance, limit_per_minute, limit_per_hour, limit_per_day
@@ -268,7 +202,6 @@ fn change_balance(
         ],
     )?;
     tx.commit()?;
-    changes::announce(conn);
     Ok(new_balance)
 }
 
@@ -330,7 +263,6 @@ pub fn set_limits(
         },
     )?;
     tx.commit()?;
-    changes::announce(conn);
     Ok(limits)
 }
 

@@ -512,16 +512,6 @@ impl<'c> Sliced<'c> {
     }
 }
 
-/// Rows per country as stored, ascending by country code.
-pub fn record_counts(conn: &Connection) -> Result<Vec<(String, i64)>> {
-    let mut stmt = conn
-        .prepare("SELECT country, count(*) FROM postal_codes GROUP BY country ORDER BY country")?;
-    let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
-}
-
 /// The dataset generation stored in the file: `postal-import` adds 1 in the transaction
 /// that swaps a new dataset in, and nothing else changes it.
 pub fn generation(conn: &Connection) -> Result<i64> {

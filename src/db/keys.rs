@@ -5,8 +5,7 @@ use std::time::SystemTime;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::db::accounts::{AccountError, Caller, find_account, unix_secs};
-use crate::db::changes;
+use crate::db::rows::{AccountError, Caller, find_account, unix_secs};
 use crate::domain::api_key::{self, ApiKey, KeyHash};
 
 /// A new key (shown once).
@@ -38,7 +37,6 @@ pub fn create_key(
     let (rowid, _) = find_account(&tx, account_public_id)?;
     let (key_id, api_key) = insert_key(&tx, rowid, unix_secs(now))?;
     tx.commit()?;
-    changes::announce(conn);
     Ok(NewKey { key_id, api_key })
 }
 
@@ -65,24 +63,7 @@ pub fn revoke_key(
         params![key_public_id, unix_secs(now)],
     )?;
     tx.commit()?;
-    changes::announce(conn);
     Ok(())
-}
-
-/// The caller behind a key's hash; `None` when no key has it or the key is revoked.
-pub fn authenticate(conn: &Connection, key_hash: &KeyHash) -> anyhow::Result<Option<Caller>> {
-    let caller = conn
-        .prepare_cached(
-            "SELECT account_id, id FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL",
-        )?
-        .query_row([&key_hash[..]], |r| {
-            Ok(Caller {
-                account_id: r.get(0)?,
-                key_id: r.get(1)?,
-            })
-        })
-        .optional()?;
-    Ok(caller)
 }
 
 /// Every active key: hash -> caller (the server's books).

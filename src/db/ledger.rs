@@ -6,8 +6,18 @@ use std::time::SystemTime;
 use anyhow::Context;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::db::accounts::{count, unix_secs};
-use crate::db::store::ChargeRow;
+use crate::db::rows::{count, unix_secs};
+use crate::domain::charge::Endpoint;
+use crate::domain::money::Micros;
+
+/// What one account was charged on one endpoint since the last flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChargeRow {
+    pub account_id: i64,
+    pub endpoint: Endpoint,
+    pub queries: u64,
+    pub amount: Micros,
+}
 
 /// `postal ledger verify`.
 #[derive(Debug, Clone, PartialEq, Eq)]

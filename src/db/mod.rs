@@ -6,8 +6,8 @@
 //!   the server answers lookups from a consistent snapshot while `postal-import` replaces
 //!   the dataset in one transaction, or while the billing writer commits.
 //! - **One server charges the file.** `postal serve` holds an exclusive lock file and
-//!   decides charges in memory (`billing`); one writer thread commits them behind, as
-//!   deltas, at most every flush interval (`store`). Other processes (the admin CLI, the
+//!   decides charges in memory (`crate::billing`); one writer thread commits them behind,
+//!   as deltas, at most every flush interval (`ledger::append_charges`). Other processes (the admin CLI, the
 //!   import) take SQLite's write lock for their own short transactions; `busy_timeout`
 //!   makes each side wait for the other rather than fail.
 //! - **Exact money.** A balance and its ledger rows change in the same transaction, and
@@ -25,20 +25,12 @@
 //!   (SQLite gives the `-wal` and `-shm` files the database file's permissions).
 
 pub mod accounts;
-pub mod billing;
-pub mod changes;
-pub mod city_index;
 pub mod dataset;
-pub mod geo_index;
 pub mod keys;
 pub mod ledger;
 pub mod postal;
-pub mod postal_index;
 pub mod reports;
-pub mod store;
-
-pub use accounts::Caller;
-pub use billing::{Billing, BillingError, BillingOptions, BillingStats, Charged};
+pub mod rows;
 
 use std::path::Path;
 use std::time::Duration;
@@ -49,7 +41,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
 /// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
@@ -62,6 +54,24 @@ const MIGRATION_2: &str = "
     ) STRICT;
     INSERT INTO dataset (id, generation) VALUES (1, 0);
     PRAGMA user_version = 2;";
+
+/// Version 2 to 3: the `(country, compact_key)` index goes (lookups answer from memory,
+/// nothing reads it). An import names a staging table's indexes after their generation
+/// (`postal_codes_by_key_g4`, `dataset`), so every generation's name is dropped.
+fn migration_3(tx: &Connection) -> Result<()> {
+    let names: Vec<String> = tx
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'index'
+             AND (name = 'postal_codes_by_key' OR name GLOB 'postal_codes_by_key_g[0-9]*')",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for name in names {
+        tx.execute_batch(&format!("DROP INDEX \"{name}\""))?;
+    }
+    tx.execute_batch("PRAGMA user_version = 3")?;
+    Ok(())
+}
 
 /// How long a statement waits for another connection's write lock before failing. Every
 /// writer holds it for milliseconds (the import too: `dataset`); this bounds the
@@ -136,16 +146,17 @@ pub fn truncate_wal(conn: &Connection, wait: Duration) -> Result<bool> {
     }
 }
 
-/// Runs `read` inside one read transaction of `conn`: one consistent view for all its
-/// statements.
-pub fn in_read_transaction<R>(
-    conn: &Connection,
-    read: impl FnOnce(&Connection) -> Result<R>,
-) -> Result<R> {
-    let tx = conn.unchecked_transaction()?;
-    let result = read(&tx)?;
-    tx.finish()?;
-    Ok(result)
+/// `PRAGMA data_version`: changes when another connection commits to the file, never
+/// for `conn`'s own commits.
+pub fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("PRAGMA data_version")?
+        .query_row([], |r| r.get(0))
+}
+
+/// Gives back `conn`'s page cache (after a full scan nothing reads again).
+pub fn shrink_memory(conn: &Connection) -> Result<()> {
+    conn.execute_batch("PRAGMA shrink_memory")?;
+    Ok(())
 }
 
 /// A connection pool over `path` (opened once with [`open`] first, so the schema exists).
@@ -185,9 +196,13 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     match version {
         0 => tx.execute_batch(SCHEMA).context("applying schema.sql")?,
-        1 => tx
-            .execute_batch(MIGRATION_2)
-            .context("migrating the schema to version 2")?,
+        1 | 2 => {
+            if version == 1 {
+                tx.execute_batch(MIGRATION_2)
+                    .context("migrating the schema to version 2")?;
+            }
+            migration_3(&tx).context("migrating the schema to version 3")?;
+        }
         SCHEMA_VERSION => {}
         other => {
             bail!("database schema version {other} is newer than this program's ({SCHEMA_VERSION})")
@@ -251,6 +266,33 @@ mod tests {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 2);
+        assert_eq!(version, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_version_2_file_loses_the_unused_key_index_of_every_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(&format!(
+                "{SCHEMA};
+                 CREATE INDEX postal_codes_by_key_g7 ON postal_codes (country, compact_key);
+                 PRAGMA user_version = 2;"
+            ))
+            .unwrap();
+        let conn = open(&path).unwrap();
+        let indexes: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'postal_codes' ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(indexes, ["postal_codes_by_place"]);
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 3);
     }
 }

@@ -1,17 +1,17 @@
-//! Reads of the postal data in the file: country data, coverage. (Lookup, validation and
-//! city search answer from memory: `postal_index`, `city_index`.)
+//! Reads of the postal data in the file: the rows the in-memory indexes are built from
+//! (`crate::index`), country data, coverage. Lookup, validation and city search answer
+//! from memory, never from here.
 //!
-//! Every function here is one short read on the caller's connection; the caller decides
-//! on which thread it runs (see `api`).
+//! Every function here reads on the caller's connection, inside the caller's transaction
+//! when it has one; the caller decides on which thread it runs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, RwLock};
 
 use anyhow::Result;
 use regex::Regex;
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 
-use crate::domain::CountryCode;
 use crate::domain::postal_code::anchored;
 
 /// What the service knows of a country with loaded data (a row of `countries`).
@@ -41,17 +41,6 @@ pub struct PlaceRecord {
     pub timezone: Option<String>,
 }
 
-/// The country's data, or `None` when nothing is loaded for it (a valid ISO code without
-/// data answers like an unknown postal code, decisions.md).
-pub fn country(conn: &Connection, country: CountryCode) -> Result<Option<CountryData>> {
-    Ok(conn
-        .prepare_cached(&format!(
-            "SELECT {COUNTRY_COLUMNS} FROM countries WHERE code = ?1 AND record_count > 0"
-        ))?
-        .query_row([country.as_str()], |r| country_data(r, 0))
-        .optional()?)
-}
-
 /// The columns [`country_data`] reads, in its order.
 pub(crate) const COUNTRY_COLUMNS: &str =
     "record_count, key_shapes, postal_regex, place_first, place_last";
@@ -66,16 +55,6 @@ pub(crate) fn country_data(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Res
             .get::<_, Option<i64>>(first + 3)?
             .zip(r.get::<_, Option<i64>>(first + 4)?),
     })
-}
-
-/// The verdict on one record of `/api/validate-bulk`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// Found; the canonical stored key (`normalized`).
-    Valid(String),
-    NotFound,
-    InvalidFormat,
-    UnknownCountry,
 }
 
 /// countryInfo.txt's regexes, compiled once per pattern. A pattern the `regex` crate
@@ -115,4 +94,147 @@ pub fn coverage(conn: &rusqlite::Connection) -> Result<Coverage> {
                 countries: r.get(1)?,
             })
         })?)
+}
+
+/// A country with loaded data, as `countries` holds it.
+#[derive(Debug, Clone)]
+pub struct CountryRow {
+    pub code: String,
+    pub name: String,
+    /// countryInfo.txt's `Postal Code Format` and `Postal Code Regex` ('' when none).
+    pub postal_format: String,
+    pub postal_regex: String,
+    pub data: CountryData,
+}
+
+/// Every country with records, in code order.
+pub fn loaded_countries(conn: &Connection) -> Result<Vec<CountryRow>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT code, name, postal_format, postal_regex, {COUNTRY_COLUMNS}
+         FROM countries WHERE record_count > 0 ORDER BY code"
+    ))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(CountryRow {
+                code: r.get(0)?,
+                name: r.get(1)?,
+                postal_format: r.get(2)?,
+                postal_regex: r.get(3)?,
+                data: country_data(r, 4)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// One stored record, borrowed from the row being read.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRow<'a> {
+    pub country: &'a str,
+    /// `postal_code::compact` of the code.
+    pub compact_key: &'a str,
+    pub postal_code: &'a str,
+    pub place_name: &'a str,
+    pub admin_name1: Option<&'a str>,
+    pub admin_code1: Option<&'a str>,
+    pub admin_name2: Option<&'a str>,
+    pub admin_code2: Option<&'a str>,
+    pub admin_name3: Option<&'a str>,
+    pub admin_code3: Option<&'a str>,
+    pub latitude: Option<f64>,
+    pub longitude: Option<f64>,
+    pub accuracy: Option<i64>,
+    pub timezone: Option<&'a str>,
+}
+
+impl RecordRow<'_> {
+    pub fn to_record(&self) -> PlaceRecord {
+        let owned = |s: Option<&str>| s.map(str::to_owned);
+        PlaceRecord {
+            postal_code: self.postal_code.to_owned(),
+            place_name: self.place_name.to_owned(),
+            admin_name1: owned(self.admin_name1),
+            admin_code1: owned(self.admin_code1),
+            admin_name2: owned(self.admin_name2),
+            admin_code2: owned(self.admin_code2),
+            admin_name3: owned(self.admin_name3),
+            admin_code3: owned(self.admin_code3),
+            latitude: self.latitude,
+            longitude: self.longitude,
+            accuracy: self.accuracy,
+            timezone: owned(self.timezone),
+        }
+    }
+}
+
+/// Calls `each` with every record of the file, in source order (row id).
+pub fn for_each_record(
+    conn: &Connection,
+    mut each: impl FnMut(&RecordRow<'_>) -> Result<()>,
+) -> Result<()> {
+    let mut stmt = conn.prepare(
+        "SELECT country, compact_key, postal_code, place_name, admin_name1, admin_code1,
+                admin_name2, admin_code2, admin_name3, admin_code3,
+                latitude, longitude, accuracy, timezone
+         FROM postal_codes ORDER BY id",
+    )?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        each(&RecordRow {
+            country: r.get_ref(0)?.as_str()?,
+            compact_key: r.get_ref(1)?.as_str()?,
+            postal_code: r.get_ref(2)?.as_str()?,
+            place_name: r.get_ref(3)?.as_str()?,
+            admin_name1: r.get_ref(4)?.as_str_or_null()?,
+            admin_code1: r.get_ref(5)?.as_str_or_null()?,
+            admin_name2: r.get_ref(6)?.as_str_or_null()?,
+            admin_code2: r.get_ref(7)?.as_str_or_null()?,
+            admin_name3: r.get_ref(8)?.as_str_or_null()?,
+            admin_code3: r.get_ref(9)?.as_str_or_null()?,
+            latitude: r.get(10)?,
+            longitude: r.get(11)?,
+            accuracy: r.get(12)?,
+            timezone: r.get_ref(13)?.as_str_or_null()?,
+        })?;
+    }
+    Ok(())
+}
+
+/// One record's place, region and code, for city search.
+#[derive(Debug, Clone, Copy)]
+pub struct PlaceRow<'a> {
+    pub postal_code: &'a str,
+    pub place_name: &'a str,
+    pub place_folded: &'a str,
+    pub admin_name1: Option<&'a str>,
+    pub admin_code1: Option<&'a str>,
+    pub admin_name2: Option<&'a str>,
+    pub admin_name3: Option<&'a str>,
+}
+
+/// Calls `each` with every record of `country` by folded place name, through the
+/// `postal_codes_by_place` index (rows of one name arrive together, in source order).
+pub fn for_each_place(
+    conn: &Connection,
+    country: &str,
+    mut each: impl FnMut(&PlaceRow<'_>),
+) -> Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT postal_code, place_name, place_folded, admin_name1, admin_code1,
+                admin_name2, admin_name3
+         FROM postal_codes WHERE country = ?1 ORDER BY place_folded, id",
+    )?;
+    let mut rows = stmt.query([country])?;
+    while let Some(r) = rows.next()? {
+        each(&PlaceRow {
+            postal_code: r.get_ref(0)?.as_str()?,
+            place_name: r.get_ref(1)?.as_str()?,
+            place_folded: r.get_ref(2)?.as_str()?,
+            admin_name1: r.get_ref(3)?.as_str_or_null()?,
+            admin_code1: r.get_ref(4)?.as_str_or_null()?,
+            admin_name2: r.get_ref(5)?.as_str_or_null()?,
+            admin_name3: r.get_ref(6)?.as_str_or_null()?,
+        });
+    }
+    Ok(())
 }

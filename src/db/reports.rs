@@ -9,7 +9,7 @@
 use anyhow::Result;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::db::accounts::{AccountError, micros};
+use crate::db::rows::{AccountError, micros};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Limits;
 

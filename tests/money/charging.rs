@@ -1,11 +1,11 @@
-//! The books in memory (`db::billing`) driven directly: exactness under concurrency,
+//! The books in memory (`billing`) driven directly: exactness under concurrency,
 //! all-or-nothing batches, the flush (deltas, one row per account and endpoint), window
 //! counters across restarts, CLI changes held from the next charge, the serve lock.
 
 use std::thread;
 use std::time::Duration;
 
-use postal::db::billing::{BillingError, BillingOptions};
+use postal::billing::{BillingError, BillingOptions};
 use postal::domain::charge::{Endpoint, Refusal};
 use postal::domain::money::Micros;
 
@@ -160,7 +160,7 @@ fn cli_changes_hold_from_the_next_charge_and_flushes_never_overwrite_them() {
         durable: false,
     });
     // What `postal serve` runs beside its books: CLI commands announce their commits.
-    let listener = postal::db::changes::Listener::start(&db.path, billing.clone()).unwrap();
+    let listener = postal::billing::notify::Listener::start(&db.path, billing.clone()).unwrap();
     billing.charge(caller, 2, Endpoint::ValidateBulk).unwrap();
     // Charged in memory, not flushed; the CLI tops up the stored balance meanwhile.
     let run = db.postal(&["account", "topup", &account.account_id, "--usd", "5"]);
@@ -191,7 +191,7 @@ fn cli_changes_hold_from_the_next_charge_and_flushes_never_overwrite_them() {
 fn a_second_server_on_the_same_file_is_refused() {
     let db = TestDb::new();
     let billing = db.billing();
-    let second = postal::db::Billing::start(&db.path, BillingOptions::default());
+    let second = postal::billing::Billing::start(&db.path, BillingOptions::default());
     let message = format!("{:#}", second.err().expect("refused"));
     assert!(
         message.contains("another `postal serve` is already running"),

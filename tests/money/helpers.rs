@@ -2,7 +2,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::SystemTime;
 
-use postal::db::{self, Billing, BillingOptions, Caller, accounts};
+use postal::billing::{Billing, BillingOptions, Caller};
+use postal::db::{self, accounts, keys};
 use postal::domain::api_key::hash_presented_key;
 use postal::domain::money::Micros;
 use rusqlite::Connection;
@@ -106,11 +107,16 @@ impl TestDb {
             SystemTime::now(),
         )
         .unwrap();
+        postal::billing::notify::announce(&self.conn());
         account
     }
 
     pub fn caller(&self, api_key: &str) -> Option<Caller> {
-        accounts::authenticate(&self.conn(), &hash_presented_key(api_key)).unwrap()
+        let hash = hash_presented_key(api_key);
+        keys::load_active(&self.conn())
+            .unwrap()
+            .into_iter()
+            .find_map(|(h, caller)| (h == hash).then_some(caller))
     }
 
     pub fn balance(&self, account_id: &str) -> Micros {

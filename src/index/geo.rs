@@ -9,7 +9,7 @@
 //! 283-290 ms and 37 MB; nearest 10 answered in 2.6-3.0 µs median (rstar 5.8-7.2 µs) and
 //! 25 km around London in 1.3 µs (rstar 3.3 µs). SQLite's R*Tree module was not tried: a
 //! read of the file costs more than any of these (a connection drops its page cache after
-//! every billing commit, see `postal_index`), and its boxes are latitude/longitude ranges,
+//! every billing commit, see `index::postal`), and its boxes are latitude/longitude ranges,
 //! which wrap at the antimeridian.
 //!
 //! Searches are exact in great-circle distance: the tree proposes candidates by chord
@@ -23,8 +23,8 @@ use std::num::NonZero;
 use anyhow::{Context, Result};
 use kiddo::results::query_result_item::QueryResultItem;
 use kiddo::{ImmutableKdTree, SquaredEuclidean};
-use rusqlite::Connection;
 
+use crate::db::postal::CountryRow;
 use crate::domain::CountryCode;
 use crate::domain::geo::{
     Coordinates, Limit, MaxKm, Nearby, RadiusKm, haversine_km, nearest_first, search_chord_squared,
@@ -109,11 +109,11 @@ pub struct GeoIndex {
 }
 
 impl GeoIndex {
-    /// Builds the index from every code's first record; `conn` (in the caller's read
-    /// transaction) gives the countries' names and formats, `levels` the admin levels
-    /// (1, 2, 3) some record of each country carries.
+    /// Builds the index from every code's first record; `loaded` gives the countries'
+    /// names and formats, `levels` the admin levels (1, 2, 3) some record of each country
+    /// carries.
     pub fn build<'a>(
-        conn: &Connection,
+        loaded: &[CountryRow],
         sources: impl Iterator<Item = GeoSource<'a>>,
         levels: &HashMap<CountryCode, [bool; 3]>,
     ) -> Result<GeoIndex> {
@@ -176,7 +176,7 @@ impl GeoIndex {
             .into_iter()
             .map(searchable)
             .collect::<Result<Vec<_>>>()?;
-        let infos = country_infos(conn, &countries, &codes, levels)?;
+        let infos = country_infos(loaded, &countries, &codes, levels)?;
         Ok(GeoIndex {
             countries,
             slots,
@@ -315,13 +315,6 @@ impl GeoIndex {
         order.into_iter().map(|(_, i)| i).collect()
     }
 
-    /// The compact key of a code the index found.
-    pub fn key(&self, hit: &Nearby) -> &str {
-        self.slots
-            .get(&hit.country)
-            .map_or("", |s| self.codes[*s as usize].key(hit.rank as usize))
-    }
-
     fn searchable(&self, country: Option<CountryCode>) -> Option<&Searchable> {
         match country {
             None => self.everywhere.as_ref(),
@@ -376,30 +369,26 @@ fn keep_nearest(hits: &mut Vec<Nearby>, n: usize) {
 }
 
 fn country_infos(
-    conn: &Connection,
+    loaded: &[CountryRow],
     countries: &[CountryCode],
     codes: &[SortedCodes],
     levels: &HashMap<CountryCode, [bool; 3]>,
 ) -> Result<Vec<CountryInfo>> {
-    let mut stmt = conn.prepare(
-        "SELECT name, record_count, postal_format, postal_regex FROM countries WHERE code = ?1",
-    )?;
+    let rows: HashMap<&str, &CountryRow> = loaded.iter().map(|r| (r.code.as_str(), r)).collect();
     countries
         .iter()
         .zip(codes)
         .map(|(country, codes)| {
-            let (name, records, format, regex) = stmt
-                .query_row([country.as_str()], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
+            let row = rows
+                .get(country.as_str())
                 .with_context(|| format!("reading the country {country}"))?;
             Ok(CountryInfo {
                 code: *country,
-                name,
-                records,
+                name: row.name.clone(),
+                records: row.data.record_count,
                 codes: codes.len(),
-                format,
-                regex,
+                format: row.postal_format.clone(),
+                regex: row.postal_regex.clone(),
                 example_key: (codes.len() > 0).then(|| codes.key(0).to_string()),
                 admin_levels: levels.get(country).map_or_else(Vec::new, |carried| {
                     (1..=3u8).filter(|l| carried[*l as usize - 1]).collect()
@@ -414,15 +403,22 @@ mod tests {
     use super::*;
 
     fn index(codes: &[(&str, &str, f64, f64)]) -> GeoIndex {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(crate::db::SCHEMA).unwrap();
+        let mut loaded: Vec<CountryRow> = Vec::new();
         for (country, ..) in codes {
-            conn.execute(
-                "INSERT OR IGNORE INTO countries (code, name, postal_format, postal_regex, record_count)
-                 VALUES (?1, ?1, '', '', 1)",
-                [country],
-            )
-            .unwrap();
+            if !loaded.iter().any(|r| r.code == *country) {
+                loaded.push(CountryRow {
+                    code: country.to_string(),
+                    name: country.to_string(),
+                    postal_format: String::new(),
+                    postal_regex: String::new(),
+                    data: crate::db::postal::CountryData {
+                        record_count: 1,
+                        key_shapes: String::new(),
+                        postal_regex: None,
+                        places: None,
+                    },
+                });
+            }
         }
         let sources = codes.iter().map(|(country, key, lat, lon)| GeoSource {
             country: CountryCode::parse(country).unwrap(),
@@ -430,11 +426,18 @@ mod tests {
             latitude: Some(*lat),
             longitude: Some(*lon),
         });
-        GeoIndex::build(&conn, sources, &HashMap::new()).unwrap()
+        GeoIndex::build(&loaded, sources, &HashMap::new()).unwrap()
+    }
+
+    /// The compact key of a code the index found.
+    fn key<'a>(geo: &'a GeoIndex, hit: &Nearby) -> &'a str {
+        geo.slots
+            .get(&hit.country)
+            .map_or("", |s| geo.codes[*s as usize].key(hit.rank as usize))
     }
 
     fn keys<'a>(geo: &'a GeoIndex, hits: &[Nearby]) -> Vec<&'a str> {
-        hits.iter().map(|h| geo.key(h)).collect()
+        hits.iter().map(|h| key(geo, h)).collect()
     }
 
     #[test]

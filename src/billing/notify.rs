@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use crate::db::billing::Billing;
+use super::Billing;
 
 /// How long a CLI command waits for the server's confirmation.
 const CONFIRM_WAIT: Duration = Duration::from_secs(10);

@@ -1,57 +1,14 @@
-//! The one narrow interface between the in-memory books (`db::billing`) and where the
-//! money is stored: load accounts and keys, apply a batch of charges as deltas, read what
-//! others changed. `SqliteStore` is the file; a PostgreSQL store for several server nodes
-//! would implement the same trait.
+//! The `ChargeStore` of one SQLite file: the server's own connection, its flushes in
+//! `BEGIN IMMEDIATE` transactions, and `PRAGMA data_version` to notice what the CLI
+//! changed. The SQL itself is `db`'s (`accounts`, `keys`, `ledger`).
 
 use std::path::Path;
-use std::time::SystemTime;
 
 use anyhow::Context;
 use rusqlite::{Connection, TransactionBehavior};
 
-use crate::db::accounts::{self, Caller};
-use crate::db::{keys, ledger};
-use crate::domain::api_key::KeyHash;
-use crate::domain::charge::{AccountState, Endpoint};
-use crate::domain::money::Micros;
-use crate::domain::rate_limit::Counters;
-
-/// Every account (row id -> state as stored) and every active key.
-#[derive(Debug, Default)]
-pub struct Snapshot {
-    pub accounts: Vec<(i64, AccountState)>,
-    pub keys: Vec<(KeyHash, Caller)>,
-}
-
-/// What one account was charged on one endpoint since the last flush.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChargeRow {
-    pub account_id: i64,
-    pub endpoint: Endpoint,
-    pub queries: u64,
-    pub amount: Micros,
-}
-
-/// One flush: charge rows (deltas) and the window counters as they stand in memory.
-#[derive(Debug, Clone)]
-pub struct Batch {
-    /// Increasing; a request in durable mode waits for its batch's number.
-    pub number: u64,
-    pub at: SystemTime,
-    pub charges: Vec<ChargeRow>,
-    pub counters: Vec<(i64, Counters)>,
-}
-
-pub trait ChargeStore: Send {
-    /// Every account and active key, and the version they are as of.
-    fn load(&mut self) -> anyhow::Result<Snapshot>;
-    /// Applies `batch` in one transaction: `balance = balance - amount` and one ledger row
-    /// per charge row, the counters, all or nothing.
-    fn apply(&mut self, batch: &Batch) -> anyhow::Result<()>;
-    /// A new snapshot when someone else changed accounts or keys since the last `load` or
-    /// `changes`; `None` when nothing changed.
-    fn changes(&mut self) -> anyhow::Result<Option<Snapshot>>;
-}
+use super::store::{Batch, ChargeStore, Snapshot};
+use crate::db::{self, accounts, keys, ledger};
 
 /// The SQLite file, through one connection of its own.
 pub struct SqliteStore {
@@ -65,7 +22,7 @@ impl SqliteStore {
     /// Write-behind commits with `synchronous=NORMAL` (durable against a crash of the
     /// process; a power cut may lose the last commits), durable mode with `FULL`.
     pub fn open(path: &Path, durable: bool) -> anyhow::Result<SqliteStore> {
-        let conn = super::open(path)?;
+        let conn = db::open(path)?;
         let sync = if durable { "FULL" } else { "NORMAL" };
         conn.pragma_update(None, "synchronous", sync)?;
         conn.set_prepared_statement_cache_capacity(32);
@@ -73,9 +30,7 @@ impl SqliteStore {
     }
 
     fn data_version(&self) -> rusqlite::Result<i64> {
-        self.conn
-            .prepare_cached("PRAGMA data_version")?
-            .query_row([], |r| r.get(0))
+        db::data_version(&self.conn)
     }
 }
 

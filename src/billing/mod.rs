@@ -14,7 +14,7 @@
 //!   is never overwritten. Only the server writes window counters, so they are written
 //!   as they stand in memory.
 //! - **What the CLI changes.** After each flush, and at once when a CLI command announces
-//!   a commit (`db::changes`), the writer asks the store for changes; when there are
+//!   a commit (`notify`), the writer asks the store for changes; when there are
 //!   some it reloads accounts and keys and sets each balance in memory to the stored one
 //!   minus the charges not yet flushed, under the mutex: nothing is lost either way.
 //! - **Nothing dropped.** A batch whose flush fails goes back into the pending charges
@@ -25,22 +25,30 @@
 //!   holds its charge has committed (group commit: a flush carries everything charged
 //!   during the previous one).
 
+pub mod lock;
+pub mod notify;
+pub mod sqlite;
+pub mod store;
+
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, anyhow};
+use anyhow::Context;
 
-use crate::db::store::{Batch, ChargeRow, ChargeStore, Snapshot, SqliteStore};
+pub use lock::ServeLock;
+use sqlite::SqliteStore;
+use store::{Batch, ChargeRow, ChargeStore, Snapshot};
+
 use crate::domain::api_key::KeyHash;
 use crate::domain::charge::{AccountState, AccountStatus, Endpoint, Refusal};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::RateStatus;
 
-pub use crate::db::accounts::Caller;
+pub use crate::db::rows::Caller;
 
 /// How the server writes its charges (flags of `postal serve`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -622,63 +630,4 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
             }
         }
     }
-}
-
-/// How often, and how far apart, a held serve lock is tried again (2 s in all).
-const LOCK_RETRIES: u32 = 100;
-const LOCK_RETRY_PAUSE: Duration = Duration::from_millis(20);
-
-/// The exclusive lock of a database file's server: `<db>.serve-lock`, held (flock) while
-/// `postal serve` runs, so that a second server on the same file refuses to start.
-pub struct ServeLock {
-    _file: std::fs::File,
-    path: PathBuf,
-}
-
-impl ServeLock {
-    pub fn acquire(db: &Path) -> anyhow::Result<ServeLock> {
-        let path = lock_path(db);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("opening the lock file {}", path.display()))?;
-        // A flock belongs to the open file, and a child process forked by another thread
-        // holds a copy of every descriptor until it execs: a lock released a moment ago
-        // can still look held. So a held lock is retried for a while before refusing.
-        let mut attempt = 0;
-        let locked = loop {
-            match file.try_lock() {
-                Err(std::fs::TryLockError::WouldBlock) if attempt < LOCK_RETRIES => {
-                    attempt += 1;
-                    std::thread::sleep(LOCK_RETRY_PAUSE);
-                }
-                other => break other,
-            }
-        };
-        match locked {
-            Ok(()) => Ok(ServeLock { _file: file, path }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(anyhow!(
-                "another `postal serve` is already running on {} (it holds {}); \
-                 stop it first: two servers must not charge one file",
-                db.display(),
-                path.display()
-            )),
-            Err(std::fs::TryLockError::Error(e)) => {
-                Err(e).with_context(|| format!("locking {}", path.display()))
-            }
-        }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-/// `<db>.serve-lock`.
-pub fn lock_path(db: &Path) -> PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push(".serve-lock");
-    PathBuf::from(name)
 }

@@ -4,7 +4,7 @@
 //!
 //! Why in memory: the FTS5 trigram query with bm25 over thousands of candidates for common
 //! trigrams (`san`, `new`) took 5 ms median and up to 56 ms (issue 8), and every query
-//! re-read pages after the billing writer's commits (see `postal_index`). The FTS5 table
+//! re-read pages after the billing writer's commits (see `index::postal`). The FTS5 table
 //! stays the persistent index in the file; this one is built from `postal_codes` when the
 //! dataset loads and swapped with it (it lives inside `PostalIndex`).
 //!
@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use anyhow::Result;
 use rusqlite::Connection;
 
+use crate::db;
 use crate::domain::CountryCode;
 use crate::domain::city_match::{
     Language, Rank, edits_within, inner_trigrams, max_edits, skeleton, skeleton_cmp,
@@ -127,8 +128,6 @@ struct CountryCities {
     place_codes: Vec<u32>,
     /// Padded trigram of a skeleton -> place ids, delta-encoded varints.
     postings: HashMap<u32, Box<[u8]>>,
-    /// Folded names of the cities made of numbered districts (reported in docs).
-    district_cities: Vec<String>,
 }
 
 /// Which regions a query admits.
@@ -156,36 +155,26 @@ impl Filter<'_> {
 }
 
 impl CityIndex {
-    /// Reads every record's place, region and code, country by country, through the
-    /// `postal_codes_by_place` index (rows of one name arrive together, in source order).
+    /// Reads every record's place, region and code, country by country (rows of one name
+    /// arrive together, in source order).
     pub fn load(conn: &Connection) -> Result<CityIndex> {
-        let codes: Vec<String> = conn
-            .prepare("SELECT code FROM countries WHERE record_count > 0 ORDER BY code")?
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut stmt = conn.prepare(
-            "SELECT postal_code, place_name, place_folded, admin_name1, admin_code1,
-                    admin_name2, admin_name3
-             FROM postal_codes WHERE country = ?1 ORDER BY place_folded, id",
-        )?;
         let mut countries = HashMap::new();
-        for code in codes {
-            let Some(country) = CountryCode::parse(&code) else {
+        for row in db::postal::loaded_countries(conn)? {
+            let Some(country) = CountryCode::parse(&row.code) else {
                 continue;
             };
             let mut builder = Builder::new(country);
-            let mut rows = stmt.query([country.as_str()])?;
-            while let Some(r) = rows.next()? {
+            db::postal::for_each_place(conn, country.as_str(), |r| {
                 builder.add(
-                    r.get_ref(0)?.as_str()?,
-                    r.get_ref(1)?.as_str()?,
-                    r.get_ref(2)?.as_str()?,
-                    r.get_ref(3)?.as_str_or_null()?,
-                    r.get_ref(4)?.as_str_or_null()?,
-                    r.get_ref(5)?.as_str_or_null()?,
-                    r.get_ref(6)?.as_str_or_null()?,
-                );
-            }
+                    r.postal_code,
+                    r.place_name,
+                    r.place_folded,
+                    r.admin_name1,
+                    r.admin_code1,
+                    r.admin_name2,
+                    r.admin_name3,
+                )
+            })?;
             countries.insert(country, builder.finish());
         }
         Ok(CityIndex { countries })
@@ -275,19 +264,6 @@ impl CityIndex {
                 }
             })
             .collect()
-    }
-
-    /// Countries whose data writes a city as numbered districts, with those cities
-    /// (folded: `FR`: `lyon`, `marseille`, `paris`), for docs and tests.
-    pub fn district_cities(&self) -> Vec<(CountryCode, &[String])> {
-        let mut out: Vec<(CountryCode, &[String])> = self
-            .countries
-            .iter()
-            .filter(|(_, cities)| !cities.district_cities.is_empty())
-            .map(|(country, cities)| (*country, &cities.district_cities[..]))
-            .collect();
-        out.sort_by_key(|(country, _)| *country);
-        out
     }
 }
 
@@ -718,7 +694,7 @@ impl Builder {
     /// Districts: places named `<city> <n>` (n of one or two digits) with at least
     /// [`MIN_DISTRICTS`] numbers in one region, where `<city>` is a place of that region or
     /// the districts' admin name2/3, add their codes to `<city>` (made when missing).
-    fn merge_districts(&mut self) -> Vec<String> {
+    fn merge_districts(&mut self) {
         let mut groups: HashMap<(String, u32), Vec<usize>> = HashMap::new();
         for (i, p) in self.places.iter().enumerate() {
             if let Some((base, number)) = p.folded.rsplit_once(' ')
@@ -756,7 +732,6 @@ impl Builder {
                 merges.push((base, region, city, members));
             }
         }
-        let mut cities = Vec::new();
         for (base, region, city, members) in merges {
             let codes: Vec<u32> = members
                 .iter()
@@ -782,15 +757,11 @@ impl Builder {
                 }
             };
             self.places[at].codes.extend(codes);
-            cities.push(base);
         }
-        cities.sort();
-        cities.dedup();
-        cities
     }
 
     fn finish(mut self) -> CountryCities {
-        let district_cities = self.merge_districts();
+        self.merge_districts();
         let language = Language::from_data(
             |w| self.long_words.contains(w),
             |c| self.letters.contains(&c),
@@ -903,7 +874,6 @@ impl Builder {
             code_starts,
             place_codes,
             postings,
-            district_cities,
         }
     }
 }

@@ -16,13 +16,23 @@ use hashbrown::HashTable;
 
 use anyhow::{Context, Result};
 use rusqlite::Connection;
-use rusqlite::types::ValueRef;
 
-use super::city_index::CityIndex;
-use super::geo_index::{GeoIndex, GeoSource};
-use super::postal::{COUNTRY_COLUMNS, CountryData, Coverage, PlaceRecord, Verdict, country_data};
+use super::city::CityIndex;
+use super::geo::{GeoIndex, GeoSource};
+use crate::db;
+use crate::db::postal::{CountryData, Coverage, PlaceRecord};
 use crate::domain::postal_code::{ZipInput, canonical};
 use crate::domain::{CountryCode, PostalQuery};
+
+/// The verdict on one record of `/api/validate-bulk`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Found; the canonical stored key (`normalized`).
+    Valid(String),
+    NotFound,
+    InvalidFormat,
+    UnknownCountry,
+}
 
 pub struct PostalIndex {
     generation: i64,
@@ -269,7 +279,7 @@ impl PostalIndex {
     /// What identifies the dataset in the file: `dataset.generation`, which every
     /// import's swap changes (and nothing else).
     pub fn generation(conn: &Connection) -> Result<i64> {
-        super::dataset::generation(conn)
+        db::dataset::generation(conn)
     }
 
     /// Reads the whole dataset in one read transaction.
@@ -281,75 +291,48 @@ impl PostalIndex {
             records: 0,
             countries: 0,
         };
-        {
-            let mut stmt = tx.prepare(&format!(
-                "SELECT code, {COUNTRY_COLUMNS} FROM countries WHERE record_count > 0"
-            ))?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let Some(code) = CountryCode::parse(&r.get::<_, String>(0)?) else {
-                    continue;
-                };
-                let data = country_data(r, 1)?;
-                coverage.records += data.record_count;
-                coverage.countries += 1;
-                countries.insert(code, data);
-            }
+        let loaded = db::postal::loaded_countries(&tx)?;
+        for row in &loaded {
+            let Some(code) = CountryCode::parse(&row.code) else {
+                continue;
+            };
+            coverage.records += row.data.record_count;
+            coverage.countries += 1;
+            countries.insert(code, row.data.clone());
         }
         let mut read: HashMap<CountryCode, ReadCodes> = HashMap::new();
         // The admin levels (1, 2, 3) some record of each country carries, name or code.
         let mut levels: HashMap<CountryCode, [bool; 3]> = HashMap::new();
-        {
-            let mut stmt = tx.prepare(
-                "SELECT country, compact_key, postal_code, place_name, admin_name1, admin_code1,
-                        admin_name2, admin_code2, admin_name3, admin_code3,
-                        latitude, longitude, accuracy, timezone
-                 FROM postal_codes ORDER BY id",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let Some(country) = CountryCode::parse(r.get_ref(0)?.as_str()?) else {
-                    continue;
-                };
-                let carried = levels.entry(country).or_default();
-                for (level, column) in [4, 6, 8].into_iter().enumerate() {
-                    if !carried[level] {
-                        carried[level] = [column, column + 1]
-                            .into_iter()
-                            .any(|c| !matches!(r.get_ref(c), Ok(ValueRef::Null)));
-                    }
-                }
-                let key = r.get_ref(1)?.as_str()?;
-                let of_country = read.entry(country).or_default();
-                if of_country.by_key.contains_key(key) {
-                    continue;
-                }
-                let record = PlaceRecord {
-                    postal_code: r.get(2)?,
-                    place_name: r.get(3)?,
-                    admin_name1: r.get(4)?,
-                    admin_code1: r.get(5)?,
-                    admin_name2: r.get(6)?,
-                    admin_code2: r.get(7)?,
-                    admin_name3: r.get(8)?,
-                    admin_code3: r.get(9)?,
-                    latitude: r.get(10)?,
-                    longitude: r.get(11)?,
-                    accuracy: r.get(12)?,
-                    timezone: r.get(13)?,
-                };
-                let at = of_country.records.len() as u32;
-                of_country.by_key.insert(Box::from(key), at);
-                let stored = StoredRecord::new(&record, &mut of_country.texts);
-                of_country.records.push(stored);
+        db::postal::for_each_record(&tx, |r| {
+            let Some(country) = CountryCode::parse(r.country) else {
+                return Ok(());
+            };
+            let carried = levels.entry(country).or_default();
+            let admin = [
+                (r.admin_name1, r.admin_code1),
+                (r.admin_name2, r.admin_code2),
+                (r.admin_name3, r.admin_code3),
+            ];
+            for (level, (name, code)) in admin.into_iter().enumerate() {
+                carried[level] |= name.is_some() || code.is_some();
             }
-        }
+            let of_country = read.entry(country).or_default();
+            if of_country.by_key.contains_key(r.compact_key) {
+                return Ok(());
+            }
+            let record = r.to_record();
+            let at = of_country.records.len() as u32;
+            of_country.by_key.insert(Box::from(r.compact_key), at);
+            let stored = StoredRecord::new(&record, &mut of_country.texts);
+            of_country.records.push(stored);
+            Ok(())
+        })?;
         let first: HashMap<CountryCode, CountryCodes> = read
             .into_iter()
             .map(|(country, codes)| (country, CountryCodes::new(codes)))
             .collect();
         let geo = GeoIndex::build(
-            &tx,
+            &loaded,
             first.iter().flat_map(|(country, codes)| {
                 codes
                     .records
@@ -368,7 +351,7 @@ impl PostalIndex {
         tx.finish().context("reading the postal data")?;
         // The full scans filled this connection's page cache (up to 64 MB, `db::configure`),
         // which nothing reads again: give it back.
-        conn.execute_batch("PRAGMA shrink_memory")?;
+        db::shrink_memory(conn)?;
         // And the load's temporaries, freed on this thread.
         crate::alloc::release_freed_memory();
         Ok(PostalIndex {

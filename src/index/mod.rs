@@ -1,0 +1,13 @@
+//! The read models of the postal data, in memory: built from the rows `db` reads (no SQL
+//! here), swapped whole when an import commits, freed once no request holds them.
+//!
+//! - [`postal`]: every code's first record (lookup, validation, bulk) and the owner of the
+//!   other two, so that one swap replaces all three;
+//! - [`city`]: place names (city search, suggestions);
+//! - [`geo`]: coordinates in k-d trees (nearest, radius, distance, autocomplete, countries);
+//! - [`loader`]: the thread that builds, swaps and frees them.
+
+pub mod city;
+pub mod geo;
+pub mod loader;
+pub mod postal;
