@@ -5,10 +5,10 @@
 -- adds a numbered migration in `src/db/mod.rs` rather than editing a released version.
 
 ---------------------------------------------------------------------------------------
--- Postal data. Owned by `postal-import`, which builds new copies of `postal_codes`,
--- `places` and `places_trigram` beside these (`<name>_next`, from the definitions below)
--- and swaps them in, with the rows of `countries`, in one short transaction
--- (`db::dataset`); nothing else writes them.
+-- Postal data. Owned by `postal-import`, which builds new copies of `postal_codes` and
+-- `gazetteer` beside these (`<name>_next`, from the definitions below) and swaps them in,
+-- with the rows of `countries`, in one short transaction (`db::dataset`); nothing else
+-- writes them.
 ---------------------------------------------------------------------------------------
 
 -- Which dataset the postal tables hold: the swap transaction of every import adds 1 to
@@ -33,11 +33,7 @@ CREATE TABLE countries (
     -- Distinct shapes of the country's stored compact keys, space-separated and sorted
     -- ('A9 A99 AA9 AA99 A9A AA9A' for GB): a letter is written 'A', a digit '9'. A
     -- query whose key has one of these shapes is well-formed (decisions.md, invalid_format).
-    key_shapes    TEXT NOT NULL DEFAULT '',
-    -- This country's rows of `places` are ids place_first..place_last (NULL when none),
-    -- so a trigram search is bounded to one country by a rowid range.
-    place_first   INTEGER,
-    place_last    INTEGER
+    key_shapes    TEXT NOT NULL DEFAULT ''
 ) STRICT, WITHOUT ROWID;
 
 -- One row per line of the GeoNames files. `id` is the line's order in the source (files
@@ -64,30 +60,22 @@ CREATE TABLE postal_codes (
 -- /api/city exact match: (country, folded place name) -> rows.
 CREATE INDEX postal_codes_by_place ON postal_codes (country, place_folded);
 
--- Distinct folded place names, grouped by country (see countries.place_first/last).
-CREATE TABLE places (
-    id          INTEGER PRIMARY KEY,
-    country     TEXT NOT NULL,
-    name_folded TEXT NOT NULL
+-- The GeoNames gazetteer (`cities500.zip`): populated places with their population and
+-- alternate names, of the countries with postal data; empty when the import found none.
+-- City search joins them to postal codes by country, name and distance when the dataset
+-- loads (`index::city`, docs/city.md); no query reads this table.
+CREATE TABLE gazetteer (
+    id              INTEGER PRIMARY KEY,  -- GeoNames' geonameid
+    country         TEXT NOT NULL,
+    name            TEXT NOT NULL,
+    alternate_names TEXT NOT NULL,        -- comma-separated, every language and script
+    latitude        REAL NOT NULL,
+    longitude       REAL NOT NULL,
+    admin1          TEXT,                 -- GeoNames' admin1 code (not the postal file's)
+    population      INTEGER NOT NULL,
+    timezone        TEXT
 ) STRICT;
-
--- How /api/city uses these indexes:
---  1. exact: fold the query (`domain::text::fold`: deunicode, lower case, punctuation
---     dropped, so 'Zürich', 'ZURICH' and 'zurich' meet) and read
---     `postal_codes WHERE country = ? AND place_folded = ?` through postal_codes_by_place;
---     the state / ST filter is applied to those rows.
---  2. fuzzy, only when 1 finds nothing: the query's trigrams, OR-ed, against
---     `places_trigram` restricted to the country's rowid range and ranked by bm25, give a
---     few dozen candidate names; Rust scores them by edit distance and keeps the best one
---     if it is close enough, then answers as in 1 with that name.
--- The trigram index is over folded names, so accents and case cost nothing at query time
--- (SQLite's own remove_diacritics leaves Ł, ß, Ø, Þ alone; deunicode does not).
-CREATE VIRTUAL TABLE places_trigram USING fts5(
-    name_folded,
-    content = 'places',
-    content_rowid = 'id',
-    tokenize = 'trigram'
-);
+CREATE INDEX gazetteer_by_country ON gazetteer (country);
 
 ---------------------------------------------------------------------------------------
 -- Money: accounts, API keys, ledger, rate-limit counters. Owned by `db::accounts` and

@@ -19,6 +19,11 @@ struct Cli {
     /// countryInfo.txt path or URL (default: beside the first source, else upstream).
     #[arg(long)]
     country_info: Option<String>,
+    /// The GeoNames gazetteer (`cities500.zip` or its .txt), path or URL, for city search
+    /// (default: `cities500.zip` beside the first source; upstream's when the postal data
+    /// comes from upstream). Missing or malformed: said on stderr, not used.
+    #[arg(long)]
+    gazetteer: Option<String>,
     /// Parse the sources and report counts and bad lines; write nothing (the database is
     /// not opened). Exit 1 when an import of them would fail.
     #[arg(long)]
@@ -34,6 +39,7 @@ fn main() -> ExitCode {
         db: cli.db,
         sources: cli.sources,
         country_info: cli.country_info,
+        gazetteer: cli.gazetteer,
         progress: std::io::stderr().is_terminal(),
     };
     if cli.check {

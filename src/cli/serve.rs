@@ -70,6 +70,7 @@ pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
             db: db_path.to_path_buf(),
             sources,
             country_info: None,
+            gazetteer: None,
             progress: std::io::stderr().is_terminal(),
         })?;
         eprintln!("{summary}");

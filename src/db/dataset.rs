@@ -5,17 +5,16 @@
 //! that wrote 1.6 M rows in one transaction held it for about 10 s, and every billed
 //! request waited (issue 11). So [`replace`]:
 //!
-//! 1. creates empty staging tables `postal_codes_next`, `places_next`,
-//!    `places_trigram_next` (and the indexes of `postal_codes`) from the DDL of the live
-//!    tables as `schema.sql` created them, so `schema.sql` stays the one place DDL is
-//!    written;
+//! 1. creates empty staging tables `postal_codes_next` and `gazetteer_next` (and their
+//!    indexes) from the DDL of the live tables as `schema.sql` created them, so
+//!    `schema.sql` stays the one place DDL is written;
 //! 2. fills them in slices: each slice is one IMMEDIATE transaction of at most
 //!    [`SLICE`] of work, followed by a pause of [`PAUSE`] without the lock. A writer that
 //!    wants the lock meanwhile (the billing thread, the admin CLI) retries with SQLite's
 //!    busy handler, whose retries are at most 25 ms apart during its first 100 ms of
 //!    waiting: the pause is longer than that gap, so it gets the lock at the end of the
 //!    slice it found running, after at most `SLICE` + 25 ms;
-//! 3. swaps them in with one short transaction: `ALTER TABLE ... RENAME` of the three
+//! 3. swaps them in with one short transaction: `ALTER TABLE ... RENAME` of the two
 //!    tables each way (a rewrite of `sqlite_master`, no data moves), the `countries` rows,
 //!    and `dataset.generation` + 1. Readers are in WAL snapshots: each read transaction
 //!    sees the old tables or the new ones, never a mix, and a server reloads its in-memory
@@ -32,6 +31,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
+use crate::db::gazetteer::GazetteerRow;
 use crate::domain::postal_code::shape;
 
 /// The most work one slice does while holding the write lock (its commit comes on top).
@@ -41,10 +41,7 @@ pub const SLICE: Duration = Duration::from_millis(25);
 pub const PAUSE: Duration = Duration::from_millis(30);
 
 /// The tables the import owns and replaces as a whole (`countries` is rewritten in the swap).
-/// Pages of trigram index one 'merge' command writes (FTS5 pages of 4 KB: a few ms).
-const MERGE_PAGES: i64 = 16;
-
-const OWNED: [&str; 3] = ["postal_codes", "places", "places_trigram"];
+const OWNED: [&str; 2] = ["postal_codes", "gazetteer"];
 const NEXT: &str = "_next";
 const OLD: &str = "_old";
 
@@ -86,14 +83,15 @@ pub struct Replaced {
     pub swap_hold: Duration,
 }
 
-/// Replaces the whole dataset with `records` (in source order) and the country table's
-/// rows with `countries`, holding the write lock only in short slices (module doc).
+/// Replaces the whole dataset with `records` (in source order), the gazetteer with
+/// `gazetteer` (empty: none) and the country table's rows with `countries`, holding the write lock only in short slices (module doc).
 /// `progress` is called with the number of records written so far, `phase` with the name
 /// of each step as it ends (for `POSTAL_IMPORT_TIMINGS`).
 pub fn replace(
     conn: &mut Connection,
     countries: &[CountryRow],
     records: &[PostalRecord],
+    gazetteer: &[GazetteerRow],
     mut progress: impl FnMut(u64),
     mut phase: impl FnMut(&str),
 ) -> Result<Replaced> {
@@ -152,53 +150,34 @@ pub fn replace(
     })?;
     phase("postal_codes_next filled (with its indexes)");
 
-    let places: Vec<&(&str, &str)> = summary.places.iter().collect();
     let mut next = 0;
     writer.slices(|tx, deadline| {
-        let mut place = tx.prepare_cached(
-            "INSERT INTO places_next (id, country, name_folded) VALUES (?1, ?2, ?3)",
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO gazetteer_next (id, country, name, alternate_names, latitude,
+                 longitude, admin1, population, timezone)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?;
-        // External content: the index is written directly; its content table is `places`,
-        // the name `places_next` takes in the swap.
-        let mut trigram = tx.prepare_cached(
-            "INSERT INTO places_trigram_next (rowid, name_folded) VALUES (?1, ?2)",
-        )?;
-        while next < places.len() {
-            let (country, name) = places[next];
-            let id = next as i64 + 1;
-            place.execute(params![id, country, name])?;
-            trigram.execute(params![id, name])?;
+        while next < gazetteer.len() {
+            let g = &gazetteer[next];
+            insert.execute(params![
+                g.id,
+                g.country,
+                g.name,
+                g.alternate_names,
+                g.latitude,
+                g.longitude,
+                g.admin1,
+                g.population,
+                g.timezone,
+            ])?;
             next += 1;
             if next % 64 == 0 && Instant::now() >= deadline {
                 break;
             }
         }
-        Ok(next < places.len())
+        Ok(next < gazetteer.len())
     })?;
-    phase("places_next and its trigram index filled");
-
-    // Many small transactions leave the trigram index in many segments. A negative
-    // 'merge' puts them all on one level and starts merging them; positive ones go on,
-    // a bounded number of pages each, until one changes fewer than 2 rows (FTS5's sign
-    // that it found nothing to merge).
-    let mut merge = -MERGE_PAGES;
-    writer.slices(|tx, deadline| {
-        loop {
-            let before = tx.total_changes();
-            tx.execute(
-                "INSERT INTO places_trigram_next (places_trigram_next, rank) VALUES ('merge', ?1)",
-                [merge],
-            )?;
-            merge = MERGE_PAGES;
-            if tx.total_changes() - before < 2 {
-                return Ok(false);
-            }
-            if Instant::now() >= deadline {
-                return Ok(true);
-            }
-        }
-    })?;
-    phase("trigram index merged");
+    phase("gazetteer_next filled");
 
     writer.conn.pragma_update(None, "synchronous", "FULL")?;
     writer
@@ -220,12 +199,10 @@ pub fn replace(
 }
 
 /// What the `countries` rows need from the records: per country its record count and
-/// key shapes; the distinct (country, folded place name) pairs, sorted by country so each
-/// country's place ids are one contiguous range.
+/// key shapes.
 struct Summary<'r> {
     shapes: BTreeMap<&'r str, BTreeSet<String>>,
     record_counts: BTreeMap<&'r str, i64>,
-    places: BTreeSet<(&'r str, &'r str)>,
 }
 
 impl<'r> Summary<'r> {
@@ -233,7 +210,6 @@ impl<'r> Summary<'r> {
         let mut summary = Summary {
             shapes: BTreeMap::new(),
             record_counts: BTreeMap::new(),
-            places: BTreeSet::new(),
         };
         for r in records {
             *summary.record_counts.entry(&r.country).or_default() += 1;
@@ -242,24 +218,8 @@ impl<'r> Summary<'r> {
                 .entry(&r.country)
                 .or_default()
                 .insert(shape(&r.compact_key));
-            if !r.place_folded.is_empty() {
-                summary.places.insert((&r.country, &r.place_folded));
-            }
         }
         summary
-    }
-
-    /// Each country's ids in `places` (numbered from 1 in `places` order).
-    fn place_ranges(&self) -> BTreeMap<&'r str, (i64, i64)> {
-        let mut ranges: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-        for (i, (country, _)) in self.places.iter().enumerate() {
-            let id = i as i64 + 1;
-            ranges
-                .entry(country)
-                .and_modify(|r| r.1 = id)
-                .or_insert((id, id));
-        }
-        ranges
     }
 }
 
@@ -281,11 +241,9 @@ fn swap(
         ))?;
     }
     tx.execute("DELETE FROM countries", [])?;
-    let place_ranges = summary.place_ranges();
     let mut insert = tx.prepare(
-        "INSERT INTO countries (code, name, postal_format, postal_regex, record_count, key_shapes,
-             place_first, place_last)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO countries (code, name, postal_format, postal_regex, record_count, key_shapes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
     for c in countries {
         let code = c.code.as_str();
@@ -294,7 +252,6 @@ fn swap(
             .get(code)
             .map(|s| s.iter().map(String::as_str).collect::<Vec<_>>().join(" "))
             .unwrap_or_default();
-        let range = place_ranges.get(code);
         insert.execute(params![
             code,
             c.name,
@@ -302,8 +259,6 @@ fn swap(
             c.postal_regex,
             summary.record_counts.get(code).copied().unwrap_or(0),
             key_shapes,
-            range.map(|r| r.0),
-            range.map(|r| r.1),
         ])?;
     }
     let now = SystemTime::now()
@@ -426,13 +381,8 @@ fn discard(writer: &mut Sliced, suffix: &str) -> Result<()> {
         if !exists {
             continue;
         }
-        // An FTS5 table keeps its index in shadow tables; empty the big ones row by row.
-        // (Its `_idx` and `_config` are a few pages; the DROP removes them.)
-        let mut targets = vec![name.clone()];
-        if table == "places_trigram" {
-            targets = vec![format!("{name}_data"), format!("{name}_docsize")];
-        }
-        for target in targets {
+        {
+            let target = &name;
             let mut batch = 256_i64;
             writer.slices(|tx, deadline| {
                 let mut delete = tx.prepare_cached(&format!(

@@ -26,6 +26,7 @@
 
 pub mod accounts;
 pub mod dataset;
+pub mod gazetteer;
 pub mod keys;
 pub mod ledger;
 pub mod postal;
@@ -55,9 +56,12 @@ const MIGRATION_2: &str = "
     INSERT INTO dataset (id, generation) VALUES (1, 0);
     PRAGMA user_version = 2;";
 
-/// Version 2 to 3: the `(country, compact_key)` index goes (lookups answer from memory,
-/// nothing reads it). An import names a staging table's indexes after their generation
-/// (`postal_codes_by_key_g4`, `dataset`), so every generation's name is dropped.
+/// Version 2 to 3: city search v3. The gazetteer table comes (empty until the next
+/// import); what nothing read goes: the `(country, compact_key)` index (lookups answer from
+/// memory; an import names a staging table's indexes after their generation,
+/// `postal_codes_by_key_g4`, so every generation's name is dropped), and the FTS5 trigram
+/// index `places_trigram` over `places` with the columns that bounded it per country
+/// (city search answers from memory, docs/city.md).
 fn migration_3(tx: &Connection) -> Result<()> {
     let names: Vec<String> = tx
         .prepare(
@@ -69,9 +73,32 @@ fn migration_3(tx: &Connection) -> Result<()> {
     for name in names {
         tx.execute_batch(&format!("DROP INDEX \"{name}\""))?;
     }
-    tx.execute_batch("PRAGMA user_version = 3")?;
+    tx.execute_batch(MIGRATION_3)?;
     Ok(())
 }
+
+const MIGRATION_3: &str = "
+    DROP TABLE IF EXISTS places_trigram;
+    DROP TABLE IF EXISTS places;
+    DROP TABLE IF EXISTS places_trigram_next;
+    DROP TABLE IF EXISTS places_next;
+    DROP TABLE IF EXISTS places_trigram_old;
+    DROP TABLE IF EXISTS places_old;
+    ALTER TABLE countries DROP COLUMN place_first;
+    ALTER TABLE countries DROP COLUMN place_last;
+    CREATE TABLE gazetteer (
+        id              INTEGER PRIMARY KEY,
+        country         TEXT NOT NULL,
+        name            TEXT NOT NULL,
+        alternate_names TEXT NOT NULL,
+        latitude        REAL NOT NULL,
+        longitude       REAL NOT NULL,
+        admin1          TEXT,
+        population      INTEGER NOT NULL,
+        timezone        TEXT
+    ) STRICT;
+    CREATE INDEX gazetteer_by_country ON gazetteer (country);
+    PRAGMA user_version = 3;";
 
 /// How long a statement waits for another connection's write lock before failing. Every
 /// writer holds it for milliseconds (the import too: `dataset`); this bounds the
@@ -216,6 +243,9 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// The schema of version 2 (before city search v3).
+    const SCHEMA_2: &str = include_str!("../../tests/fixtures/schema-v2.sql");
+
     #[test]
     fn a_new_file_gets_the_schema_and_its_version() {
         let dir = tempfile::tempdir().unwrap();
@@ -254,11 +284,11 @@ mod tests {
     fn a_version_1_file_gets_the_dataset_generation() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.db");
-        // The version 1 schema: schema.sql without its `dataset` table.
+        // The version 1 schema: version 2's without its `dataset` table.
         Connection::open(&path)
             .unwrap()
             .execute_batch(&format!(
-                "{SCHEMA}; DROP TABLE dataset; PRAGMA user_version = 1;"
+                "{SCHEMA_2}; DROP TABLE dataset; PRAGMA user_version = 1;"
             ))
             .unwrap();
         let conn = open(&path).unwrap();
@@ -276,9 +306,10 @@ mod tests {
         Connection::open(&path)
             .unwrap()
             .execute_batch(&format!(
-                "{SCHEMA};
+                "{SCHEMA_2};
                  CREATE INDEX postal_codes_by_key_g7 ON postal_codes (country, compact_key);
-                 PRAGMA user_version = 2;"
+                 INSERT INTO countries (code, name, postal_format, postal_regex, place_first, place_last)
+                     VALUES ('DE', 'Germany', '#####', '', 1, 2);"
             ))
             .unwrap();
         let conn = open(&path).unwrap();
@@ -294,5 +325,33 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, 3);
+        // The FTS5 index and its bounds are gone, the gazetteer is there, rows are kept.
+        let tables: Vec<String> = conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE name LIKE 'places%' OR name = 'gazetteer'",
+            )
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(tables, ["gazetteer"]);
+        let name: String = conn
+            .query_row("SELECT name FROM countries WHERE code = 'DE'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(name, "Germany");
+        // The same tables, indexes and triggers as a new file's.
+        let schema = |conn: &Connection| -> Vec<(String, String)> {
+            conn.prepare("SELECT type, name FROM sqlite_master ORDER BY type, name")
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap()
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(schema(&conn), schema(&fresh));
     }
 }

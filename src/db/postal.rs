@@ -20,8 +20,6 @@ pub struct CountryData {
     pub record_count: i64,
     pub key_shapes: String,
     pub postal_regex: Option<Arc<Regex>>,
-    /// Rowid range of the country's names in `places` / `places_trigram`.
-    pub places: Option<(i64, i64)>,
 }
 
 /// One stored record (a line of the GeoNames file).
@@ -42,8 +40,7 @@ pub struct PlaceRecord {
 }
 
 /// The columns [`country_data`] reads, in its order.
-pub(crate) const COUNTRY_COLUMNS: &str =
-    "record_count, key_shapes, postal_regex, place_first, place_last";
+pub(crate) const COUNTRY_COLUMNS: &str = "record_count, key_shapes, postal_regex";
 
 /// A `CountryData` from the [`COUNTRY_COLUMNS`] of a row, starting at column `first`.
 pub(crate) fn country_data(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<CountryData> {
@@ -51,9 +48,6 @@ pub(crate) fn country_data(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Res
         record_count: r.get(first)?,
         key_shapes: r.get(first + 1)?,
         postal_regex: compiled(&r.get::<_, String>(first + 2)?),
-        places: r
-            .get::<_, Option<i64>>(first + 3)?
-            .zip(r.get::<_, Option<i64>>(first + 4)?),
     })
 }
 
@@ -210,6 +204,8 @@ pub struct PlaceRow<'a> {
     pub admin_code1: Option<&'a str>,
     pub admin_name2: Option<&'a str>,
     pub admin_name3: Option<&'a str>,
+    pub latitude: Option<f64>,
+    pub longitude: Option<f64>,
 }
 
 /// Calls `each` with every record of `country` by folded place name, through the
@@ -221,7 +217,7 @@ pub fn for_each_place(
 ) -> Result<()> {
     let mut stmt = conn.prepare_cached(
         "SELECT postal_code, place_name, place_folded, admin_name1, admin_code1,
-                admin_name2, admin_name3
+                admin_name2, admin_name3, latitude, longitude
          FROM postal_codes WHERE country = ?1 ORDER BY place_folded, id",
     )?;
     let mut rows = stmt.query([country])?;
@@ -234,6 +230,8 @@ pub fn for_each_place(
             admin_code1: r.get_ref(4)?.as_str_or_null()?,
             admin_name2: r.get_ref(5)?.as_str_or_null()?,
             admin_name3: r.get_ref(6)?.as_str_or_null()?,
+            latitude: r.get(7)?,
+            longitude: r.get(8)?,
         });
     }
     Ok(())

@@ -160,11 +160,14 @@ pub fn inner_trigrams(text: &str) -> impl Iterator<Item = u32> + '_ {
 }
 
 /// How a candidate place compares for a non-exact query: fewer edits first; among equally
-/// close ones (the same number of edits) the place with more postal codes; then the shorter
-/// name; then the name's order in the index (alphabetical), so the answer is stable.
+/// close ones (the same number of edits) the larger city by the gazetteer's population,
+/// then the place with more postal codes; then the shorter name; then the name's order in
+/// the index (alphabetical), so the answer is stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rank {
     pub edits: usize,
+    /// The gazetteer's population of the place (0: none joined to it).
+    pub population: u64,
     pub codes: usize,
     pub name_len: usize,
     pub order: u32,
@@ -174,6 +177,7 @@ impl Ord for Rank {
     fn cmp(&self, other: &Self) -> Ordering {
         self.edits
             .cmp(&other.edits)
+            .then(other.population.cmp(&self.population))
             .then(other.codes.cmp(&self.codes))
             .then(self.name_len.cmp(&other.name_len))
             .then(self.order.cmp(&other.order))
@@ -184,6 +188,132 @@ impl PartialOrd for Rank {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
+}
+
+/// How many times the population of the largest place of an exact name must be that of
+/// every other place of the name for that place alone to answer (`Portland` -> Oregon's,
+/// 652,503 against Maine's 66,881; `Springfield`: Missouri 169,176 against Massachusetts
+/// 155,929 answers every Springfield).
+pub const DOMINANT: u64 = 3;
+
+/// What forms send when they have no city: never matched fuzzily to a place (an exact
+/// place of that name still answers).
+pub const PLACEHOLDERS: &[&str] = &[
+    "n a",
+    "na",
+    "none",
+    "null",
+    "nil",
+    "tbd",
+    "tba",
+    "test",
+    "testing",
+    "unknown",
+    "xxx",
+    "xx",
+    "x",
+    "abc",
+    "asdf",
+    "qwerty",
+    "city",
+    "town",
+    "any",
+    "anywhere",
+    "no city",
+    "empty",
+    "undefined",
+    "not applicable",
+    "placeholder",
+    "sample",
+    "example",
+    "foo",
+    "bar",
+];
+
+/// The name an administrative unit of the postal data goes by, without the words the data
+/// adds to say what kind of unit it is: `Tokyo To` -> `Tokyo`, `Kyoto Shi ` -> `Kyoto`,
+/// `서울특별시` -> `서울`, `Bogotá  D.C.` -> `Bogotá`, `Kreisfreie Stadt München` ->
+/// `München`, `Berlin, Stadt` -> `Berlin`, `Puebla (Heroica Puebla)` -> `Puebla`,
+/// `Politischer Bezirk Wien (Stadt)` -> `Wien`, `City of Makati` -> `Makati`
+/// (docs/city.md, cities from the admin columns).
+pub fn admin_core(country: &str, name: &str) -> String {
+    let mut core = name.trim();
+    // What follows a comma or stands in parentheses qualifies the name (everywhere).
+    if let Some((head, _)) = core.split_once(',') {
+        core = head.trim();
+    }
+    if let Some(head) = core.strip_suffix(')').and_then(|c| c.rsplit_once(" (")) {
+        core = head.0.trim();
+    }
+    core = match country {
+        "JP" => strip_last_word(
+            core,
+            &[
+                "To", "Do", "Fu", "Ken", "Shi", "Ku", "Gun", "Cho", "Machi", "Mura", "Son",
+            ],
+        ),
+        "KR" => strip_suffix_any(
+            core,
+            &[
+                "특별자치시",
+                "특별자치도",
+                "특별시",
+                "광역시",
+                "시",
+                "구",
+                "군",
+                "도",
+            ],
+        ),
+        "CO" => core.trim_end_matches("D.C.").trim_end(),
+        "DE" => strip_prefix_any(core, &["Kreisfreie Stadt ", "Stadt "]),
+        "AT" => strip_prefix_any(core, &["Politischer Bezirk ", "Statutarstadt "]),
+        "PH" => strip_prefix_any(core, &["City of ", "Municipality of "]),
+        _ => core,
+    };
+    let core = core.trim();
+    if core.is_empty() { name.trim() } else { core }.to_string()
+}
+
+fn strip_prefix_any<'a>(name: &'a str, prefixes: &[&str]) -> &'a str {
+    prefixes
+        .iter()
+        .find_map(|p| name.strip_prefix(p).filter(|rest| !rest.trim().is_empty()))
+        .unwrap_or(name)
+}
+
+/// The admin levels (1, 2, 3) whose names are cities or towns in a country's postal data
+/// (docs/city.md tells how each was found). Elsewhere admin names are regions, counties
+/// or districts, never answered as a city.
+pub fn city_levels(country: &str) -> &'static [u8] {
+    match country {
+        "JP" => &[1, 2, 3],
+        "KR" => &[1, 2],
+        "TR" => &[1, 2],
+        "MX" => &[2, 3],
+        "IN" => &[2, 3],
+        "PH" => &[3],
+        "TH" => &[1],
+        "CO" => &[1, 2],
+        "RU" => &[1],
+        "UA" => &[1, 2],
+        "AR" => &[1],
+        _ => &[],
+    }
+}
+
+fn strip_last_word<'a>(name: &'a str, words: &[&str]) -> &'a str {
+    match name.rsplit_once(' ') {
+        Some((rest, last)) if !rest.trim().is_empty() && words.contains(&last) => rest,
+        _ => name,
+    }
+}
+
+fn strip_suffix_any<'a>(name: &'a str, suffixes: &[&str]) -> &'a str {
+    suffixes
+        .iter()
+        .find_map(|s| name.strip_suffix(s).filter(|rest| !rest.is_empty()))
+        .unwrap_or(name)
 }
 
 /// Trailing words a query may carry beyond the name: `city` (`New York City`), or a
@@ -302,18 +432,21 @@ mod tests {
     #[test]
     fn among_equally_close_places_more_postal_codes_win() {
         let milano = Rank {
+            population: 0,
             edits: 1,
             codes: 100,
             name_len: 6,
             order: 9,
         };
         let milanino = Rank {
+            population: 0,
             edits: 1,
             codes: 1,
             name_len: 8,
             order: 1,
         };
         let closer = Rank {
+            population: 0,
             edits: 0,
             codes: 1,
             name_len: 8,

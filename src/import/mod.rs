@@ -6,9 +6,11 @@
 //! slices and swaps it in with one brief transaction; then it empties the WAL.
 
 pub mod country_info;
+pub mod gazetteer;
 pub mod geonames;
 pub mod source;
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -21,6 +23,7 @@ use crate::db;
 /// Upstream locations (`../shared/geonames/README.md`).
 pub const UPSTREAM_POSTAL_CODES: &str = "https://download.geonames.org/export/zip/allCountries.zip";
 pub const UPSTREAM_COUNTRY_INFO: &str = "https://download.geonames.org/export/dump/countryInfo.txt";
+pub const UPSTREAM_GAZETTEER: &str = "https://download.geonames.org/export/dump/cities500.zip";
 
 /// More than this share of bad lines fails the import (cli.md).
 pub const MAX_BAD_SHARE: f64 = 0.01;
@@ -33,6 +36,10 @@ pub struct Options {
     pub sources: Vec<String>,
     /// `countryInfo.txt` path or URL; `None`: beside the first source, else upstream.
     pub country_info: Option<String>,
+    /// The gazetteer (`cities500.zip` or its `.txt`), path or URL; `None`: `cities500.zip`
+    /// beside the first source when there is one, upstream's when the postal data is
+    /// downloaded from upstream, else none.
+    pub gazetteer: Option<String>,
     /// Draw progress bars on stderr (they are hidden anyway when it is not a terminal).
     pub progress: bool,
 }
@@ -88,6 +95,9 @@ pub fn run(options: &Options) -> Result<Summary> {
         );
     }
 
+    let gazetteer = read_gazetteer(options, &countries_of(&parsed));
+    clock.lap("gazetteer read");
+
     let bar = bar(
         options.progress,
         parsed.records.len() as u64,
@@ -97,6 +107,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         &mut conn,
         &countries,
         &parsed.records,
+        &gazetteer,
         |n| bar.set_position(n),
         |phase| clock.lap(phase),
     )?;
@@ -234,6 +245,75 @@ fn parse_sources(
     let parsed = reader.finish();
     clock.lap("postal-code files read and parsed (timezones, folding)");
     Ok((countries, parsed))
+}
+
+/// The countries the records hold.
+fn countries_of(parsed: &geonames::Parsed) -> HashSet<String> {
+    let mut seen = HashSet::new();
+    for r in &parsed.records {
+        if !seen.contains(&r.country) {
+            seen.insert(r.country.clone());
+        }
+    }
+    seen
+}
+
+/// Where the gazetteer comes from (`Options::gazetteer`), if anywhere.
+fn gazetteer_source(options: &Options) -> Option<String> {
+    if let Some(explicit) = &options.gazetteer {
+        return Some(explicit.clone());
+    }
+    match options.sources.first() {
+        None => Some(UPSTREAM_GAZETTEER.to_string()),
+        Some(first) => source::gazetteer_beside(first),
+    }
+}
+
+/// The gazetteer's places of `countries`, or none: a gazetteer that is missing, cannot be
+/// read or is not in the gazetteer format is said on stderr and not used (city search
+/// then answers from the postal data alone); it never fails the import.
+fn read_gazetteer(
+    options: &Options,
+    countries: &HashSet<String>,
+) -> Vec<db::gazetteer::GazetteerRow> {
+    let Some(from) = gazetteer_source(options) else {
+        eprintln!(
+            "no gazetteer (no {} beside the postal data, no --gazetteer): city search answers \
+             from the postal data alone",
+            source::GAZETTEER_FILE
+        );
+        return Vec::new();
+    };
+    let read = tempfile::tempdir()
+        .context("creating a directory for downloads")
+        .and_then(|staging| {
+            source::read_gazetteer(&from, staging.path(), options.progress, countries)
+        });
+    let gazetteer = match read {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!(
+                "gazetteer {from} not used: {e:#}; city search answers from the postal data alone"
+            );
+            return Vec::new();
+        }
+    };
+    for bad in gazetteer.bad.iter().take(MAX_REPORTED) {
+        eprintln!("{bad}");
+    }
+    if let Some(why) = gazetteer.unusable() {
+        eprintln!(
+            "gazetteer {from} not used: {why}; city search answers from the postal data alone"
+        );
+        return Vec::new();
+    }
+    if gazetteer.bad_count > 0 {
+        eprintln!(
+            "gazetteer {from}: {} bad lines skipped",
+            gazetteer.bad_count
+        );
+    }
+    gazetteer.places
 }
 
 /// The first [`MAX_REPORTED`] bad lines on stderr, and how many more there were.

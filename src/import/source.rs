@@ -1,5 +1,6 @@
 //! Where GeoNames files come from: a `.txt`, a `.zip` of them, a directory, or an http(s) URL.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -69,6 +70,7 @@ pub fn resolve(source: &str, staging: &Path, progress: bool) -> Result<Vec<Input
         return Ok(entries
             .into_iter()
             .filter(|p| p.is_file())
+            .filter(|p| !p.to_str().is_some_and(is_gazetteer_file))
             .filter_map(|p| classify(&p).ok())
             .collect());
     }
@@ -87,6 +89,54 @@ pub fn country_info_beside(source: &str) -> Option<String> {
     let dir = if path.is_dir() { path } else { path.parent()? };
     let candidate = dir.join("countryInfo.txt");
     candidate.is_file().then(|| candidate.display().to_string())
+}
+
+/// The gazetteer's file name, upstream and in `../shared/geonames`.
+pub const GAZETTEER_FILE: &str = "cities500.zip";
+
+/// `cities500.zip` in the directory of a local source (or in the directory itself).
+pub fn gazetteer_beside(source: &str) -> Option<String> {
+    if is_url(source) {
+        return None;
+    }
+    let path = Path::new(source);
+    let dir = if path.is_dir() { path } else { path.parent()? };
+    let candidate = dir.join(GAZETTEER_FILE);
+    candidate.is_file().then(|| candidate.display().to_string())
+}
+
+/// Reads a gazetteer: a `.zip` holding one `.txt` (upstream's `cities500.zip`), or the
+/// `.txt` itself, from a path or URL.
+pub fn read_gazetteer(
+    source: &str,
+    staging: &Path,
+    progress: bool,
+    countries: &HashSet<String>,
+) -> Result<super::gazetteer::Gazetteer> {
+    let path = if is_url(source) {
+        download(source, staging, progress)?
+    } else {
+        PathBuf::from(source)
+    };
+    if !path.is_file() {
+        bail!("no such file");
+    }
+    let name = path.display().to_string();
+    if !name.to_ascii_lowercase().ends_with(".zip") {
+        let mut file = File::open(&path).with_context(|| format!("opening {name}"))?;
+        return super::gazetteer::read(&name, &mut file, countries);
+    }
+    let file = File::open(&path).with_context(|| format!("opening {name}"))?;
+    let mut archive = zip::ZipArchive::new(BufReader::new(file))
+        .with_context(|| format!("reading zip {name}"))?;
+    for i in 0..archive.len() {
+        let mut entry = archive.by_index(i)?;
+        let entry_name = entry.name().context("zip entry name")?.to_string();
+        if is_postal_file(&entry_name) || is_gazetteer_file(&entry_name) {
+            return super::gazetteer::read(&format!("{name}:{entry_name}"), &mut entry, countries);
+        }
+    }
+    bail!("the zip holds no .txt file")
 }
 
 /// A whole text file from a path or URL.
@@ -116,10 +166,23 @@ fn classify(path: &Path) -> Result<Input> {
     }
 }
 
-/// A `.txt` that is not the country table or a readme.
+/// A `.txt` that is not the country table, a readme or a gazetteer.
 fn is_postal_file(name: &str) -> bool {
     let base = name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
-    base.ends_with(".txt") && base != "readme.txt" && base != "countryinfo.txt"
+    base.ends_with(".txt")
+        && base != "readme.txt"
+        && base != "countryinfo.txt"
+        && !is_gazetteer_file(&base)
+}
+
+/// GeoNames' gazetteer files (`cities500.zip`, `cities1000.txt`, ...): not postal codes.
+fn is_gazetteer_file(name: &str) -> bool {
+    let base = name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
+    base.strip_prefix("cities").is_some_and(|rest| {
+        rest.strip_suffix(".txt")
+            .or_else(|| rest.strip_suffix(".zip"))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// Downloads `url` into `staging`, with a byte progress bar.

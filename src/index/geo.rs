@@ -415,7 +415,6 @@ mod tests {
                         record_count: 1,
                         key_shapes: String::new(),
                         postal_regex: None,
-                        places: None,
                     },
                 });
             }

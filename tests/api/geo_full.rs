@@ -156,6 +156,7 @@ fn nearest_and_radius_answer_what_a_brute_force_haversine_scan_of_all_countries_
         db: db.clone(),
         sources: vec![ALL_COUNTRIES.to_string()],
         country_info: Some(COUNTRY_INFO.to_string()),
+        gazetteer: None,
         progress: false,
     })
     .expect("importing allCountries.zip");

@@ -42,6 +42,7 @@ fn imported(sources: &[&str]) -> PathBuf {
         db: db.clone(),
         sources: sources.iter().map(|s| s.to_string()).collect(),
         country_info: Some(COUNTRY_INFO.to_string()),
+        gazetteer: None,
         progress: false,
     })
     .expect("importing the sample");

@@ -174,6 +174,7 @@ fn postal_template() -> &'static std::path::Path {
                 )
                 .to_string(),
             ),
+            gazetteer: None,
             progress: false,
         })
         .expect("importing the sample");

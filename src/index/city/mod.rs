@@ -12,8 +12,11 @@
 //! country, places as fixed-size rows of offsets, postal codes once per country in an
 //! arena, and trigram postings delta-encoded as varints.
 
+mod build;
+
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::collections::HashSet;
 
 use anyhow::Result;
 use rusqlite::Connection;
@@ -21,19 +24,16 @@ use rusqlite::Connection;
 use crate::db;
 use crate::domain::CountryCode;
 use crate::domain::city_match::{
-    Language, Rank, edits_within, inner_trigrams, max_edits, skeleton, skeleton_cmp,
-    strip_trailing, trigrams,
+    DOMINANT, Language, PLACEHOLDERS, Rank, edits_within, inner_trigrams, max_edits, skeleton,
+    skeleton_cmp, strip_trailing, trigrams,
 };
-use crate::domain::postal_code::canonical;
-use crate::domain::text::fold;
+use build::{Builder, GazetteerCity};
 
 /// Longest folded query that is matched fuzzily (the longest place name of the data has
 /// 192 characters); longer ones match exactly or not at all.
 const FUZZY_MAX_CHARS: usize = 200;
 /// Most candidates (best shared-trigram count first) checked by edit distance per query.
 const FUZZY_CANDIDATES: usize = 400;
-/// Fewest distinct district numbers that make `<name> <n>` places a city's districts.
-const MIN_DISTRICTS: usize = 3;
 
 /// A `/api/city` question, its parts folded with `domain::text::fold`.
 #[derive(Debug, Clone)]
@@ -97,20 +97,42 @@ struct Region {
     code_folded: Box<str>,
 }
 
-/// A place: one folded name in one region (admin name1/code1).
+/// What a name of the index is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    /// A place name of the postal data (`place_name`): the only kind an exact name answers
+    /// without `matched*`.
+    Place,
+    /// A city the admin columns name (`Tokyo To`), or a city's post offices together
+    /// (`Karachi Gpo`, `Karachi Saddar`...), joined to a gazetteer city.
+    Admin,
+    /// Another name of a place or city (the gazetteer's alternate names, each half of a
+    /// bilingual name): answers with that place's codes and names it.
+    Alias,
+    /// An alternate name written in another script (`Мюнхен`, `東京`): found as typed
+    /// only, never completed by /api/suggest.
+    Foreign,
+}
+
+/// A name in one region (admin name1/code1) and the postal codes it answers with.
 struct Place {
     folded: Span,
     /// The folded name with the country's aliases applied (`st louis`).
     norm: Span,
-    /// As the data writes it (the first record's place name).
+    /// The place as the data writes it (the first record's place name, the admin name).
     name: Span,
     region: u32,
-    /// Into `place_codes`.
+    /// Into `place_codes`; an alias shares its place's span.
     codes: Span,
+    /// The gazetteer's population of the city joined to it (0: none).
+    population: u32,
+    kind: Kind,
 }
 
 struct CountryCities {
     language: Language,
+    /// The country's name, folded: dropped from the end of a query (`Paris, France`).
+    country_name: Box<str>,
     text: String,
     regions: Vec<Region>,
     /// Folded region name or code -> regions (trailing words of a query).
@@ -156,26 +178,26 @@ impl Filter<'_> {
 
 impl CityIndex {
     /// Reads every record's place, region and code, country by country (rows of one name
-    /// arrive together, in source order).
+    /// arrive together, in source order), and the gazetteer's cities of the country.
     pub fn load(conn: &Connection) -> Result<CityIndex> {
         let mut countries = HashMap::new();
         for row in db::postal::loaded_countries(conn)? {
             let Some(country) = CountryCode::parse(&row.code) else {
                 continue;
             };
-            let mut builder = Builder::new(country);
-            db::postal::for_each_place(conn, country.as_str(), |r| {
-                builder.add(
-                    r.postal_code,
-                    r.place_name,
-                    r.place_folded,
-                    r.admin_name1,
-                    r.admin_code1,
-                    r.admin_name2,
-                    r.admin_name3,
-                )
+            let mut builder = Builder::new(country, &row.name);
+            db::postal::for_each_place(conn, country.as_str(), |r| builder.add(r))?;
+            let mut cities = Vec::new();
+            db::gazetteer::for_each_place(conn, country.as_str(), |g| {
+                cities.push(GazetteerCity::new(
+                    g.name,
+                    g.alternate_names,
+                    g.latitude,
+                    g.longitude,
+                    g.population,
+                ));
             })?;
-            countries.insert(country, builder.finish());
+            countries.insert(country, builder.finish(&cities));
         }
         Ok(CityIndex { countries })
     }
@@ -193,29 +215,27 @@ impl CityIndex {
         if query.city.is_empty() {
             return None;
         }
-        let exact: Vec<u32> = cities
-            .folded_range(&query.city)
-            .filter(|id| filter.admits(cities.region(*id)))
-            .collect();
-        if !exact.is_empty() {
-            return Some(CityMatch {
-                zipcodes: cities.codes_of(&exact),
-                fuzzy: None,
-            });
+        if let Some(found) = cities.exact(&query.city, &filter) {
+            return Some(found);
         }
-        if query.city.len() > FUZZY_MAX_CHARS {
+        // What forms add to a city: a postal code, the country's name.
+        let cleaned = cities.clean(&query.city);
+        if cleaned != query.city
+            && !cleaned.is_empty()
+            && let Some(found) = cities.exact(&cleaned, &filter)
+        {
+            return Some(found);
+        }
+        if cleaned.is_empty()
+            || cleaned.len() > FUZZY_MAX_CHARS
+            || PLACEHOLDERS.contains(&&*cleaned)
+        {
             return None;
         }
-        let id = cities.closest(&query.city, &filter)?;
-        let place = &cities.places[id as usize];
-        let region = &cities.regions[place.region as usize];
+        let id = cities.closest(&cleaned, &filter)?;
         Some(CityMatch {
             zipcodes: cities.codes_of(&[id]),
-            fuzzy: Some(MatchedPlace {
-                city: place.name.of(&cities.text).to_string(),
-                state: region.name.to_string(),
-                st: region.code.to_string(),
-            }),
+            fuzzy: Some(cities.matched(id)),
         })
     }
 
@@ -238,17 +258,19 @@ impl CityIndex {
             us: country == CountryCode::US,
             named: None,
         };
-        let admitted = |id: &u32| filter.admits(cities.region(*id));
+        let admitted = |id: &u32| {
+            filter.admits(cities.region(*id)) && cities.places[*id as usize].kind != Kind::Foreign
+        };
         let mut starting: Vec<u32> = cities.prefix_range(prefix).filter(admitted).collect();
-        let mut chosen = cities.most_codes(&mut starting, limit);
+        let mut chosen = cities.most_codes(&mut starting, limit, &HashSet::new());
         if chosen.len() < limit && prefix.len() >= 3 {
-            let seen: HashSet<u32> = chosen.iter().copied().collect();
+            let seen: HashSet<(u32, u32)> = chosen.iter().map(|id| cities.unit(*id)).collect();
             let mut containing: Vec<u32> = cities
                 .containing(prefix)
                 .into_iter()
-                .filter(|id| !seen.contains(id) && admitted(id))
+                .filter(|id| admitted(id))
                 .collect();
-            let more = cities.most_codes(&mut containing, limit - chosen.len());
+            let more = cities.most_codes(&mut containing, limit - chosen.len(), &seen);
             chosen.extend(more);
         }
         chosen
@@ -393,6 +415,7 @@ impl CountryCities {
         ids.filter(|id| filter.admits(self.region(*id)))
             .min_by_key(|id| Rank {
                 edits: 0,
+                population: u64::from(self.places[*id as usize].population),
                 codes: self.code_count(*id),
                 name_len: self.places[*id as usize].folded.len as usize,
                 order: *id,
@@ -487,6 +510,7 @@ impl CountryCities {
                     if let Some(edits) = edits_within(query.as_bytes(), &buffer, limit) {
                         let rank = Rank {
                             edits,
+                            population: u64::from(place.population),
                             codes: place.codes.len as usize,
                             name_len: buffer.len(),
                             order: *id,
@@ -516,15 +540,125 @@ impl CountryCities {
             .collect()
     }
 
-    /// The `limit` places of `ids` with the most postal codes, most first (then by name).
-    fn most_codes(&self, ids: &mut [u32], limit: usize) -> Vec<u32> {
-        let key = |id: &u32| (std::cmp::Reverse(self.code_count(*id)), *id);
-        if ids.len() > limit && limit > 0 {
-            ids.select_nth_unstable_by_key(limit - 1, key);
+    /// The `limit` places of `ids` with the largest population, then the most postal
+    /// codes, first (then by name); one name per place (an alias gives way to its place or
+    /// another alias of it ranked first), none of the places in `seen`.
+    fn most_codes(&self, ids: &mut [u32], limit: usize, seen: &HashSet<(u32, u32)>) -> Vec<u32> {
+        let key = |id: &u32| {
+            let p = &self.places[*id as usize];
+            (
+                std::cmp::Reverse(p.population),
+                std::cmp::Reverse(p.codes.len),
+                *id,
+            )
+        };
+        // A few more than asked for, so that names of one place counted once still fill it.
+        let mut wanted = limit.saturating_mul(4);
+        loop {
+            if ids.len() > wanted && wanted > 0 {
+                ids.select_nth_unstable_by_key(wanted - 1, key);
+            }
+            let mut top = ids[..ids.len().min(wanted)].to_vec();
+            top.sort_by_key(key);
+            let mut units = seen.clone();
+            top.retain(|id| units.insert(self.unit(*id)));
+            top.truncate(limit);
+            if top.len() == limit || wanted >= ids.len() {
+                return top;
+            }
+            wanted = wanted.saturating_mul(4);
         }
-        let mut top = ids[..ids.len().min(limit)].to_vec();
-        top.sort_by_key(key);
-        top
+    }
+
+    /// What identifies a place's codes: an alias has its place's.
+    fn unit(&self, id: u32) -> (u32, u32) {
+        let codes = self.places[id as usize].codes;
+        (codes.start, codes.len)
+    }
+
+    /// The answer naming one place.
+    fn matched(&self, id: u32) -> MatchedPlace {
+        let place = &self.places[id as usize];
+        let region = &self.regions[place.region as usize];
+        MatchedPlace {
+            city: place.name.of(&self.text).to_string(),
+            state: region.name.to_string(),
+            st: region.code.to_string(),
+        }
+    }
+
+    /// Names equal to the folded query (docs/city.md, step 1): every place of that name
+    /// answers together, without `matched*`; but when one of the names is a city the
+    /// gazetteer counts [`DOMINANT`] times as many people as any other, or only names that
+    /// are not place names match (a city of the admin columns, another name of a place),
+    /// the one place answers and is named.
+    fn exact(&self, folded: &str, filter: &Filter<'_>) -> Option<CityMatch> {
+        let ids: Vec<u32> = self
+            .folded_range(folded)
+            .filter(|id| filter.admits(self.region(*id)))
+            .collect();
+        let best = *ids.iter().max_by_key(|id| {
+            let p = &self.places[**id as usize];
+            (p.population, p.codes.len, std::cmp::Reverse(**id))
+        })?;
+        let largest = self.places[best as usize].population;
+        let others = ids
+            .iter()
+            .filter(|id| self.unit(**id) != self.unit(best))
+            .map(|id| self.places[*id as usize].population)
+            .max()
+            .unwrap_or(0);
+        let dominant = largest > 0 && u64::from(largest) >= DOMINANT * u64::from(others);
+        let places: Vec<u32> = ids
+            .iter()
+            .copied()
+            .filter(|id| self.places[*id as usize].kind == Kind::Place)
+            .collect();
+        let every_place = (!places.is_empty()).then(|| self.codes_of(&places));
+        let zipcodes = match &every_place {
+            Some(codes) if !dominant => codes.clone(),
+            _ => self.codes_of(&[best]),
+        };
+        let fuzzy = (every_place.as_ref() != Some(&zipcodes)).then(|| self.matched(best));
+        Some(CityMatch { zipcodes, fuzzy })
+    }
+
+    /// The query without what forms add to a city: postal codes of the country (`10115
+    /// Berlin`, `Chicago IL 60601`) and the country's name at its end (`Paris, France`).
+    fn clean(&self, folded: &str) -> String {
+        let mut words: Vec<&str> = folded
+            .split(' ')
+            .filter(|w| !(w.bytes().any(|b| b.is_ascii_digit()) && self.has_code(w)))
+            .collect();
+        let country: Vec<&str> = self.country_name.split(' ').collect();
+        if !self.country_name.is_empty() && words.len() > country.len() && words.ends_with(&country)
+        {
+            words.truncate(words.len() - country.len());
+        }
+        words.join(" ")
+    }
+
+    /// Whether `word` (folded) is one of the country's postal codes.
+    fn has_code(&self, word: &str) -> bool {
+        let upper = word.to_ascii_uppercase();
+        let code = |i: usize| {
+            let start = self.code_starts[i] as usize;
+            let end = self
+                .code_starts
+                .get(i + 1)
+                .map_or(self.codes_text.len(), |e| *e as usize);
+            &self.codes_text[start..end]
+        };
+        let (mut lo, mut hi) = (0, self.code_starts.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match code(mid).cmp(upper.as_str()) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return true,
+            }
+        }
+        false
     }
 
     /// The canonical codes of places, unique and ascending.
@@ -588,294 +722,6 @@ fn encode(out: &mut Vec<u8>, mut value: u32) {
         value >>= 7;
     }
     out.push(value as u8);
-}
-
-/// A place while the country loads.
-struct PlaceBuild {
-    folded: String,
-    name: String,
-    region: u32,
-    codes: Vec<u32>,
-    /// Folded admin name2 / name3 of the first record: a district's city (`Paris 01` lies
-    /// in admin name2 `Paris`).
-    parents: [String; 2],
-}
-
-struct Builder {
-    country: CountryCode,
-    regions: Vec<Region>,
-    region_ids: HashMap<(String, String), u32>,
-    places: Vec<PlaceBuild>,
-    /// (folded, region) -> index in `places`, for the current folded name only (rows of
-    /// one name arrive together).
-    current: HashMap<u32, usize>,
-    current_name: String,
-    code_ids: HashMap<String, u32>,
-    long_words: HashSet<&'static str>,
-    letters: HashSet<char>,
-}
-
-impl Builder {
-    fn new(country: CountryCode) -> Builder {
-        Builder {
-            country,
-            regions: Vec::new(),
-            region_ids: HashMap::new(),
-            places: Vec::new(),
-            current: HashMap::new(),
-            current_name: String::new(),
-            code_ids: HashMap::new(),
-            long_words: HashSet::new(),
-            letters: HashSet::new(),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn add(
-        &mut self,
-        postal_code: &str,
-        place_name: &str,
-        folded: &str,
-        name1: Option<&str>,
-        code1: Option<&str>,
-        name2: Option<&str>,
-        name3: Option<&str>,
-    ) {
-        let key = (
-            name1.unwrap_or("").to_string(),
-            code1.unwrap_or("").to_string(),
-        );
-        let region = match self.region_ids.get(&key) {
-            Some(id) => *id,
-            None => {
-                let id = self.regions.len() as u32;
-                self.regions.push(Region {
-                    name_folded: fold(&key.0).into(),
-                    code_folded: fold(&key.1).into(),
-                    name: key.0.clone().into(),
-                    code: key.1.clone().into(),
-                });
-                self.region_ids.insert(key, id);
-                id
-            }
-        };
-        let code = canonical(self.country, postal_code);
-        let next = self.code_ids.len() as u32;
-        let code = *self.code_ids.entry(code).or_insert(next);
-        if folded != self.current_name {
-            self.current.clear();
-            self.current_name = folded.to_string();
-            for word in folded.split(' ') {
-                if let Some((long, _)) = crate::domain::city_match::ABBREVIATIONS
-                    .iter()
-                    .find(|(long, _)| *long == word)
-                {
-                    self.long_words.insert(*long);
-                }
-            }
-            for c in place_name.chars().filter(|c| !c.is_ascii()) {
-                self.letters.insert(c);
-            }
-        }
-        let places = &mut self.places;
-        let at = *self.current.entry(region).or_insert_with(|| {
-            places.push(PlaceBuild {
-                folded: folded.to_string(),
-                name: place_name.to_string(),
-                region,
-                codes: Vec::new(),
-                parents: [fold(name2.unwrap_or("")), fold(name3.unwrap_or(""))],
-            });
-            places.len() - 1
-        });
-        self.places[at].codes.push(code);
-    }
-
-    /// Districts: places named `<city> <n>` (n of one or two digits) with at least
-    /// [`MIN_DISTRICTS`] numbers in one region, where `<city>` is a place of that region or
-    /// the districts' admin name2/3, add their codes to `<city>` (made when missing).
-    fn merge_districts(&mut self) {
-        let mut groups: HashMap<(String, u32), Vec<usize>> = HashMap::new();
-        for (i, p) in self.places.iter().enumerate() {
-            if let Some((base, number)) = p.folded.rsplit_once(' ')
-                && !base.is_empty()
-                && (1..=2).contains(&number.len())
-                && number.bytes().all(|b| b.is_ascii_digit())
-            {
-                groups
-                    .entry((base.to_string(), p.region))
-                    .or_default()
-                    .push(i);
-            }
-        }
-        let existing: HashMap<(&str, u32), usize> = self
-            .places
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ((p.folded.as_str(), p.region), i))
-            .collect();
-        let mut merges: Vec<(String, u32, Option<usize>, Vec<usize>)> = Vec::new();
-        for ((base, region), members) in groups {
-            let numbers: HashSet<&str> = members
-                .iter()
-                .filter_map(|i| self.places[*i].folded.rsplit_once(' ').map(|(_, n)| n))
-                .map(|n| n.trim_start_matches('0'))
-                .collect();
-            if numbers.len() < MIN_DISTRICTS {
-                continue;
-            }
-            let city = existing.get(&(base.as_str(), region)).copied();
-            let named_by_admin = members
-                .iter()
-                .any(|i| self.places[*i].parents.contains(&base));
-            if city.is_some() || named_by_admin {
-                merges.push((base, region, city, members));
-            }
-        }
-        for (base, region, city, members) in merges {
-            let codes: Vec<u32> = members
-                .iter()
-                .flat_map(|i| self.places[*i].codes.iter().copied())
-                .collect();
-            let at = match city {
-                Some(at) => at,
-                None => {
-                    let first = &self.places[members[0]];
-                    let name = first
-                        .name
-                        .trim_end_matches(|c: char| c.is_ascii_digit())
-                        .trim_end_matches([' ', ','])
-                        .to_string();
-                    self.places.push(PlaceBuild {
-                        folded: base.clone(),
-                        name,
-                        region,
-                        codes: Vec::new(),
-                        parents: Default::default(),
-                    });
-                    self.places.len() - 1
-                }
-            };
-            self.places[at].codes.extend(codes);
-        }
-    }
-
-    fn finish(mut self) -> CountryCities {
-        self.merge_districts();
-        let language = Language::from_data(
-            |w| self.long_words.contains(w),
-            |c| self.letters.contains(&c),
-        );
-        // Codes ascending: renumber so that ids sort as the codes do.
-        let mut codes: Vec<(String, u32)> = self.code_ids.into_iter().collect();
-        codes.sort();
-        let mut renumber = vec![0u32; codes.len()];
-        let mut codes_text = String::new();
-        let mut code_starts = Vec::with_capacity(codes.len());
-        for (new, (code, old)) in codes.into_iter().enumerate() {
-            renumber[old as usize] = new as u32;
-            code_starts.push(codes_text.len() as u32);
-            codes_text.push_str(&code);
-        }
-        self.places
-            .sort_by(|a, b| a.folded.cmp(&b.folded).then(a.region.cmp(&b.region)));
-        let mut text = String::new();
-        let push = |text: &mut String, s: &str| {
-            let span = Span {
-                start: text.len() as u32,
-                len: s.len() as u32,
-            };
-            text.push_str(s);
-            span
-        };
-        let mut places = Vec::with_capacity(self.places.len());
-        let mut place_codes = Vec::new();
-        let mut last_folded: Option<(String, Span, Span)> = None;
-        for p in &self.places {
-            let (folded, norm) = match &last_folded {
-                Some((f, folded, norm)) if *f == p.folded => (*folded, *norm),
-                _ => {
-                    let folded = push(&mut text, &p.folded);
-                    let norm_text = language.norm(&p.folded);
-                    let norm = if norm_text == p.folded {
-                        folded
-                    } else {
-                        push(&mut text, &norm_text)
-                    };
-                    last_folded = Some((p.folded.clone(), folded, norm));
-                    (folded, norm)
-                }
-            };
-            let name = push(&mut text, &p.name);
-            let mut ids: Vec<u32> = p.codes.iter().map(|c| renumber[*c as usize]).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            let codes = Span {
-                start: place_codes.len() as u32,
-                len: ids.len() as u32,
-            };
-            place_codes.extend(ids);
-            places.push(Place {
-                folded,
-                norm,
-                name,
-                region: p.region,
-                codes,
-            });
-        }
-        drop(self.places);
-        let mut region_words: HashMap<Box<str>, Vec<u32>> = HashMap::new();
-        for (i, r) in self.regions.iter().enumerate() {
-            for word in [&r.name_folded, &r.code_folded] {
-                if !word.is_empty() {
-                    let ids = region_words.entry(word.clone()).or_default();
-                    if !ids.contains(&(i as u32)) {
-                        ids.push(i as u32);
-                    }
-                }
-            }
-        }
-        let norm_of = |id: &u32| places[*id as usize].norm.of(&text);
-        let mut by_norm: Vec<u32> = (0..places.len() as u32).collect();
-        by_norm.sort_by(|a, b| norm_of(a).cmp(norm_of(b)));
-        let mut by_skeleton = by_norm.clone();
-        by_skeleton.sort_by_cached_key(|id| skeleton(norm_of(id)));
-        let mut lists: HashMap<u32, (u32, Vec<u8>)> = HashMap::new();
-        let mut grams = Vec::new();
-        for (id, place) in places.iter().enumerate() {
-            let id = id as u32;
-            let plain = skeleton(place.norm.of(&text));
-            grams.clear();
-            grams.extend(trigrams(&plain));
-            grams.sort_unstable();
-            grams.dedup();
-            for gram in &grams {
-                let (last, list) = lists.entry(*gram).or_insert((0, Vec::new()));
-                encode(list, id - *last);
-                *last = id;
-            }
-        }
-        let postings = lists
-            .into_iter()
-            .map(|(gram, (_, list))| (gram, list.into_boxed_slice()))
-            .collect();
-        text.shrink_to_fit();
-        codes_text.shrink_to_fit();
-        place_codes.shrink_to_fit();
-        CountryCities {
-            language,
-            text,
-            regions: self.regions,
-            region_words,
-            places,
-            by_norm,
-            by_skeleton,
-            codes_text,
-            code_starts,
-            place_codes,
-            postings,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,749 @@
+//! Building one country's places: the place names of the postal data, its districts,
+//! the cities its admin columns name, and the gazetteer's cities joined to them with their
+//! population and alternate names (docs/city.md).
+
+use std::collections::{HashMap, HashSet};
+
+use super::{CountryCities, Kind, Place, Region, Span, encode};
+use crate::db::postal::PlaceRow;
+use crate::domain::CountryCode;
+use crate::domain::city_match::{
+    ABBREVIATIONS, Language, admin_core, city_levels, skeleton, trigrams,
+};
+use crate::domain::geo::haversine_km;
+use crate::domain::postal_code::canonical;
+use crate::domain::text::fold;
+
+/// Fewest distinct district numbers that make `<name> <n>` places a city's districts.
+const MIN_DISTRICTS: usize = 3;
+/// A gazetteer place joins a unit of the postal data whose codes' median point lies this
+/// close to it, and which has more codes this close to it than farther away (IN writes a
+/// district's codes at its centroid: Bengaluru's 28 km from the city's point)...
+const JOIN_REACH_KM: f64 = 35.0;
+/// ... preferring the unit with the most codes within `JOIN_NEAR_KM` less those beyond
+/// `JOIN_FAR_KM` (a city before the prefecture named like it: Kyoto Shi, not Kyoto Fu).
+const JOIN_NEAR_KM: f64 = 10.0;
+const JOIN_FAR_KM: f64 = 25.0;
+/// The shortest city name that may begin the names of a city's post offices
+/// (`Karachi Gpo`, `Karachi Nazimabad`).
+const MIN_PREFIX_CHARS: usize = 4;
+/// Alternate names longer than this are descriptions, not names people type.
+const MAX_NAME_CHARS: usize = 60;
+
+/// A gazetteer place of the country: its names folded (its main name first), where it is
+/// and how many live there.
+pub(super) struct GazetteerCity {
+    /// As the gazetteer writes it (`Karachi`).
+    pub name: String,
+    pub names: Vec<String>,
+    /// Per name: written in the Latin alphabet, as a name (`is_latin`); the others are
+    /// found as typed, but not completed by /api/suggest.
+    pub latin: Vec<bool>,
+    pub latitude: f64,
+    pub longitude: f64,
+    pub population: u64,
+}
+
+impl GazetteerCity {
+    /// The place's names folded, each once: the main name, then the alternate names that
+    /// fold to something a person types.
+    pub fn new(
+        name: &str,
+        alternates: &str,
+        latitude: f64,
+        longitude: f64,
+        population: i64,
+    ) -> Self {
+        let mut names = vec![fold(name)];
+        let mut latin = vec![true];
+        for alternate in alternates.split(',') {
+            let folded = fold(alternate);
+            if folded.len() < 2
+                || folded.len() > MAX_NAME_CHARS
+                || !folded.bytes().any(|b| b.is_ascii_alphabetic())
+            {
+                continue;
+            }
+            match names.iter().position(|n| *n == folded) {
+                Some(at) => latin[at] |= is_latin(alternate),
+                None => {
+                    names.push(folded);
+                    latin.push(is_latin(alternate));
+                }
+            }
+        }
+        GazetteerCity {
+            name: name.to_string(),
+            names,
+            latin,
+            latitude,
+            longitude,
+            population: population.max(0) as u64,
+        }
+    }
+}
+
+/// A place while the country loads.
+struct PlaceBuild {
+    folded: String,
+    name: String,
+    region: u32,
+    codes: Vec<u32>,
+    /// Folded admin name2 / name3 of the first record: a district's city (`Paris 01` lies
+    /// in admin name2 `Paris`).
+    parents: [String; 2],
+    kind: Kind,
+    population: u64,
+    /// An alias answers with the codes of this place (an index in `places`).
+    alias_of: Option<usize>,
+}
+
+/// An admin unit that may name a city: one (core name, region, level).
+struct AdminUnit {
+    name: String,
+    region: u32,
+    codes: Vec<u32>,
+}
+
+pub(super) struct Builder {
+    country: CountryCode,
+    /// The country's name, folded (`Paris, France`).
+    country_name: String,
+    levels: &'static [u8],
+    regions: Vec<Region>,
+    region_ids: HashMap<(String, String), u32>,
+    places: Vec<PlaceBuild>,
+    /// (folded, region) -> index in `places`, for the current folded name only (rows of
+    /// one name arrive together).
+    current: HashMap<u32, usize>,
+    current_name: String,
+    code_ids: HashMap<String, u32>,
+    /// Each code's point (its first record with coordinates), by code id.
+    points: Vec<Option<(f32, f32)>>,
+    admins: Vec<AdminUnit>,
+    admin_ids: HashMap<(String, u32, u8), usize>,
+    long_words: HashSet<&'static str>,
+    letters: HashSet<char>,
+}
+
+impl Builder {
+    pub fn new(country: CountryCode, country_name: &str) -> Builder {
+        Builder {
+            country,
+            country_name: fold(country_name),
+            levels: city_levels(country.as_str()),
+            regions: Vec::new(),
+            region_ids: HashMap::new(),
+            places: Vec::new(),
+            current: HashMap::new(),
+            current_name: String::new(),
+            code_ids: HashMap::new(),
+            points: Vec::new(),
+            admins: Vec::new(),
+            admin_ids: HashMap::new(),
+            long_words: HashSet::new(),
+            letters: HashSet::new(),
+        }
+    }
+
+    pub fn add(&mut self, row: &PlaceRow<'_>) {
+        let key = (
+            row.admin_name1.unwrap_or("").to_string(),
+            row.admin_code1.unwrap_or("").to_string(),
+        );
+        let region = match self.region_ids.get(&key) {
+            Some(id) => *id,
+            None => {
+                let id = self.regions.len() as u32;
+                self.regions.push(Region {
+                    name_folded: fold(&key.0).into(),
+                    code_folded: fold(&key.1).into(),
+                    name: key.0.clone().into(),
+                    code: key.1.clone().into(),
+                });
+                self.region_ids.insert(key, id);
+                id
+            }
+        };
+        let code = canonical(self.country, row.postal_code);
+        let next = self.code_ids.len() as u32;
+        let code = *self.code_ids.entry(code).or_insert(next);
+        if code as usize == self.points.len() {
+            self.points.push(None);
+        }
+        if self.points[code as usize].is_none()
+            && let (Some(lat), Some(lon)) = (row.latitude, row.longitude)
+        {
+            self.points[code as usize] = Some((lat as f32, lon as f32));
+        }
+        let folded = row.place_folded;
+        if folded != self.current_name {
+            self.current.clear();
+            self.current_name = folded.to_string();
+            for word in folded.split(' ') {
+                if let Some((long, _)) = ABBREVIATIONS.iter().find(|(long, _)| *long == word) {
+                    self.long_words.insert(*long);
+                }
+            }
+            for c in row.place_name.chars().filter(|c| !c.is_ascii()) {
+                self.letters.insert(c);
+            }
+        }
+        let places = &mut self.places;
+        let at = *self.current.entry(region).or_insert_with(|| {
+            places.push(PlaceBuild {
+                folded: folded.to_string(),
+                name: row.place_name.to_string(),
+                region,
+                codes: Vec::new(),
+                parents: [
+                    fold(row.admin_name2.unwrap_or("")),
+                    fold(row.admin_name3.unwrap_or("")),
+                ],
+                kind: Kind::Place,
+                population: 0,
+                alias_of: None,
+            });
+            places.len() - 1
+        });
+        self.places[at].codes.push(code);
+        let names = [row.admin_name1, row.admin_name2, row.admin_name3];
+        for level in self.levels {
+            let Some(name) = names[*level as usize - 1].filter(|n| !n.trim().is_empty()) else {
+                continue;
+            };
+            let core = fold(&admin_core(self.country.as_str(), name));
+            if core.is_empty() {
+                continue;
+            }
+            let next = self.admins.len();
+            let at = *self.admin_ids.entry((core, region, *level)).or_insert(next);
+            if at == next {
+                self.admins.push(AdminUnit {
+                    name: name.trim().to_string(),
+                    region,
+                    codes: Vec::new(),
+                });
+            }
+            self.admins[at].codes.push(code);
+        }
+    }
+
+    /// Districts: places named `<city> <n>` (n of one or two digits) with at least
+    /// [`MIN_DISTRICTS`] numbers in one region, where `<city>` is a place of that region or
+    /// the districts' admin name2/3, add their codes to `<city>` (made when missing).
+    fn merge_districts(&mut self) {
+        let mut groups: HashMap<(String, u32), Vec<usize>> = HashMap::new();
+        for (i, p) in self.places.iter().enumerate() {
+            if let Some((base, number)) = p.folded.rsplit_once(' ')
+                && !base.is_empty()
+                && (1..=2).contains(&number.len())
+                && number.bytes().all(|b| b.is_ascii_digit())
+            {
+                groups
+                    .entry((base.to_string(), p.region))
+                    .or_default()
+                    .push(i);
+            }
+        }
+        let existing: HashMap<(&str, u32), usize> = self
+            .places
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ((p.folded.as_str(), p.region), i))
+            .collect();
+        let mut merges: Vec<(String, u32, Option<usize>, Vec<usize>)> = Vec::new();
+        for ((base, region), members) in groups {
+            let numbers: HashSet<&str> = members
+                .iter()
+                .filter_map(|i| self.places[*i].folded.rsplit_once(' ').map(|(_, n)| n))
+                .map(|n| n.trim_start_matches('0'))
+                .collect();
+            if numbers.len() < MIN_DISTRICTS {
+                continue;
+            }
+            let city = existing.get(&(base.as_str(), region)).copied();
+            let named_by_admin = members
+                .iter()
+                .any(|i| self.places[*i].parents.contains(&base));
+            if city.is_some() || named_by_admin {
+                merges.push((base, region, city, members));
+            }
+        }
+        for (base, region, city, members) in merges {
+            let codes: Vec<u32> = members
+                .iter()
+                .flat_map(|i| self.places[*i].codes.iter().copied())
+                .collect();
+            let at = match city {
+                Some(at) => at,
+                None => {
+                    let first = &self.places[members[0]];
+                    let name = first
+                        .name
+                        .trim_end_matches(|c: char| c.is_ascii_digit())
+                        .trim_end_matches([' ', ','])
+                        .to_string();
+                    self.places.push(PlaceBuild {
+                        folded: base.clone(),
+                        name,
+                        region,
+                        codes: Vec::new(),
+                        parents: Default::default(),
+                        kind: Kind::Place,
+                        population: 0,
+                        alias_of: None,
+                    });
+                    self.places.len() - 1
+                }
+            };
+            self.places[at].codes.extend(codes);
+        }
+    }
+
+    /// How well `codes` cover a gazetteer place: `None` when their median point is farther
+    /// than [`JOIN_REACH_KM`] or fewer than half of them lie that close; else the codes
+    /// within [`JOIN_NEAR_KM`] less those beyond [`JOIN_FAR_KM`] (higher is better); where
+    /// none lies that near (IN's centroids), the codes within reach less twice those beyond.
+    fn cover(&self, codes: &[u32], city: &GazetteerCity) -> Option<(bool, i64)> {
+        let mut lats = Vec::with_capacity(codes.len());
+        let mut lons = Vec::with_capacity(codes.len());
+        let (mut near, mut far, mut within, mut beyond) = (0i64, 0i64, 0i64, 0i64);
+        for code in codes {
+            let Some((lat, lon)) = self.point(*code) else {
+                continue;
+            };
+            lats.push(lat);
+            lons.push(lon);
+            let km = haversine_km(lat, lon, city.latitude, city.longitude);
+            near += i64::from(km <= JOIN_NEAR_KM);
+            far += i64::from(km > JOIN_FAR_KM);
+            if km <= JOIN_REACH_KM {
+                within += 1;
+            } else {
+                beyond += 1;
+            }
+        }
+        if within <= beyond {
+            return None;
+        }
+        let median = |v: &mut Vec<f64>| {
+            let mid = v.len() / 2;
+            *v.select_nth_unstable_by(mid, f64::total_cmp).1
+        };
+        let (lat, lon) = (median(&mut lats), median(&mut lons));
+        let score = if near > 0 {
+            (true, near - far)
+        } else {
+            (false, within - 2 * beyond)
+        };
+        (haversine_km(lat, lon, city.latitude, city.longitude) <= JOIN_REACH_KM).then_some(score)
+    }
+
+    fn point(&self, code: u32) -> Option<(f64, f64)> {
+        let (lat, lon) = self.points.get(code as usize).copied().flatten()?;
+        Some((f64::from(lat), f64::from(lon)))
+    }
+
+    /// The codes of `codes` within [`JOIN_FAR_KM`] of `city`: the city's part of a
+    /// province named like it (`Ankara`, `Buenos Aires`).
+    fn clip(&self, codes: &[u32], city: &GazetteerCity) -> Vec<u32> {
+        codes
+            .iter()
+            .copied()
+            .filter(|c| {
+                self.point(*c).is_some_and(|(lat, lon)| {
+                    haversine_km(lat, lon, city.latitude, city.longitude) <= JOIN_FAR_KM
+                })
+            })
+            .collect()
+    }
+
+    /// Joins each gazetteer city to the unit of the postal data that is that city, when
+    /// there is one: a place, an admin unit of a city level, or the places whose names
+    /// begin with the city's (its post offices), named like the city and covering it best
+    /// (`cover`). The unit takes the city's population and its names (aliases).
+    fn join(&mut self, cities: &[GazetteerCity]) {
+        let mut by_name: HashMap<String, Vec<Unit>> = HashMap::new();
+        for (i, p) in self.places.iter().enumerate() {
+            for key in keys(&p.folded, &p.name) {
+                by_name.entry(key).or_default().push(Unit::Place(i));
+            }
+        }
+        for (i, a) in self.admins.iter().enumerate() {
+            let core = admin_core(self.country.as_str(), &a.name);
+            for key in keys(&fold(&core), &core) {
+                by_name.entry(key).or_default().push(Unit::Admin(i));
+            }
+        }
+        let mut sorted: Vec<usize> = (0..self.places.len()).collect();
+        sorted.sort_unstable_by(|a, b| self.places[*a].folded.cmp(&self.places[*b].folded));
+
+        // Each unit's entry, once made (admin units and post-office groups get one).
+        let mut entries: HashMap<Unit, usize> = HashMap::new();
+        let mut new_places: Vec<PlaceBuild> = Vec::new();
+        let mut aliases: HashMap<(String, usize), bool> = HashMap::new();
+        for city in cities {
+            let mut candidates: Vec<Unit> = city
+                .names
+                .iter()
+                .filter_map(|n| by_name.get(n))
+                .flatten()
+                .copied()
+                .collect();
+            candidates.sort_unstable();
+            candidates.dedup();
+            let mut best: Option<((bool, i64), Unit, Vec<u32>)> = None;
+            for unit in candidates {
+                let (codes, clipped) = match unit {
+                    Unit::Place(i) => (&self.places[i].codes, None),
+                    Unit::Admin(i) => {
+                        let codes = &self.admins[i].codes;
+                        (codes, Some(Unit::Clipped(i)))
+                    }
+                    Unit::Group(..) | Unit::Clipped(_) => continue,
+                };
+                match self.cover(codes, city) {
+                    Some(score) => {
+                        if best.as_ref().is_none_or(|b| score > b.0) {
+                            best = Some((score, unit, Vec::new()));
+                        }
+                    }
+                    None => {
+                        // An admin unit too large for the city: its part near the city.
+                        let Some(clipped) = clipped else { continue };
+                        let part = self.clip(codes, city);
+                        if part.len() >= 2
+                            && let Some(score) = self.cover(&part, city)
+                            && best.as_ref().is_none_or(|b| score > b.0)
+                        {
+                            best = Some((score, clipped, part));
+                        }
+                    }
+                }
+            }
+            // The city's post offices or districts: places named `<city> ...` near it.
+            for (n, name) in city.names.iter().enumerate() {
+                if name.len() < MIN_PREFIX_CHARS {
+                    continue;
+                }
+                let prefix = format!("{name} ");
+                let folded = |i: &usize| self.places[*i].folded.as_str();
+                let lo = sorted.partition_point(|i| folded(i) < prefix.as_str());
+                let members: Vec<usize> = sorted[lo..]
+                    .iter()
+                    .take_while(|i| folded(i).starts_with(&prefix))
+                    .copied()
+                    .filter(|i| {
+                        self.places[*i].codes.iter().all(|c| {
+                            self.point(*c).is_some_and(|(lat, lon)| {
+                                haversine_km(lat, lon, city.latitude, city.longitude) <= JOIN_FAR_KM
+                            })
+                        })
+                    })
+                    .collect();
+                if members.len() < 2 {
+                    continue;
+                }
+                let mut codes: Vec<u32> = members
+                    .iter()
+                    .flat_map(|i| self.places[*i].codes.iter().copied())
+                    .collect();
+                codes.sort_unstable();
+                codes.dedup();
+                if let Some(score) = self.cover(&codes, city)
+                    && best.as_ref().is_none_or(|b| score > b.0)
+                {
+                    best = Some((score, Unit::Group(members[0], n), codes));
+                }
+            }
+            let Some((_, unit, part_codes)) = best else {
+                continue;
+            };
+            let entry = match unit {
+                Unit::Place(i) => i,
+                _ => *entries.entry(unit).or_insert_with(|| {
+                    let (name, folded, region, codes) = match unit {
+                        Unit::Admin(i) | Unit::Clipped(i) => {
+                            let a = &self.admins[i];
+                            let core = admin_core(self.country.as_str(), &a.name);
+                            let codes = match unit {
+                                Unit::Admin(_) => a.codes.clone(),
+                                _ => part_codes,
+                            };
+                            (core.clone(), fold(&core), a.region, codes)
+                        }
+                        Unit::Group(first, n) => {
+                            let p = &self.places[first];
+                            let name = if n == 0 {
+                                city.name.clone()
+                            } else {
+                                title(&city.names[n])
+                            };
+                            (name, city.names[n].clone(), p.region, part_codes)
+                        }
+                        Unit::Place(_) => unreachable!(),
+                    };
+                    new_places.push(PlaceBuild {
+                        folded,
+                        name,
+                        region,
+                        codes,
+                        parents: Default::default(),
+                        kind: Kind::Admin,
+                        population: 0,
+                        alias_of: None,
+                    });
+                    self.places.len() + new_places.len() - 1
+                }),
+            };
+            let place = match entry.checked_sub(self.places.len()) {
+                Some(n) => &mut new_places[n],
+                None => &mut self.places[entry],
+            };
+            place.population = place.population.max(city.population);
+            for (name, latin) in city.names.iter().zip(&city.latin) {
+                if *name != place.folded {
+                    *aliases.entry((name.clone(), entry)).or_default() |= latin;
+                }
+            }
+        }
+        self.places.extend(new_places);
+        let mut aliases: Vec<((String, usize), bool)> = aliases.into_iter().collect();
+        aliases.sort_unstable();
+        for ((folded, of), latin) in aliases {
+            let kind = if latin { Kind::Alias } else { Kind::Foreign };
+            self.push_alias(folded, of, kind);
+        }
+    }
+
+    /// Both halves of a bilingual name (`Elx/Elche`, `Biel/Bienne`) find the place.
+    fn split_bilingual(&mut self) {
+        for i in 0..self.places.len() {
+            let p = &self.places[i];
+            if p.alias_of.is_some() || !p.name.contains('/') {
+                continue;
+            }
+            let halves: Vec<String> = p
+                .name
+                .split('/')
+                .map(fold)
+                .filter(|h| h.len() >= 2 && *h != p.folded)
+                .collect();
+            for half in halves {
+                self.push_alias(half, i, Kind::Alias);
+            }
+        }
+    }
+
+    fn push_alias(&mut self, folded: String, of: usize, kind: Kind) {
+        let target = &self.places[of];
+        self.places.push(PlaceBuild {
+            folded,
+            name: target.name.clone(),
+            region: target.region,
+            codes: Vec::new(),
+            parents: Default::default(),
+            kind,
+            population: target.population,
+            alias_of: Some(of),
+        });
+    }
+
+    pub fn finish(mut self, cities: &[GazetteerCity]) -> CountryCities {
+        self.merge_districts();
+        self.join(cities);
+        self.split_bilingual();
+        // An alias carries the population its place ended with.
+        for i in 0..self.places.len() {
+            if let Some(of) = self.places[i].alias_of {
+                self.places[i].population = self.places[of].population;
+            }
+        }
+        let language = Language::from_data(
+            |w| self.long_words.contains(w),
+            |c| self.letters.contains(&c),
+        );
+        // Codes ascending: renumber so that ids sort as the codes do.
+        let mut codes: Vec<(String, u32)> = self.code_ids.into_iter().collect();
+        codes.sort();
+        let mut renumber = vec![0u32; codes.len()];
+        let mut codes_text = String::new();
+        let mut code_starts = Vec::with_capacity(codes.len());
+        for (new, (code, old)) in codes.into_iter().enumerate() {
+            renumber[old as usize] = new as u32;
+            code_starts.push(codes_text.len() as u32);
+            codes_text.push_str(&code);
+        }
+        let mut order: Vec<usize> = (0..self.places.len()).collect();
+        order.sort_by(|a, b| {
+            let (a, b) = (&self.places[*a], &self.places[*b]);
+            a.folded
+                .cmp(&b.folded)
+                .then(a.region.cmp(&b.region))
+                .then(a.kind.cmp(&b.kind))
+        });
+        // Codes of every place that is not an alias, by its index before sorting.
+        let mut spans = vec![Span::default(); self.places.len()];
+        let mut place_codes = Vec::new();
+        for i in &order {
+            let p = &self.places[*i];
+            if p.alias_of.is_some() {
+                continue;
+            }
+            let mut ids: Vec<u32> = p.codes.iter().map(|c| renumber[*c as usize]).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            spans[*i] = Span {
+                start: place_codes.len() as u32,
+                len: ids.len() as u32,
+            };
+            place_codes.extend(ids);
+        }
+        let mut text = String::new();
+        let push = |text: &mut String, s: &str| {
+            let span = Span {
+                start: text.len() as u32,
+                len: s.len() as u32,
+            };
+            text.push_str(s);
+            span
+        };
+        let mut places = Vec::with_capacity(self.places.len());
+        let mut last_folded: Option<(&str, Span, Span)> = None;
+        let mut names: HashMap<&str, Span> = HashMap::new();
+        for i in &order {
+            let p = &self.places[*i];
+            let (folded, norm) = match &last_folded {
+                Some((f, folded, norm)) if *f == p.folded => (*folded, *norm),
+                _ => {
+                    let folded = push(&mut text, &p.folded);
+                    let norm_text = language.norm(&p.folded);
+                    let norm = if norm_text == p.folded {
+                        folded
+                    } else {
+                        push(&mut text, &norm_text)
+                    };
+                    last_folded = Some((&p.folded, folded, norm));
+                    (folded, norm)
+                }
+            };
+            let name = *names
+                .entry(p.name.as_str())
+                .or_insert_with(|| push(&mut text, &p.name));
+            places.push(Place {
+                folded,
+                norm,
+                name,
+                region: p.region,
+                codes: spans[p.alias_of.unwrap_or(*i)],
+                population: u32::try_from(p.population).unwrap_or(u32::MAX),
+                kind: p.kind,
+            });
+        }
+        drop(names);
+        drop(self.places);
+        let mut region_words: HashMap<Box<str>, Vec<u32>> = HashMap::new();
+        for (i, r) in self.regions.iter().enumerate() {
+            for word in [&r.name_folded, &r.code_folded] {
+                if !word.is_empty() {
+                    let ids = region_words.entry(word.clone()).or_default();
+                    if !ids.contains(&(i as u32)) {
+                        ids.push(i as u32);
+                    }
+                }
+            }
+        }
+        let norm_of = |id: &u32| places[*id as usize].norm.of(&text);
+        let mut by_norm: Vec<u32> = (0..places.len() as u32).collect();
+        by_norm.sort_by(|a, b| norm_of(a).cmp(norm_of(b)));
+        let mut by_skeleton = by_norm.clone();
+        by_skeleton.sort_by_cached_key(|id| skeleton(norm_of(id)));
+        let mut lists: HashMap<u32, (u32, Vec<u8>)> = HashMap::new();
+        let mut grams = Vec::new();
+        for (id, place) in places.iter().enumerate() {
+            // Typos and /api/suggest's `contains` are matched on the data's own names only.
+            if matches!(place.kind, Kind::Alias | Kind::Foreign) {
+                continue;
+            }
+            let id = id as u32;
+            let plain = skeleton(place.norm.of(&text));
+            grams.clear();
+            grams.extend(trigrams(&plain));
+            grams.sort_unstable();
+            grams.dedup();
+            for gram in &grams {
+                let (last, list) = lists.entry(*gram).or_insert((0, Vec::new()));
+                encode(list, id - *last);
+                *last = id;
+            }
+        }
+        let postings = lists
+            .into_iter()
+            .map(|(gram, (_, list))| (gram, list.into_boxed_slice()))
+            .collect();
+        text.shrink_to_fit();
+        codes_text.shrink_to_fit();
+        place_codes.shrink_to_fit();
+        CountryCities {
+            language,
+            country_name: self.country_name.into(),
+            text,
+            regions: self.regions,
+            region_words,
+            places,
+            by_norm,
+            by_skeleton,
+            codes_text,
+            code_starts,
+            place_codes,
+            postings,
+        }
+    }
+}
+
+/// A unit of the postal data a gazetteer city may join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Unit {
+    Place(usize),
+    Admin(usize),
+    /// The places whose names begin with one of the city's (by the first of them, and the
+    /// name's place in `GazetteerCity::names`).
+    Group(usize, usize),
+    /// An admin unit's codes near the city.
+    Clipped(usize),
+}
+
+/// The folded names a unit answers to when a gazetteer city is joined: its name, and each
+/// half of a bilingual one (`Donostia / San Sebastián`).
+fn keys(folded: &str, name: &str) -> Vec<String> {
+    let mut keys = vec![folded.to_string()];
+    if name.contains('/') {
+        keys.extend(name.split('/').map(fold).filter(|h| !h.is_empty()));
+    }
+    keys
+}
+
+/// `praha` -> `Praha`: a city named by the places that begin with its name.
+fn title(folded: &str) -> String {
+    folded
+        .split(' ')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Written in the Latin alphabet (accents and all) as a name is, with a capital: not
+/// another script, nor one of the gazetteer's machine transliterations of one, which it
+/// writes in lower case (`san frnandw kalyfrnya`, `sheng fei er nan duo`).
+fn is_latin(name: &str) -> bool {
+    name.chars().any(char::is_uppercase)
+        && name
+            .chars()
+            .all(|c| (c as u32) < 0x250 || ('\u{1E00}'..='\u{1EFF}').contains(&c))
+}
