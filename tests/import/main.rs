@@ -18,6 +18,9 @@ mod bad_lines;
 // Re-importing into a live database: concurrent readers, tables the import does not own.
 mod replace;
 
+// The gazetteer (cities500.zip): beside the source, by flag, missing or malformed.
+mod gazetteer;
+
 // The kinds of SOURCE: a .txt file, a directory with its countryInfo.txt, a missing file.
 mod sources;
 

@@ -215,14 +215,14 @@ impl CityIndex {
         if query.city.is_empty() {
             return None;
         }
-        if let Some(found) = cities.exact(&query.city, &filter) {
+        if let Some(found) = cities.exact(&query.city, &filter, false) {
             return Some(found);
         }
         // What forms add to a city: a postal code, the country's name.
         let cleaned = cities.clean(&query.city);
         if cleaned != query.city
             && !cleaned.is_empty()
-            && let Some(found) = cities.exact(&cleaned, &filter)
+            && let Some(found) = cities.exact(&cleaned, &filter, true)
         {
             return Some(found);
         }
@@ -591,8 +591,9 @@ impl CountryCities {
     /// answers together, without `matched*`; but when one of the names is a city the
     /// gazetteer counts [`DOMINANT`] times as many people as any other, or only names that
     /// are not place names match (a city of the admin columns, another name of a place),
-    /// the one place answers and is named.
-    fn exact(&self, folded: &str, filter: &Filter<'_>) -> Option<CityMatch> {
+    /// the one place answers and is named. `named`: the query was not the name as typed
+    /// (`10115 Berlin`), so the answer names its place in any case.
+    fn exact(&self, folded: &str, filter: &Filter<'_>, named: bool) -> Option<CityMatch> {
         let ids: Vec<u32> = self
             .folded_range(folded)
             .filter(|id| filter.admits(self.region(*id)))
@@ -619,7 +620,7 @@ impl CountryCities {
             Some(codes) if !dominant => codes.clone(),
             _ => self.codes_of(&[best]),
         };
-        let fuzzy = (every_place.as_ref() != Some(&zipcodes)).then(|| self.matched(best));
+        let fuzzy = (named || every_place.as_ref() != Some(&zipcodes)).then(|| self.matched(best));
         Some(CityMatch { zipcodes, fuzzy })
     }
 
