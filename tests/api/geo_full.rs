@@ -2,7 +2,7 @@
 //! scan: the haversine distance from each of 1,000 points to every code's first record
 //! (read from the file with SQL, not through the service), ordered by distance, then
 //! country, then compact code (docs/geography.md). The same codes must come back in the
-//! same order. One import of the whole dataset (about 20 s) serves the whole test.
+//! same order. The whole dataset is imported once per test run (`full_template`).
 
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -11,16 +11,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde_json::{Value, json};
 
-use crate::helpers::spawn_app_on;
-
-const ALL_COUNTRIES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../shared/geonames/allCountries.zip"
-);
-const COUNTRY_INFO: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../shared/geonames/countryInfo.txt"
-);
+use crate::helpers::{full_template, spawn_app_on};
 
 /// A code's first record, as the brute force knows it.
 struct Code {
@@ -150,24 +141,15 @@ fn answered(results: &Value) -> Vec<(String, String, f64)> {
 
 #[test]
 fn nearest_and_radius_answer_what_a_brute_force_haversine_scan_of_all_countries_finds() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("all.db");
-    postal::import::run(&postal::import::Options {
-        db: db.clone(),
-        sources: vec![ALL_COUNTRIES.to_string()],
-        country_info: Some(COUNTRY_INFO.to_string()),
-        gazetteer: None,
-        progress: false,
-    })
-    .expect("importing allCountries.zip");
-    let codes = first_records(&db);
+    let db = full_template();
+    let codes = first_records(db);
     assert!(codes.len() > 900_000, "{}", codes.len());
     let cos_phi: Vec<f64> = codes
         .iter()
         .map(|c| c.latitude.to_radians().cos())
         .collect();
 
-    let app = spawn_app_on(&db);
+    let app = spawn_app_on(db);
     let (account, key) = app.create_account();
     app.cli(&["account", "topup", &account, "--usd", "5.00"]);
 

@@ -6,6 +6,8 @@ mod helpers;
 
 /// /api/city: folding, fuzzy matches, state filters.
 mod city;
+/// /api/city v3 on allCountries.zip: MX, TR, KR, RU admin cities; 404 in every country.
+mod city_full;
 /// /api/city v3 on the sample with the gazetteer: admin cities, other languages, forms.
 mod city_v3;
 /// Each endpoint's 200 shape for a US and a non-US code.
