@@ -11,6 +11,8 @@
 //! postal codes among those it could mean (the ranking rule), and a typo only when it is
 //! not itself the name of another place.
 
+mod gazetteer;
+
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -62,6 +64,8 @@ struct Args {
     servers: Vec<(String, String, String)>, // (label, base url, api key)
     seed: u64,
     per_country: usize,
+    /// `cities500.zip`: also run the gazetteer's categories (`gazetteer.rs`).
+    gazetteer: Option<String>,
 }
 
 fn args() -> Result<Args> {
@@ -69,6 +73,7 @@ fn args() -> Result<Args> {
     let mut servers = Vec::new();
     let mut seed = 8;
     let mut per_country = 10;
+    let mut gazetteer = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -83,6 +88,7 @@ fn args() -> Result<Args> {
             }
             "--seed" => seed = it.next().context("--seed N")?.parse()?,
             "--per-country" => per_country = it.next().context("--per-country N")?.parse()?,
+            "--gazetteer" => gazetteer = it.next(),
             other => bail!("unknown argument {other}"),
         }
     }
@@ -91,6 +97,7 @@ fn args() -> Result<Args> {
         servers,
         seed,
         per_country,
+        gazetteer,
     })
 }
 
@@ -240,6 +247,9 @@ fn main() -> Result<()> {
                 println!("{m}");
             }
         }
+    }
+    if let Some(path) = &args.gazetteer {
+        gazetteer::run(&conn, path, args.seed, &args.servers, &agent)?;
     }
     Ok(())
 }

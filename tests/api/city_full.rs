@@ -14,7 +14,8 @@ fn the_cities_of_the_admin_columns_answer_with_their_codes() {
     let (account, key) = app.create_account();
     app.cli(&["account", "topup", &account, "--usd", "5.00"]);
     // (country, queries, SQL of the expected codes, matchedCity, matchedState, matchedST)
-    let cases: [(&str, &[&str], &str, &str, &str, &str); 6] = [
+    type Case<'a> = (&'a str, &'a [&'a str], &'a str, &'a str, &'a str, &'a str);
+    let cases: [Case; 6] = [
         (
             "MX",
             &["Guadalajara", "guadalajara, jalisco"],
@@ -51,7 +52,7 @@ fn the_cities_of_the_admin_columns_answer_with_their_codes() {
             "KR",
             &["Seoul", "서울"],
             "admin_name1 = '서울특별시' AND admin_code1 = '11'",
-            "서울",
+            "서울특별시",
             "서울특별시",
             "11",
         ),

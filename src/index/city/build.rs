@@ -471,7 +471,7 @@ impl Builder {
                                 Unit::Admin(_) => a.codes.clone(),
                                 _ => part_codes,
                             };
-                            (core.clone(), fold(&core), a.region, codes)
+                            (a.name.clone(), fold(&core), a.region, codes)
                         }
                         Unit::Group(first, n) => {
                             let p = &self.places[first];
