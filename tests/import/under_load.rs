@@ -143,8 +143,8 @@ fn snapshot(conn: &rusqlite::Connection) -> (i64, i64, i64, i64, i64) {
         "SELECT (SELECT generation FROM dataset),
                 (SELECT count(*) FROM postal_codes),
                 (SELECT coalesce(sum(record_count), 0) FROM countries),
-                (SELECT count(*) FROM places),
-                (SELECT count(*) FROM places_trigram_docsize)",
+                (SELECT count(*) FROM gazetteer),
+                (SELECT count(*) FROM countries WHERE record_count > 0)",
         [],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
     )
