@@ -15,7 +15,7 @@ fn the_cities_of_the_admin_columns_answer_with_their_codes() {
     app.cli(&["account", "topup", &account, "--usd", "5.00"]);
     // (country, queries, SQL of the expected codes, matchedCity, matchedState, matchedST)
     type Case<'a> = (&'a str, &'a [&'a str], &'a str, &'a str, &'a str, &'a str);
-    let cases: [Case; 6] = [
+    let cases: [Case; 9] = [
         (
             "MX",
             &["Guadalajara", "guadalajara, jalisco"],
@@ -56,6 +56,32 @@ fn the_cities_of_the_admin_columns_answer_with_their_codes() {
             "서울특별시",
             "11",
         ),
+        // Where the place name is usually the city, a city written only in an admin
+        // column (docs/city.md, the fallback).
+        (
+            "CA",
+            &["Toronto", "Toronto, ON"],
+            "admin_name2 = 'Toronto' AND admin_code1 = 'ON'",
+            "Toronto",
+            "Ontario",
+            "ON",
+        ),
+        (
+            "EE",
+            &["Tallinn", "Reval"],
+            "admin_name2 = 'Tallinn'",
+            "Tallinn",
+            "Harju maakond",
+            "01",
+        ),
+        (
+            "LK",
+            &["Colombo"],
+            "admin_name2 = 'Colombo'",
+            "Colombo",
+            "Western Province",
+            "36",
+        ),
         (
             "ES",
             &["Elche", "Elx"],
@@ -88,6 +114,14 @@ fn the_cities_of_the_admin_columns_answer_with_their_codes() {
         codes.len() >= 20 && codes.iter().all(|c| province.contains(c)),
         "{codes:?}"
     );
+    // ... but never above the place the data names so: München is its place, not the
+    // Kreisfreie Stadt's 149 codes.
+    let munich = codes_where(&app.db, "DE", "place_name = 'München'", &[]);
+    for query in ["München", "Munchen"] {
+        let (status, codes, c, ..) = city(&app, &key, json!({"city": query, "country": "DE"}));
+        assert_eq!((status, c), (200, None), "{query}");
+        assert_same(&codes, &munich, query);
+    }
     // Guadalajara of Jalisco, not the neighbourhoods of that name in other states.
     let elsewhere = codes_where(
         &app.db,

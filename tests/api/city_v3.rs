@@ -148,6 +148,19 @@ fn what_forms_send_a_postal_code_a_state_or_the_country_beside_the_city() {
             assert_eq!(c.as_deref(), Some("Berlin"), "{query}");
         }
     }
+    // A code of two words, written with a hyphen, a space or neither.
+    let riga = codes_where(&app.db, "LV", "place_name = 'Riga'", &[]);
+    for query in [
+        "LV-1001 Riga",
+        "LV 1001 Riga",
+        "Riga LV 1001",
+        "lv-1001, Riga, Latvia",
+    ] {
+        let (status, codes, c, ..) = city(&app, &key, json!({"city": query, "country": "LV"}));
+        assert_eq!(status, 200, "{query}");
+        assert_eq!(codes, riga, "{query}");
+        assert_eq!(c.as_deref(), Some("Riga"), "{query}");
+    }
     let chicago = codes_where(
         &app.db,
         "US",

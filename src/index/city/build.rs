@@ -8,7 +8,7 @@ use super::{CountryCities, Kind, Place, Region, Span, encode};
 use crate::db::postal::PlaceRow;
 use crate::domain::CountryCode;
 use crate::domain::city_match::{
-    ABBREVIATIONS, Language, admin_core, city_levels, skeleton, trigrams,
+    ABBREVIATIONS, DOMINANT, Language, admin_core, city_levels, skeleton, trigrams,
 };
 use crate::domain::geo::haversine_km;
 use crate::domain::postal_code::canonical;
@@ -109,7 +109,14 @@ pub(super) struct Builder {
     country: CountryCode,
     /// The country's name, folded (`Paris, France`).
     country_name: String,
+    /// The admin levels whose units may be joined to a gazetteer city: the country's city
+    /// levels, or all three where it has none (`admins_as_fallback`).
     levels: &'static [u8],
+    /// The country has no city levels: an admin unit is joined to a gazetteer city only
+    /// when no place of the city's names covers it (`Tallinn`, whose codes carry district
+    /// names; `Colombo`; `Quito`, admin name2 `Cantón Quito`), never above a place
+    /// (`Los Angeles` stays the place, not the county's codes near it).
+    admins_as_fallback: bool,
     regions: Vec<Region>,
     region_ids: HashMap<(String, String), u32>,
     places: Vec<PlaceBuild>,
@@ -131,7 +138,11 @@ impl Builder {
         Builder {
             country,
             country_name: fold(country_name),
-            levels: city_levels(country.as_str()),
+            levels: match city_levels(country.as_str()) {
+                [] => &[1, 2, 3],
+                levels => levels,
+            },
+            admins_as_fallback: city_levels(country.as_str()).is_empty(),
             regions: Vec::new(),
             region_ids: HashMap::new(),
             places: Vec::new(),
@@ -376,6 +387,29 @@ impl Builder {
                 by_name.entry(key).or_default().push(Unit::Admin(i));
             }
         }
+        // Distinct codes of the largest place of each name: in a country whose admin units
+        // are cities only as a fallback, a unit named like a place stands in for it only
+        // with `DOMINANT` times its codes (`Toronto`: admin name2 Toronto's 41 FSAs, not
+        // the one place named Toronto; `München`, `Hagen` stay their places, not the
+        // `Kreisfreie Stadt`).
+        let distinct = |codes: &[u32]| codes.iter().collect::<HashSet<_>>().len();
+        let mut place_codes: HashMap<&str, usize> = HashMap::new();
+        for p in &self.places {
+            let n = place_codes.entry(p.folded.as_str()).or_default();
+            *n = (*n).max(distinct(&p.codes));
+        }
+        let shadowed: Vec<bool> = self
+            .admins
+            .iter()
+            .map(|a| {
+                let core = fold(&admin_core(self.country.as_str(), &a.name));
+                self.admins_as_fallback
+                    && place_codes
+                        .get(core.as_str())
+                        .is_some_and(|n| distinct(&a.codes) < DOMINANT as usize * n)
+            })
+            .collect();
+        drop(place_codes);
         let mut sorted: Vec<usize> = (0..self.places.len()).collect();
         sorted.sort_unstable_by(|a, b| self.places[*a].folded.cmp(&self.places[*b].folded));
 
@@ -394,9 +428,22 @@ impl Builder {
             candidates.sort_unstable();
             candidates.dedup();
             let mut best: Option<((bool, i64), Unit, Vec<u32>)> = None;
+            // Where admin units are cities only as a fallback, one beats the best place
+            // only when it covers `DOMINANT` times as much near the city (`Toronto`: 41
+            // FSAs of admin name2 Toronto, not the one place named Toronto; `Hagen` and
+            // `München` stay their places, not the `Kreisfreie Stadt`).
+            let beats =
+                |score: (bool, i64), best: &Option<((bool, i64), Unit, Vec<u32>)>| match best {
+                    None => true,
+                    Some((b, Unit::Place(_), _)) if self.admins_as_fallback => {
+                        score.0 >= b.0 && score.1 >= DOMINANT as i64 * b.1.max(1)
+                    }
+                    Some((b, ..)) => score > *b,
+                };
             for unit in candidates {
                 let (codes, clipped) = match unit {
                     Unit::Place(i) => (&self.places[i].codes, None),
+                    Unit::Admin(i) if shadowed[i] => continue,
                     Unit::Admin(i) => {
                         let codes = &self.admins[i].codes;
                         (codes, Some(Unit::Clipped(i)))
@@ -405,7 +452,11 @@ impl Builder {
                 };
                 match self.cover(codes, city) {
                     Some(score) => {
-                        if best.as_ref().is_none_or(|b| score > b.0) {
+                        let better = match unit {
+                            Unit::Place(_) => best.as_ref().is_none_or(|b| score > b.0),
+                            _ => beats(score, &best),
+                        };
+                        if better {
                             best = Some((score, unit, Vec::new()));
                         }
                     }
@@ -415,7 +466,7 @@ impl Builder {
                         let part = self.clip(codes, city);
                         if part.len() >= 2
                             && let Some(score) = self.cover(&part, city)
-                            && best.as_ref().is_none_or(|b| score > b.0)
+                            && beats(score, &best)
                         {
                             best = Some((score, clipped, part));
                         }

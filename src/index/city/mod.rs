@@ -34,6 +34,8 @@ use build::{Builder, GazetteerCity};
 const FUZZY_MAX_CHARS: usize = 200;
 /// Most candidates (best shared-trigram count first) checked by edit distance per query.
 const FUZZY_CANDIDATES: usize = 400;
+/// Most words a postal code is written in (`13273 CEDEX 09`).
+const MAX_CODE_WORDS: usize = 3;
 
 /// A `/api/city` question, its parts folded with `domain::text::fold`.
 #[derive(Debug, Clone)]
@@ -127,6 +129,13 @@ struct Place {
     /// The gazetteer's population of the city joined to it (0: none).
     population: u32,
     kind: Kind,
+}
+
+impl Place {
+    /// Another name of a place, not the data's own name for it.
+    fn is_alias(&self) -> bool {
+        matches!(self.kind, Kind::Alias | Kind::Foreign)
+    }
 }
 
 struct CountryCities {
@@ -232,7 +241,11 @@ impl CityIndex {
         {
             return None;
         }
-        let id = cities.closest(&cleaned, &filter)?;
+        // The steps of before on the query as typed (its trailing words may name a region:
+        // `Northbridge Western Australia`), then on what is left of it.
+        let id = cities
+            .closest(&query.city, &filter)
+            .or_else(|| (cleaned != query.city).then(|| cities.closest(&cleaned, &filter))?)?;
         Some(CityMatch {
             zipcodes: cities.codes_of(&[id]),
             fuzzy: Some(cities.matched(id)),
@@ -415,6 +428,7 @@ impl CountryCities {
         ids.filter(|id| filter.admits(self.region(*id)))
             .min_by_key(|id| Rank {
                 edits: 0,
+                alias: self.places[*id as usize].is_alias(),
                 population: u64::from(self.places[*id as usize].population),
                 codes: self.code_count(*id),
                 name_len: self.places[*id as usize].folded.len as usize,
@@ -510,6 +524,7 @@ impl CountryCities {
                     if let Some(edits) = edits_within(query.as_bytes(), &buffer, limit) {
                         let rank = Rank {
                             edits,
+                            alias: false,
                             population: u64::from(place.population),
                             codes: place.codes.len as usize,
                             name_len: buffer.len(),
@@ -594,10 +609,18 @@ impl CountryCities {
     /// the one place answers and is named. `named`: the query was not the name as typed
     /// (`10115 Berlin`), so the answer names its place in any case.
     fn exact(&self, folded: &str, filter: &Filter<'_>, named: bool) -> Option<CityMatch> {
-        let ids: Vec<u32> = self
+        let mut ids: Vec<u32> = self
             .folded_range(folded)
             .filter(|id| filter.admits(self.region(*id)))
             .collect();
+        // A place the data names so is meant before another place's other name (`Isola`
+        // is a village of that name, not Isola di Capo Rizzuto, also called Isola).
+        if ids
+            .iter()
+            .any(|id| self.places[*id as usize].kind == Kind::Place)
+        {
+            ids.retain(|id| !self.places[*id as usize].is_alias());
+        }
         let best = *ids.iter().max_by_key(|id| {
             let p = &self.places[**id as usize];
             (p.population, p.codes.len, std::cmp::Reverse(**id))
@@ -625,18 +648,46 @@ impl CountryCities {
     }
 
     /// The query without what forms add to a city: postal codes of the country (`10115
-    /// Berlin`, `Chicago IL 60601`) and the country's name at its end (`Paris, France`).
+    /// Berlin`, `Chicago IL 60601`; a code of several words as the data writes it, with its
+    /// spaces or hyphens folded away: `114 49 Stockholm`, `1600-165 Lisbon`, `LV-1067
+    /// Riga`, `13273 CEDEX 09 Marseille`) and the country's name at its end (`Paris,
+    /// France`).
     fn clean(&self, folded: &str) -> String {
-        let mut words: Vec<&str> = folded
-            .split(' ')
-            .filter(|w| !(w.bytes().any(|b| b.is_ascii_digit()) && self.has_code(w)))
-            .collect();
+        let all: Vec<&str> = folded.split(' ').collect();
+        let mut words = Vec::with_capacity(all.len());
+        let mut i = 0;
+        while i < all.len() {
+            let code_words = (1..=MAX_CODE_WORDS.min(all.len() - i))
+                .rev()
+                .find(|&n| self.is_code(&all[i..i + n]));
+            match code_words {
+                Some(n) => i += n,
+                None => {
+                    words.push(all[i]);
+                    i += 1;
+                }
+            }
+        }
         let country: Vec<&str> = self.country_name.split(' ').collect();
         if !self.country_name.is_empty() && words.len() > country.len() && words.ends_with(&country)
         {
             words.truncate(words.len() - country.len());
         }
         words.join(" ")
+    }
+
+    /// Whether `words` (folded), with a digit among them, are one of the country's postal
+    /// codes written with spaces, hyphens or nothing between them.
+    fn is_code(&self, words: &[&str]) -> bool {
+        if !words.iter().any(|w| w.bytes().any(|b| b.is_ascii_digit())) {
+            return false;
+        }
+        if words.len() == 1 {
+            return self.has_code(words[0]);
+        }
+        [" ", "-", ""]
+            .iter()
+            .any(|between| self.has_code(&words.join(between)))
     }
 
     /// Whether `word` (folded) is one of the country's postal codes.
