@@ -121,7 +121,13 @@ CREATE TABLE api_keys (
     key_hash    BLOB NOT NULL UNIQUE CHECK (length(key_hash) = 32),
     account_id  INTEGER NOT NULL REFERENCES accounts (id),
     created_at  INTEGER NOT NULL,
-    revoked_at  INTEGER
+    revoked_at  INTEGER,
+    -- 'secret' (servers: every operation) or 'publishable' (web pages: the read
+    -- operations a form needs, from `origins` only, at most `per_ip_minute` requests a
+    -- minute per client IP). Keys made before version 4 are secret.
+    kind          TEXT NOT NULL DEFAULT 'secret' CHECK (kind IN ('secret', 'publishable')),
+    origins       TEXT CHECK (origins IS NULL OR length(origins) > 0), -- canonical patterns, one per line
+    per_ip_minute INTEGER CHECK (per_ip_minute IS NULL OR per_ip_minute > 0)
 ) STRICT;
 
 CREATE INDEX api_keys_by_account ON api_keys (account_id);
@@ -158,4 +164,4 @@ BEGIN
 END;
 
 
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;

@@ -81,7 +81,7 @@ fn make_accounts(path: &Path, count: usize) -> anyhow::Result<Vec<Caller>> {
             let hash = hash_presented_key(account.api_key.expose());
             keys::load_active(&conn)?
                 .into_iter()
-                .find_map(|(h, caller)| (h == hash).then_some(caller))
+                .find_map(|k| (k.hash == hash).then_some(k.caller))
                 .context("the new key authenticates")
         })
         .collect()

@@ -8,10 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use super::State;
+use super::access::{self, RequestMeta};
+use super::contract::Requested;
 use super::envelope::Timings;
 use super::error::ApiError;
 use super::types::Envelope;
-use crate::billing::BillingError;
+use crate::billing::{BillingError, KeyEntry};
 use crate::domain::api_key::hash_presented_key;
 use crate::domain::charge::{Endpoint, Refusal};
 
@@ -23,13 +25,14 @@ pub trait Operation {
     /// What the ledger records it as; bulk endpoints answer refusals with bulk texts.
     const ENDPOINT: Endpoint;
     /// The request as the extractor hands it over (e.g. `ContractJson<CodeRequest>`).
-    type Body: Send + Sync;
+    type Body: Send + Sync + Requested;
     /// The request in domain types.
     type Parsed: Send;
     /// What the work found, before the envelope is added.
     type Answer: Send;
 
-    /// `apiKey` of the body (400 when missing), read before anything else.
+    /// The key (`Authorization`/`X-Api-Key` header, else `apiKey` of the body; 400 when
+    /// missing), read before anything else.
     fn api_key(body: &Self::Body) -> Result<&str, ApiError>;
     /// The other fields: 400 with the contract's text when wrong.
     fn parse(body: &Self::Body) -> Result<Self::Parsed, ApiError>;
@@ -60,7 +63,9 @@ impl State {
     ) -> Result<Billed<O::Answer>, ApiError> {
         let _slot = self.admit()?;
         let mut timings = Timings::start();
-        let (caller, _) = self.authenticate(O::api_key(body)?, &mut timings)?;
+        let key = self.authenticate(O::api_key(body)?, &mut timings)?;
+        self.check_access(body.meta(), &key, O::ENDPOINT)?;
+        let caller = key.caller;
         let parsed = O::parse(body)?;
         let queries = O::queries(&parsed);
         let t = Instant::now();
@@ -88,16 +93,35 @@ impl State {
         })
     }
 
-    /// The caller behind `api_key` (401 when unknown or revoked), from memory.
+    /// The key behind `api_key` (401 when unknown or revoked), from memory.
     pub(super) fn authenticate(
         &self,
         api_key: &str,
         timings: &mut Timings,
-    ) -> Result<(crate::billing::Caller, crate::domain::charge::AccountState), ApiError> {
+    ) -> Result<KeyEntry, ApiError> {
         let t = Instant::now();
         let found = self.billing.authenticate(&hash_presented_key(api_key));
         timings.auth += t.elapsed();
-        found.map_err(|_| ApiError::invalid_api_key())
+        found
+            .map(|(key, _)| key)
+            .map_err(|_| ApiError::invalid_api_key())
+    }
+
+    /// 403 / 429 when the key may not be used from where the request comes, for this
+    /// operation (`access::check`); a secret key from a server passes at once.
+    pub(super) fn check_access(
+        &self,
+        meta: &RequestMeta,
+        key: &KeyEntry,
+        endpoint: Endpoint,
+    ) -> Result<(), ApiError> {
+        access::check(
+            meta,
+            key,
+            endpoint.form_safe(),
+            &self.per_ip,
+            &self.trusted_proxies,
+        )
     }
 
     /// A place among the requests in flight, or 503 beyond `max_in_flight`.

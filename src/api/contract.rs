@@ -19,6 +19,7 @@ use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchemaRef, Registry
 use poem_openapi::types::Type;
 use serde_json::{Map, Value};
 
+use super::access::{self, RequestMeta};
 use super::error::ApiError;
 use super::types::MAX_ZIPCODE_INTEGER;
 use crate::domain::CountryCode;
@@ -39,19 +40,51 @@ pub trait DocumentedBody: Type + Send {
     }
 }
 
-/// A request body that is a JSON object, documented as `T`.
+/// A request body that is a JSON object, documented as `T`, and what the access rules
+/// read from the request's head (`access::RequestMeta`: a key in a header, the origin).
 pub struct ContractJson<T> {
     pub fields: Map<String, Value>,
+    pub meta: RequestMeta,
     documented: PhantomData<T>,
 }
 
+/// A request whose head the billed path reads (`Operation::Body`).
+pub trait Requested {
+    fn meta(&self) -> &RequestMeta;
+}
+
+impl<T> Requested for ContractJson<T> {
+    fn meta(&self) -> &RequestMeta {
+        &self.meta
+    }
+}
+
 impl<'a, T: DocumentedBody> ApiExtractor<'a> for ContractJson<T> {
-    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
+    // The body, and the key it may carry instead of a header: the document lists the
+    // header forms as security schemes, with the body's `apiKey` as the fallback (`{}`).
+    const TYPES: &'static [ApiExtractorType] = &[
+        ApiExtractorType::RequestObject,
+        ApiExtractorType::SecurityScheme,
+    ];
     type ParamType = ();
     type ParamRawType = ();
 
     fn register(registry: &mut Registry) {
         T::register_body(registry);
+        for (name, scheme) in access::security_schemes() {
+            registry.create_security_scheme(name, scheme);
+        }
+    }
+
+    fn security_schemes() -> Vec<&'static str> {
+        access::security_schemes()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    fn has_security_fallback() -> bool {
+        true
     }
 
     fn request_meta() -> Option<MetaRequest> {
@@ -66,7 +99,7 @@ impl<'a, T: DocumentedBody> ApiExtractor<'a> for ContractJson<T> {
     }
 
     async fn from_request(
-        _request: &'a Request,
+        request: &'a Request,
         body: &mut RequestBody,
         _options: ExtractParamOptions<()>,
     ) -> poem::Result<Self> {
@@ -79,7 +112,9 @@ impl<'a, T: DocumentedBody> ApiExtractor<'a> for ContractJson<T> {
                 poem::error::ReadBodyError::PayloadTooLarge => ApiError::too_large(),
                 _ => ApiError::bad_request(INVALID_JSON),
             })?;
-        Ok(Self::from_bytes(&bytes)?)
+        let mut json = Self::from_bytes(&bytes)?;
+        json.meta = RequestMeta::of(request);
+        Ok(json)
     }
 }
 
@@ -91,14 +126,19 @@ impl<T> ContractJson<T> {
         match serde_json::from_slice::<Value>(bytes) {
             Ok(Value::Object(fields)) => Ok(ContractJson {
                 fields,
+                meta: RequestMeta::default(),
                 documented: PhantomData,
             }),
             _ => Err(ApiError::bad_request(INVALID_JSON)),
         }
     }
 
-    /// `apiKey`: a non-empty string, else `missing_text` (endpoints word it differently).
+    /// The key: `Authorization: Bearer` or `X-Api-Key`, which win; else `apiKey`, a
+    /// non-empty string; else `missing_text` (endpoints word it differently).
     pub fn api_key(&self, missing_text: &str) -> Result<&str, ApiError> {
+        if let Some(key) = self.meta.header_key() {
+            return Ok(key);
+        }
         match self.fields.get("apiKey") {
             Some(Value::String(key)) if !key.is_empty() => Ok(key),
             _ => Err(ApiError::bad_request(missing_text)),

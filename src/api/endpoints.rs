@@ -213,7 +213,12 @@ impl PostalApi {
     ) -> Result<Reply<AboutResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
-        let account = state.status(body.api_key("Missing or invalid 'apiKey'")?, &mut timings)?;
+        let account = state.status(
+            &body,
+            "Missing or invalid 'apiKey'",
+            crate::domain::charge::Endpoint::Aboutapi,
+            &mut timings,
+        )?;
         let coverage = timings.processing(|| state.postal().coverage());
         Ok(Reply(AboutResponse {
             about: "postal: postal-code lookup, validation and city search over GeoNames data, billed per query."

@@ -41,6 +41,12 @@ pub enum ApiError {
     /// The balance does not cover the cost of the request; nothing was charged.
     #[oai(status = 402)]
     PaymentRequired(Json<ErrorBody>),
+    /// The key may not be used here (docs/browser.md); nothing was charged: a publishable
+    /// key from an origin it does not list (`Origin not allowed for this key`) or on an
+    /// operation a form does not need (`Operation not allowed for a publishable key`), or
+    /// a secret key from another site's page.
+    #[oai(status = 403)]
+    Forbidden(Json<ErrorBody>),
     /// Postal code or city not found (lookup, metacode, city); nothing was charged.
     #[oai(status = 404)]
     NotFound(Json<ErrorBody>),
@@ -86,6 +92,10 @@ impl ApiError {
 
     pub fn payment_required(text: &str) -> ApiError {
         ApiError::PaymentRequired(body(text))
+    }
+
+    pub fn forbidden(text: &str) -> ApiError {
+        ApiError::Forbidden(body(text))
     }
 
     pub fn not_found(text: &str) -> ApiError {

@@ -169,7 +169,7 @@ impl GeoApi {
     ) -> Result<Reply<CountriesResponse>, ApiError> {
         let state = self.state()?;
         let mut timings = Timings::start();
-        let account = state.status(body.api_key(MISSING_API_KEY)?, &mut timings)?;
+        let account = state.status(&body, MISSING_API_KEY, Endpoint::Countries, &mut timings)?;
         let countries = timings.processing(|| country_list(&state.postal()));
         Ok(Reply(CountriesResponse {
             countries,

@@ -15,6 +15,7 @@
 //!   it a 503 with `Retry-After` (`billed`). Charges pending a flush are bounded by
 //!   (accounts x endpoints), not by requests.
 
+mod access;
 mod billed;
 mod city;
 pub mod contract;
@@ -51,9 +52,11 @@ pub use geo::GeoApi;
 pub use suggest::SuggestApi;
 
 use crate::billing::notify;
+use crate::billing::per_ip::PerIpLimiter;
 use crate::billing::{Billing, BillingOptions};
 use crate::db;
 use crate::domain::charge::AccountStatus;
+use crate::domain::cidr::Cidr;
 use crate::index::loader::{self, Slot};
 use crate::index::postal::PostalIndex;
 use envelope::Timings;
@@ -82,6 +85,9 @@ pub struct State {
     max_in_flight: usize,
     /// Requests refused 503 because `max_in_flight` were running (for metrics).
     overloaded: AtomicU64,
+    /// Publishable keys' requests a minute per client IP.
+    per_ip: PerIpLimiter,
+    trusted_proxies: Vec<Cidr>,
 }
 
 impl State {
@@ -99,6 +105,8 @@ impl State {
             in_flight: AtomicUsize::new(0),
             max_in_flight: MAX_IN_FLIGHT,
             overloaded: AtomicU64::new(0),
+            per_ip: PerIpLimiter::default(),
+            trusted_proxies: Vec::new(),
         }
     }
 
@@ -122,11 +130,19 @@ impl State {
         loader::current(&self.postal)
     }
 
-    /// Balance and windows as they stand, charging nothing (the free /api/aboutapi).
-    fn status(&self, api_key: &str, timings: &mut Timings) -> Result<AccountStatus, ApiError> {
-        let (caller, _) = self.authenticate(api_key, timings)?;
+    /// Balance and windows as they stand, charging nothing (the free /api/aboutapi and
+    /// /api/countries), for the key of `body` (`missing_text` when it has none).
+    fn status<T>(
+        &self,
+        body: &contract::ContractJson<T>,
+        missing_text: &str,
+        endpoint: crate::domain::charge::Endpoint,
+        timings: &mut Timings,
+    ) -> Result<AccountStatus, ApiError> {
+        let key = self.authenticate(body.api_key(missing_text)?, timings)?;
+        self.check_access(&body.meta, &key, endpoint)?;
         self.billing
-            .status(caller)
+            .status(key.caller)
             .map_err(|_| ApiError::invalid_api_key())
     }
 }
@@ -216,6 +232,7 @@ fn app(
         .at("/readyz", get(ops::readyz).data(ops.clone()))
         .at("/metrics", get(ops::scrape).data(ops))
         .around(http_errors::json_errors)
+        .with(access::Cors)
         .with(telemetry::Telemetry {
             metrics,
             access_log,
@@ -237,6 +254,8 @@ pub struct Settings {
     pub operations: ops::Operations,
     /// Where the access lines go; `None`: `tracing` events ([`telemetry::TracingAccessLog`]).
     pub access_log: Option<Arc<dyn telemetry::AccessLog>>,
+    /// Peers whose `X-Forwarded-For` names the client (`--trusted-proxy`).
+    pub trusted_proxies: Vec<Cidr>,
 }
 
 /// Serves the API on `listen` until Ctrl-C or SIGTERM.
@@ -281,7 +300,8 @@ async fn run(
         let _changes = notify::Listener::start(db_path, billing.clone());
         let slow_pool = db::pool(db_path, SLOW_POOL_SIZE)?;
         let (postal, loader) = loader::start(slow_pool.clone()).await?;
-        let state = State::new(postal, loader, slow_pool, billing.clone());
+        let mut state = State::new(postal, loader, slow_pool, billing.clone());
+        state.trusted_proxies = settings.trusted_proxies.clone();
         let access_log = settings
             .access_log
             .unwrap_or_else(|| Arc::new(telemetry::TracingAccessLog));

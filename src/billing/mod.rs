@@ -27,6 +27,7 @@
 
 pub mod lock;
 pub mod notify;
+pub mod per_ip;
 pub mod sqlite;
 pub mod store;
 
@@ -43,7 +44,7 @@ pub use lock::ServeLock;
 use sqlite::SqliteStore;
 use store::{Batch, ChargeRow, ChargeStore, Snapshot};
 
-use crate::domain::api_key::KeyHash;
+use crate::domain::api_key::{KeyHash, Publishable};
 use crate::domain::charge::{AccountState, AccountStatus, Endpoint, Refusal};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::RateStatus;
@@ -151,10 +152,17 @@ struct Shared {
     _lock: Option<ServeLock>,
 }
 
+/// A key in the books: whose it is and, for a publishable key, what binds it.
+#[derive(Clone, Debug)]
+pub struct KeyEntry {
+    pub caller: Caller,
+    pub publishable: Option<Arc<Publishable>>,
+}
+
 /// Everything charges are decided on.
 #[derive(Default)]
 struct Books {
-    keys: HashMap<KeyHash, Caller>,
+    keys: HashMap<KeyHash, KeyEntry>,
     active_keys: HashSet<i64>,
     accounts: HashMap<i64, AccountState>,
     pending: Pending,
@@ -248,16 +256,17 @@ impl Billing {
         lock(&self.shared.books)
     }
 
-    /// The caller behind a key's hash and its account as it stands; `Refused(InvalidKey)`
+    /// The key behind a hash (its caller and, for a publishable key, its rules) and its
+    /// account as it stands; `Refused(InvalidKey)`
     /// when no active key has that hash.
-    pub fn authenticate(&self, key_hash: &KeyHash) -> Result<(Caller, AccountState), Refusal> {
+    pub fn authenticate(&self, key_hash: &KeyHash) -> Result<(KeyEntry, AccountState), Refusal> {
         let books = self.books();
-        let caller = *books.keys.get(key_hash).ok_or(Refusal::InvalidKey)?;
+        let key = books.keys.get(key_hash).ok_or(Refusal::InvalidKey)?.clone();
         let account = *books
             .accounts
-            .get(&caller.account_id)
+            .get(&key.caller.account_id)
             .ok_or(Refusal::InvalidKey)?;
-        Ok((caller, account))
+        Ok((key, account))
     }
 
     /// Would `queries` be charged now? 401 / 402 / 429 / 503 before any work; changes
@@ -451,8 +460,18 @@ impl Books {
             accounts.insert(id, stored);
         }
         self.accounts = accounts;
-        self.active_keys = snapshot.keys.iter().map(|(_, c)| c.key_id).collect();
-        self.keys = snapshot.keys.into_iter().collect();
+        self.active_keys = snapshot.keys.iter().map(|k| k.caller.key_id).collect();
+        self.keys = snapshot
+            .keys
+            .into_iter()
+            .map(|k| {
+                let entry = KeyEntry {
+                    caller: k.caller,
+                    publishable: k.publishable.map(Arc::new),
+                };
+                (k.hash, entry)
+            })
+            .collect();
     }
 
     /// The pending charges as a batch; the books start the next one.

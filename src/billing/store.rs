@@ -5,9 +5,8 @@
 
 use std::time::SystemTime;
 
+use crate::db::keys::ActiveKey;
 pub use crate::db::ledger::ChargeRow;
-use crate::db::rows::Caller;
-use crate::domain::api_key::KeyHash;
 use crate::domain::charge::AccountState;
 use crate::domain::rate_limit::Counters;
 
@@ -15,7 +14,7 @@ use crate::domain::rate_limit::Counters;
 #[derive(Debug, Default)]
 pub struct Snapshot {
     pub accounts: Vec<(i64, AccountState)>,
-    pub keys: Vec<(KeyHash, Caller)>,
+    pub keys: Vec<ActiveKey>,
 }
 
 /// One flush: charge rows (deltas) and the window counters as they stand in memory.

@@ -35,6 +35,12 @@ pub(super) struct ServeArgs {
     /// synchronous=FULL (slower; nothing answered is ever lost).
     #[arg(long, env = "POSTAL_DURABLE_CHARGES")]
     durable_charges: bool,
+    /// Proxies (an address or ADDRESS/PREFIX, repeatable; env: comma-separated) whose
+    /// `X-Forwarded-For` names the client for publishable keys' per-IP limits; from any
+    /// other peer the header is ignored.
+    #[arg(long = "trusted-proxy", value_name = "CIDR", env = "POSTAL_TRUSTED_PROXIES",
+          value_delimiter = ',', num_args = 1..)]
+    trusted_proxies: Vec<postal::domain::cidr::Cidr>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -100,6 +106,7 @@ pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
             metrics_token: args.metrics_token,
         },
         access_log: Some(access_log),
+        trusted_proxies: args.trusted_proxies,
     };
     runtime.block_on(postal::api::serve(db_path, &args.listen, settings))?;
     Ok(Verdict::Success)

@@ -77,7 +77,7 @@ pub fn create_account(
          VALUES (?1, ?2, 'grant', ?3, ?3, 'free 1,000 queries')",
         params![rowid, at, FREE_GRANT.get()],
     )?;
-    let (key_id, api_key) = crate::db::keys::insert_key(&tx, rowid, at)?;
+    let (key_id, api_key) = crate::db::keys::insert_key(&tx, rowid, None, at)?;
     tx.commit()?;
     Ok(NewAccount {
         account_id,

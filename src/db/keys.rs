@@ -5,8 +5,8 @@ use std::time::SystemTime;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::db::rows::{AccountError, Caller, find_account, unix_secs};
-use crate::domain::api_key::{self, ApiKey, KeyHash};
+use crate::db::rows::{AccountError, Caller, corrupt, find_account, publishable_rules, unix_secs};
+use crate::domain::api_key::{self, ApiKey, KeyHash, KeyKind, Publishable};
 
 /// A new key (shown once).
 pub struct NewKey {
@@ -14,28 +14,52 @@ pub struct NewKey {
     pub api_key: ApiKey,
 }
 
+/// Inserts a key of the account: secret, or publishable with its rules.
 pub(crate) fn insert_key(
     conn: &Connection,
     account_rowid: i64,
+    publishable: Option<&Publishable>,
     at: i64,
 ) -> rusqlite::Result<(String, ApiKey)> {
     let key_id = api_key::new_key_id();
-    let api_key = ApiKey::generate();
+    let kind = match publishable {
+        Some(_) => KeyKind::Publishable,
+        None => KeyKind::Secret,
+    };
+    let api_key = ApiKey::generate(kind);
+    let origins = publishable.map(|p| {
+        p.origins
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
     conn.execute(
-        "INSERT INTO api_keys (public_id, key_hash, account_id, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![key_id, &api_key.hash()[..], account_rowid, at],
+        "INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins, per_ip_minute)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            key_id,
+            &api_key.hash()[..],
+            account_rowid,
+            at,
+            kind.as_str(),
+            origins,
+            publishable.map(|p| p.per_ip_minute)
+        ],
     )?;
     Ok((key_id, api_key))
 }
 
+/// A new key of the account: secret (`publishable` `None`) or publishable.
 pub fn create_key(
     conn: &mut Connection,
     account_public_id: &str,
+    publishable: Option<&Publishable>,
     now: SystemTime,
 ) -> Result<NewKey, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, _) = find_account(&tx, account_public_id)?;
-    let (key_id, api_key) = insert_key(&tx, rowid, unix_secs(now))?;
+    let (key_id, api_key) = insert_key(&tx, rowid, publishable, unix_secs(now))?;
     tx.commit()?;
     Ok(NewKey { key_id, api_key })
 }
@@ -66,22 +90,40 @@ pub fn revoke_key(
     Ok(())
 }
 
-/// Every active key: hash -> caller (the server's books).
-pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<(KeyHash, Caller)>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT key_hash, account_id, id FROM api_keys WHERE revoked_at IS NULL")?;
+/// An active key as the server's books hold it.
+#[derive(Debug)]
+pub struct ActiveKey {
+    pub hash: KeyHash,
+    pub caller: Caller,
+    /// `None` for a secret key.
+    pub publishable: Option<Publishable>,
+}
+
+/// Every active key (the server's books).
+pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<ActiveKey>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT key_hash, account_id, id, kind, origins, per_ip_minute
+         FROM api_keys WHERE revoked_at IS NULL",
+    )?;
     stmt.query_map([], |r| {
         let hash: Vec<u8> = r.get(0)?;
         let hash: KeyHash = hash
             .try_into()
             .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, 0))?;
-        Ok((
+        let kind: String = r.get(3)?;
+        let publishable = match KeyKind::from_stored(&kind) {
+            Some(KeyKind::Secret) => None,
+            Some(KeyKind::Publishable) => Some(publishable_rules(r.get(4)?, r.get(5)?)?),
+            None => return Err(corrupt(3, format!("unknown key kind {kind:?}"))),
+        };
+        Ok(ActiveKey {
             hash,
-            Caller {
+            caller: Caller {
                 account_id: r.get(1)?,
                 key_id: r.get(2)?,
             },
-        ))
+            publishable,
+        })
     })?
     .collect()
 }

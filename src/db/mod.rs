@@ -42,7 +42,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
 /// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
@@ -99,6 +99,16 @@ const MIGRATION_3: &str = "
     ) STRICT;
     CREATE INDEX gazetteer_by_country ON gazetteer (country);
     PRAGMA user_version = 3;";
+
+/// Version 3 to 4: key kinds (publishable keys for web pages: their origins and per-IP
+/// limit). Every existing key is a secret key.
+const MIGRATION_4: &str = "
+    ALTER TABLE api_keys ADD COLUMN kind TEXT NOT NULL DEFAULT 'secret'
+        CHECK (kind IN ('secret', 'publishable'));
+    ALTER TABLE api_keys ADD COLUMN origins TEXT CHECK (origins IS NULL OR length(origins) > 0);
+    ALTER TABLE api_keys ADD COLUMN per_ip_minute INTEGER
+        CHECK (per_ip_minute IS NULL OR per_ip_minute > 0);
+    PRAGMA user_version = 4;";
 
 /// How long a statement waits for another connection's write lock before failing. Every
 /// writer holds it for milliseconds (the import too: `dataset`); this bounds the
@@ -223,12 +233,16 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     match version {
         0 => tx.execute_batch(SCHEMA).context("applying schema.sql")?,
-        1 | 2 => {
+        1..=3 => {
             if version == 1 {
                 tx.execute_batch(MIGRATION_2)
                     .context("migrating the schema to version 2")?;
             }
-            migration_3(&tx).context("migrating the schema to version 3")?;
+            if version <= 2 {
+                migration_3(&tx).context("migrating the schema to version 3")?;
+            }
+            tx.execute_batch(MIGRATION_4)
+                .context("migrating the schema to version 4")?;
         }
         SCHEMA_VERSION => {}
         other => {
@@ -299,20 +313,25 @@ mod tests {
         assert_eq!(version, SCHEMA_VERSION);
     }
 
-    #[test]
-    fn a_version_2_file_loses_the_unused_key_index_of_every_generation() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A file of schema version 2 with `rows` in it, opened (so migrated) as a server would.
+    fn open_version_2(dir: &tempfile::TempDir, rows: &str) -> Connection {
         let path = dir.path().join("p.db");
         Connection::open(&path)
             .unwrap()
-            .execute_batch(&format!(
-                "{SCHEMA_2};
-                 CREATE INDEX postal_codes_by_key_g7 ON postal_codes (country, compact_key);
-                 INSERT INTO countries (code, name, postal_format, postal_regex, place_first, place_last)
-                     VALUES ('DE', 'Germany', '#####', '', 1, 2);"
-            ))
+            .execute_batch(&format!("{SCHEMA_2}; {rows}"))
             .unwrap();
-        let conn = open(&path).unwrap();
+        open(&path).unwrap()
+    }
+
+    #[test]
+    fn a_version_2_file_loses_the_unused_key_index_of_every_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open_version_2(
+            &dir,
+            "CREATE INDEX postal_codes_by_key_g7 ON postal_codes (country, compact_key);
+             INSERT INTO countries (code, name, postal_format, postal_regex, place_first, place_last)
+                 VALUES ('DE', 'Germany', '#####', '', 1, 2);",
+        );
         let indexes: Vec<String> = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'postal_codes' ORDER BY name")
             .unwrap()
@@ -324,7 +343,7 @@ mod tests {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 3);
+        assert_eq!(version, SCHEMA_VERSION);
         // The FTS5 index and its bounds are gone, the gazetteer is there, rows are kept.
         let tables: Vec<String> = conn
             .prepare(
@@ -353,5 +372,49 @@ mod tests {
         };
         let fresh = open(&dir.path().join("fresh.db")).unwrap();
         assert_eq!(schema(&conn), schema(&fresh));
+    }
+
+    #[test]
+    fn an_older_file_keeps_its_keys_as_secret_keys_with_the_columns_of_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open_version_2(
+            &dir,
+            "INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
+             INSERT INTO api_keys (public_id, key_hash, account_id, created_at)
+                 VALUES ('key_x', zeroblob(32), 1, 0);",
+        );
+        let key: (String, Option<String>, Option<i64>) = conn
+            .query_row(
+                "SELECT kind, origins, per_ip_minute FROM api_keys WHERE public_id = 'key_x'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(key, ("secret".to_owned(), None, None));
+        let columns = |conn: &Connection| -> Vec<(String, String, bool, Option<String>)> {
+            conn.prepare(
+                "SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('api_keys')",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(columns(&conn), columns(&fresh));
+        // The migrated columns refuse what the new file's refuse.
+        assert!(
+            conn.execute("UPDATE api_keys SET kind = 'other'", [])
+                .is_err()
+        );
+        assert!(
+            conn.execute("UPDATE api_keys SET per_ip_minute = 0", [])
+                .is_err()
+        );
+        assert!(
+            conn.execute("UPDATE api_keys SET origins = ''", [])
+                .is_err()
+        );
     }
 }

@@ -9,7 +9,8 @@
 use anyhow::Result;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::db::rows::{AccountError, micros};
+use crate::db::rows::{AccountError, micros, publishable_rules};
+use crate::domain::api_key::Publishable;
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Limits;
 
@@ -63,6 +64,8 @@ pub struct KeyLine {
     pub created_at: String,
     /// When it was revoked, `None` while active.
     pub revoked_at: Option<String>,
+    /// `None` for a secret key.
+    pub publishable: Option<Publishable>,
 }
 
 fn count(stored: i64) -> u64 {
@@ -184,14 +187,20 @@ pub fn keys(conn: &mut Connection, public_id: &str) -> Result<Vec<KeyLine>, Acco
     let keys = {
         let mut stmt = tx.prepare(
             "SELECT public_id, strftime('%Y-%m-%dT%H:%M:%SZ', created_at, 'unixepoch'),
-                    strftime('%Y-%m-%dT%H:%M:%SZ', revoked_at, 'unixepoch')
+                    strftime('%Y-%m-%dT%H:%M:%SZ', revoked_at, 'unixepoch'),
+                    kind = 'publishable', origins, per_ip_minute
              FROM api_keys WHERE account_id = ?1 ORDER BY id",
         )?;
         stmt.query_map([rowid], |r| {
+            let publishable: bool = r.get(3)?;
             Ok(KeyLine {
                 key_id: r.get(0)?,
                 created_at: r.get(1)?,
                 revoked_at: r.get(2)?,
+                publishable: match publishable {
+                    true => Some(publishable_rules(r.get(4)?, r.get(5)?)?),
+                    false => None,
+                },
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?

@@ -5,7 +5,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension};
 
+use crate::domain::api_key::Publishable;
 use crate::domain::money::{MIN_TOPUP, Micros};
+use crate::domain::origin::OriginPattern;
 
 /// An authenticated caller: the account and the key (row ids) a request came with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,4 +70,32 @@ pub(crate) fn find_account(
     )
     .optional()?
     .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))
+}
+
+/// A publishable key's stored origins (one canonical pattern per line) and limit.
+pub(crate) fn publishable_rules(
+    origins: Option<String>,
+    per_ip_minute: Option<u32>,
+) -> rusqlite::Result<Publishable> {
+    let origins = origins
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .map(OriginPattern::parse)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| corrupt(4, e.to_string()))?;
+    match (origins.is_empty(), per_ip_minute) {
+        (false, Some(per_ip_minute)) => Ok(Publishable {
+            origins,
+            per_ip_minute,
+        }),
+        _ => Err(corrupt(
+            4,
+            "a publishable key without origins or per-IP limit".to_owned(),
+        )),
+    }
+}
+
+pub(crate) fn corrupt(column: usize, why: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, why.into())
 }

@@ -1,8 +1,11 @@
 //! API keys (the secret a caller presents), their SHA-256 hash, and the public ids of
 //! keys and accounts.
 //!
-//! - A key is `pk_` + 32 base62 characters drawn from the OS-seeded CSPRNG: 190 random
-//!   bits. It is shown once, at creation; the database keeps only its SHA-256.
+//! - A key is a prefix + 32 base62 characters drawn from the OS-seeded CSPRNG: 190 random
+//!   bits. It is shown once, at creation; the database keeps only its SHA-256. The prefix
+//!   names its kind: `sk_` a secret key (for servers), `pub_` a publishable one (for web
+//!   pages, bound to origins); keys made before kinds existed start `pk_` and are secret
+//!   keys forever. The server never reads the prefix: the kind is the key row's.
 //! - A key id is `key_` + 12 base62 characters, an account id `acct_` + 12: drawn
 //!   independently of the secret, so they reveal nothing of it (71 random bits, enough
 //!   that a collision, which the database's UNIQUE constraint would refuse, never happens).
@@ -10,14 +13,75 @@
 use rand::RngExt;
 use sha2::{Digest, Sha256};
 
+use crate::domain::origin::{Origin, OriginPattern};
+
 const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-/// The prefix of every secret key.
-pub const KEY_PREFIX: &str = "pk_";
+/// The prefix of a new secret key.
+pub const SECRET_PREFIX: &str = "sk_";
+/// The prefix of a publishable key.
+pub const PUBLISHABLE_PREFIX: &str = "pub_";
+/// The prefix of the secret keys made before key kinds (they keep working).
+pub const LEGACY_PREFIX: &str = "pk_";
 /// Base62 characters after the prefix: 32 x log2(62) = 190 bits.
 pub const KEY_RANDOM_CHARS: usize = 32;
 
-/// A freshly generated secret key. Not `Debug`/`Display`, so it does not end up in logs
+/// What a key may do: a secret key everything, a publishable key the read operations a
+/// form needs, from its origins only (`domain::origin`), rate-limited per client IP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    Secret,
+    Publishable,
+}
+
+impl KeyKind {
+    /// The name stored in `api_keys.kind` and shown by `key list`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyKind::Secret => "secret",
+            KeyKind::Publishable => "publishable",
+        }
+    }
+
+    pub fn from_stored(text: &str) -> Option<KeyKind> {
+        match text {
+            "secret" => Some(KeyKind::Secret),
+            "publishable" => Some(KeyKind::Publishable),
+            _ => None,
+        }
+    }
+
+    fn prefix(self) -> &'static str {
+        match self {
+            KeyKind::Secret => SECRET_PREFIX,
+            KeyKind::Publishable => PUBLISHABLE_PREFIX,
+        }
+    }
+}
+
+/// Requests a minute per client IP of a publishable key unless `--per-ip-minute` says
+/// otherwise.
+pub const DEFAULT_PER_IP_MINUTE: u32 = 60;
+
+/// What binds a publishable key: the origins whose pages may send it and its limit per
+/// client IP. A secret key has none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Publishable {
+    /// Never empty.
+    pub origins: Vec<OriginPattern>,
+    pub per_ip_minute: u32,
+}
+
+impl Publishable {
+    /// Whether a request with this `Origin` header may use the key.
+    pub fn allows(&self, origin: Option<&str>) -> bool {
+        origin
+            .and_then(Origin::parse)
+            .is_some_and(|origin| self.origins.iter().any(|p| p.matches(&origin)))
+    }
+}
+
+/// A freshly generated key. Not `Debug`/`Display`, so it does not end up in logs
 /// by accident: [`ApiKey::expose`] is the one way to read it.
 pub struct ApiKey(String);
 
@@ -25,8 +89,12 @@ pub struct ApiKey(String);
 pub type KeyHash = [u8; 32];
 
 impl ApiKey {
-    pub fn generate() -> ApiKey {
-        ApiKey(format!("{KEY_PREFIX}{}", random_base62(KEY_RANDOM_CHARS)))
+    pub fn generate(kind: KeyKind) -> ApiKey {
+        ApiKey(format!(
+            "{}{}",
+            kind.prefix(),
+            random_base62(KEY_RANDOM_CHARS)
+        ))
     }
 
     /// The key's text, to show once to its owner.
@@ -68,19 +136,24 @@ mod tests {
     use std::collections::HashSet;
 
     #[test]
-    fn a_key_has_its_prefix_and_32_base62_characters() {
-        let key = ApiKey::generate();
-        let text = key.expose();
-        let random = text.strip_prefix(KEY_PREFIX).unwrap();
-        assert_eq!(random.len(), KEY_RANDOM_CHARS);
-        assert!(random.bytes().all(|b| b.is_ascii_alphanumeric()));
+    fn a_key_has_its_kind_prefix_and_32_base62_characters() {
+        for (kind, prefix) in [
+            (KeyKind::Secret, SECRET_PREFIX),
+            (KeyKind::Publishable, PUBLISHABLE_PREFIX),
+        ] {
+            let key = ApiKey::generate(kind);
+            let random = key.expose().strip_prefix(prefix).unwrap();
+            assert_eq!(random.len(), KEY_RANDOM_CHARS);
+            assert!(random.bytes().all(|b| b.is_ascii_alphanumeric()));
+            assert_eq!(KeyKind::from_stored(kind.as_str()), Some(kind));
+        }
         assert!(KEY_RANDOM_CHARS as f64 * 62_f64.log2() >= 128.0);
     }
 
     #[test]
     fn generated_keys_and_ids_do_not_repeat() {
         let keys: HashSet<String> = (0..10_000)
-            .map(|_| ApiKey::generate().expose().to_owned())
+            .map(|_| ApiKey::generate(KeyKind::Secret).expose().to_owned())
             .collect();
         assert_eq!(keys.len(), 10_000);
         let ids: HashSet<String> = (0..10_000).map(|_| new_key_id()).collect();
@@ -93,7 +166,7 @@ mod tests {
             hex::encode(hash_presented_key("abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-        let key = ApiKey::generate();
+        let key = ApiKey::generate(KeyKind::Publishable);
         assert_eq!(key.hash(), hash_presented_key(key.expose()));
     }
 

@@ -78,6 +78,19 @@ impl Endpoint {
         matches!(self, Endpoint::Countries | Endpoint::Aboutapi)
     }
 
+    /// The operations a checkout form needs, the only ones a publishable key reaches
+    /// (docs/browser.md): what a page asks while a shopper types an address.
+    pub const fn form_safe(self) -> bool {
+        matches!(
+            self,
+            Endpoint::Lookup
+                | Endpoint::City
+                | Endpoint::Validate
+                | Endpoint::Autocomplete
+                | Endpoint::Suggest
+        )
+    }
+
     /// Bulk operations are billed per record and refused with the bulk texts.
     pub const fn is_bulk(self) -> bool {
         matches!(self, Endpoint::ValidateBulk | Endpoint::NearestBulk)

@@ -2,11 +2,13 @@
 
 pub mod api_key;
 pub mod charge;
+pub mod cidr;
 pub mod city_match;
 pub mod country;
 pub mod date;
 pub mod geo;
 pub mod money;
+pub mod origin;
 pub mod postal_code;
 pub mod rate_limit;
 pub mod text;

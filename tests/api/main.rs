@@ -4,6 +4,8 @@
 /// `spawn_app()`, the client and the CLI helpers.
 mod helpers;
 
+/// Pages in browsers: publishable keys, CORS, keys in headers.
+mod browser;
 /// /api/city: folding, fuzzy matches, state filters.
 mod city;
 /// /api/city v3 on allCountries.zip: MX, TR, KR, RU admin cities; 404 in every country.

@@ -83,7 +83,7 @@ fn spawn_limited_server() -> Server {
     };
     // Keep draining the log so that the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    assert!(api_key.starts_with("pk_"), "no API key printed");
+    assert!(api_key.starts_with("sk_"), "no API key printed");
     Server {
         child,
         address,

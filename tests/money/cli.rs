@@ -23,7 +23,7 @@ fn account_create_prints_ids_a_key_and_the_free_grant() {
     assert_eq!(keys(&json), ["accountId", "apiKey", "balance", "keyId"]);
     assert!(json["accountId"].as_str().unwrap().starts_with("acct_"));
     assert!(json["keyId"].as_str().unwrap().starts_with("key_"));
-    assert!(json["apiKey"].as_str().unwrap().starts_with("pk_"));
+    assert!(json["apiKey"].as_str().unwrap().starts_with("sk_"));
     assert!(run.stdout.contains("\"balance\":0.028"), "{}", run.stdout);
     // The key is not stored, only its hash.
     let stored: i64 = db
@@ -223,6 +223,7 @@ fn key_create_and_revoke() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let created = run.json();
     assert_eq!(keys(&created), ["apiKey", "keyId"]);
+    assert!(created["apiKey"].as_str().unwrap().starts_with("sk_"));
     assert!(db.caller(created["apiKey"].as_str().unwrap()).is_some());
 
     let key_id = created["keyId"].as_str().unwrap();
@@ -297,4 +298,125 @@ fn the_database_defaults_to_the_postal_db_variable() {
         db.postal(&["ledger", "verify"]).json()["accounts"],
         json!(1)
     );
+}
+
+#[test]
+fn a_publishable_key_is_created_with_its_origins_and_per_ip_limit() {
+    let db = TestDb::new();
+    let account = db.create_account();
+    let run = db.postal(&[
+        "key",
+        "create",
+        &account.account_id,
+        "--publishable",
+        "--origin",
+        "https://Shop.Example:443",
+        "--origin",
+        "http://*.shop.example:8080",
+        "--per-ip-minute",
+        "30",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let created = run.json();
+    assert_eq!(
+        keys(&created),
+        ["apiKey", "keyId", "kind", "origins", "perIpMinute"]
+    );
+    assert_eq!(created["kind"], "publishable");
+    assert_eq!(
+        created["origins"],
+        json!(["https://shop.example", "http://*.shop.example:8080"])
+    );
+    assert_eq!(created["perIpMinute"], 30);
+    let api_key = created["apiKey"].as_str().unwrap();
+    assert!(
+        api_key.starts_with("pub_") && api_key.len() == 4 + 32,
+        "{api_key}"
+    );
+    assert!(db.caller(api_key).is_some());
+    let stored: (String, String, i64) = db
+        .conn()
+        .query_row(
+            "SELECT kind, origins, per_ip_minute FROM api_keys WHERE public_id = ?1",
+            [created["keyId"].as_str().unwrap()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        stored,
+        (
+            "publishable".to_owned(),
+            "https://shop.example\nhttp://*.shop.example:8080".to_owned(),
+            30
+        )
+    );
+
+    // Without --per-ip-minute: 60. `key list` shows each key's kind and rules.
+    let second = db
+        .postal(&[
+            "key",
+            "create",
+            &account.account_id,
+            "--publishable",
+            "--origin",
+            "http://127.0.0.1:8000",
+        ])
+        .json();
+    assert_eq!(second["perIpMinute"], 60);
+    let listed = db.postal(&["key", "list", &account.account_id]).json();
+    let listed = listed["keys"].as_array().unwrap();
+    assert_eq!(listed.len(), 3);
+    assert_eq!(
+        keys(&listed[0]),
+        ["createdAt", "keyId", "kind", "revoked", "revokedAt"]
+    );
+    assert_eq!(listed[0]["kind"], "secret");
+    assert_eq!(listed[1]["kind"], "publishable");
+    assert_eq!(listed[1]["origins"], created["origins"]);
+    assert_eq!(listed[1]["perIpMinute"], 30);
+    assert_eq!(listed[2]["origins"], json!(["http://127.0.0.1:8000"]));
+    assert_eq!(listed[2]["perIpMinute"], 60);
+}
+
+#[test]
+fn a_publishable_key_without_valid_origins_is_refused_and_nothing_is_stored() {
+    let db = TestDb::new();
+    let account = db.create_account();
+    let id = account.account_id.as_str();
+    let cases: [(&[&str], &str); 6] = [
+        (&["--publishable"], "--origin <ORIGIN>"),
+        (&["--origin", "https://shop.example"], "--publishable"),
+        (&["--per-ip-minute", "5"], "--publishable"),
+        (
+            &["--publishable", "--origin", "shop.example"],
+            "invalid origin \"shop.example\": the scheme must be http:// or https://",
+        ),
+        (
+            &["--publishable", "--origin", "https://shop.example/checkout"],
+            "an origin has no path, query or fragment",
+        ),
+        (
+            &[
+                "--publishable",
+                "--origin",
+                "https://a.example",
+                "--per-ip-minute",
+                "0",
+            ],
+            "--per-ip-minute",
+        ),
+    ];
+    for (extra, says) in cases {
+        let mut args = vec!["key", "create", id];
+        args.extend_from_slice(extra);
+        let run = db.postal(&args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
+    }
+    let stored: i64 = db
+        .conn()
+        .query_row("SELECT count(*) FROM api_keys", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, 1, "only the account's first key");
 }

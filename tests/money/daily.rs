@@ -208,7 +208,9 @@ fn key_list_shows_public_ids_and_revocations_never_a_secret() {
 
     let run = db.postal(&["key", "list", &account.account_id]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(!run.stdout.contains("pk_"), "{}", run.stdout);
+    for secret in ["sk_", "pub_", "pk_"] {
+        assert!(!run.stdout.contains(secret), "{}", run.stdout);
+    }
     let json = run.json();
     assert_eq!(json["accountId"], json!(account.account_id));
     let keys = json["keys"].as_array().unwrap();

@@ -116,7 +116,7 @@ impl TestDb {
         keys::load_active(&self.conn())
             .unwrap()
             .into_iter()
-            .find_map(|(h, caller)| (h == hash).then_some(caller))
+            .find_map(|k| (k.hash == hash).then_some(k.caller))
     }
 
     pub fn balance(&self, account_id: &str) -> Micros {

@@ -1,0 +1,338 @@
+//! Who may use a key, and from where (docs/browser.md): the key read from a header or the
+//! body, a publishable key held to its origins, its operations and its per-IP limit, a
+//! secret key kept out of other sites' pages, and CORS (the preflight, and the
+//! `Access-Control-*` headers of every `/api/*` answer).
+//!
+//! The decisions of the billed path (`billed`) use what [`RequestMeta`] took from the
+//! request's head when its body was read (`contract::ContractJson`): a few header values,
+//! no parsing, so a secret key's request pays for nothing it does not use.
+
+use std::net::IpAddr;
+use std::time::SystemTime;
+
+use poem::http::header::{self, HeaderMap, HeaderValue};
+use poem::http::{Method, StatusCode};
+use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
+use poem_openapi::registry::MetaSecurityScheme;
+
+use super::error::ApiError;
+use crate::billing::KeyEntry;
+use crate::billing::per_ip::PerIpLimiter;
+use crate::domain::cidr::Cidr;
+
+/// The 403 of a publishable key sent from a page of an origin it does not list.
+pub const ORIGIN_NOT_ALLOWED: &str = "Origin not allowed for this key";
+/// The 403 of a publishable key on an operation a form does not need.
+pub const OPERATION_NOT_ALLOWED: &str = "Operation not allowed for a publishable key";
+/// The 403 of a secret key sent from another site's page.
+pub const SECRET_KEY_IN_PAGE: &str =
+    "Secret keys cannot be used from a web page; create a publishable key for it";
+
+/// `X-Api-Key`.
+pub const API_KEY_HEADER: &str = "x-api-key";
+
+/// What the access decisions read from a request's head.
+#[derive(Debug, Default)]
+pub struct RequestMeta {
+    /// `Authorization: Bearer KEY`, else `X-Api-Key: KEY`.
+    header_key: Option<HeaderValue>,
+    origin: Option<HeaderValue>,
+    host: Option<HeaderValue>,
+    forwarded_for: Option<HeaderValue>,
+    peer: Option<IpAddr>,
+}
+
+impl RequestMeta {
+    pub fn of(request: &Request) -> RequestMeta {
+        let peer = request.remote_addr().as_socket_addr().map(|a| a.ip());
+        RequestMeta::from_head(request.headers(), peer)
+    }
+
+    fn from_head(headers: &HeaderMap, peer: Option<IpAddr>) -> RequestMeta {
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .filter(|v| bearer_token(v).is_some());
+        RequestMeta {
+            header_key: bearer.or_else(|| headers.get(API_KEY_HEADER)).cloned(),
+            origin: headers.get(header::ORIGIN).cloned(),
+            host: headers.get(header::HOST).cloned(),
+            forwarded_for: headers.get("x-forwarded-for").cloned(),
+            peer,
+        }
+    }
+
+    /// The key sent in a header, which wins over the body's `apiKey` (docs/browser.md).
+    pub fn header_key(&self) -> Option<&str> {
+        let value = self.header_key.as_ref()?;
+        bearer_token(value)
+            .or_else(|| value.to_str().ok().map(str::trim))
+            .filter(|key| !key.is_empty())
+    }
+
+    /// The address of the client: the peer's, or, when the peer is a trusted proxy, the
+    /// last address of `X-Forwarded-For` that is not one (what the first proxy saw).
+    pub fn client_ip(&self, trusted: &[Cidr]) -> Option<IpAddr> {
+        let peer = self.peer?;
+        let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
+        if !is_trusted(peer) {
+            return Some(peer);
+        }
+        let Some(forwarded) = self.forwarded_for.as_ref().and_then(|v| v.to_str().ok()) else {
+            return Some(peer);
+        };
+        let mut hops = forwarded.rsplit(',').map(str::trim);
+        let mut last = peer;
+        for hop in &mut hops {
+            match hop.parse::<IpAddr>() {
+                Ok(ip) if is_trusted(ip) => last = ip,
+                Ok(ip) => return Some(ip),
+                // Garbage in the header: the last address we could trust is the answer.
+                Err(_) => return Some(last),
+            }
+        }
+        Some(last)
+    }
+
+    /// Sent from a page of another site than this server's (an `Origin` whose host and
+    /// port are not the request's `Host`): Swagger UI at /docs is the same site.
+    fn is_cross_site(&self) -> bool {
+        let Some(origin) = self.origin.as_ref().and_then(|v| v.to_str().ok()) else {
+            return false;
+        };
+        let origin_host = origin.split_once("://").map_or(origin, |(_, h)| h);
+        let host = self.host.as_ref().and_then(|v| v.to_str().ok());
+        !host.is_some_and(|h| h.eq_ignore_ascii_case(origin_host))
+    }
+}
+
+fn bearer_token(value: &HeaderValue) -> Option<&str> {
+    let text = value.to_str().ok()?;
+    let (scheme, token) = text.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// How a key may be used here: `form_safe` says whether the operation is one a checkout
+/// form needs (the only ones a publishable key reaches). A refusal is answered before
+/// any work and charges nothing.
+pub fn check(
+    meta: &RequestMeta,
+    key: &KeyEntry,
+    form_safe: bool,
+    limiter: &PerIpLimiter,
+    trusted: &[Cidr],
+) -> Result<(), ApiError> {
+    let Some(publishable) = &key.publishable else {
+        if meta.is_cross_site() {
+            return Err(ApiError::forbidden(SECRET_KEY_IN_PAGE));
+        }
+        return Ok(());
+    };
+    let origin = meta.origin.as_ref().and_then(|v| v.to_str().ok());
+    if !publishable.allows(origin) {
+        return Err(ApiError::forbidden(ORIGIN_NOT_ALLOWED));
+    }
+    if !form_safe {
+        return Err(ApiError::forbidden(OPERATION_NOT_ALLOWED));
+    }
+    // A request with no address (not over TCP: tests of the app in memory) is one client.
+    let ip = meta
+        .client_ip(trusted)
+        .unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    limiter
+        .admit(
+            key.caller.key_id,
+            ip,
+            publishable.per_ip_minute,
+            SystemTime::now(),
+        )
+        .map_err(|e| ApiError::rate_limited("Rate limit exceeded", e.retry_after))
+}
+
+/// The header forms of the key in the OpenAPI document (the body's `apiKey` is the
+/// fallback every operation also takes): `Authorization: Bearer KEY`, `X-Api-Key: KEY`.
+pub fn security_schemes() -> [(&'static str, MetaSecurityScheme); 2] {
+    let scheme = |ty, description| MetaSecurityScheme {
+        ty,
+        description: Some(description),
+        name: None,
+        key_in: None,
+        scheme: None,
+        bearer_format: None,
+        flows: None,
+        openid_connect_url: None,
+    };
+    [
+        (
+            "BearerKey",
+            MetaSecurityScheme {
+                scheme: Some("bearer"),
+                ..scheme(
+                    "http",
+                    "The API key as `Authorization: Bearer KEY`; it wins over `X-Api-Key` and the body's `apiKey`.",
+                )
+            },
+        ),
+        (
+            "ApiKeyHeader",
+            MetaSecurityScheme {
+                name: Some("X-Api-Key"),
+                key_in: Some("header"),
+                ..scheme(
+                    "apiKey",
+                    "The API key as `X-Api-Key: KEY`; it wins over the body's `apiKey`.",
+                )
+            },
+        ),
+    ]
+}
+
+/// How long a browser may keep a preflight's answer: a day.
+pub const PREFLIGHT_MAX_AGE_SECS: u32 = 86_400;
+/// Methods of the API a page may call.
+const ALLOW_METHODS: &str = "GET, POST, OPTIONS";
+/// Headers a page may send.
+const ALLOW_HEADERS: &str = "Authorization, Content-Type, X-Api-Key, X-Request-Id";
+/// Headers of an answer a page may read.
+const EXPOSE_HEADERS: &str = "Retry-After, X-Request-Id, RateLimit, RateLimit-Policy";
+
+/// CORS for `/api/*`: the preflight (`OPTIONS` with `Access-Control-Request-Method`) is
+/// answered 204 for any origin, since it carries no key; every other answer to a request
+/// with an `Origin` allows that origin to read it. Whether the key may be used from that
+/// origin is the billed path's decision (`check`), and its refusal is readable too, so a
+/// page can show why.
+pub struct Cors;
+
+impl<E: Endpoint> Middleware<E> for Cors {
+    type Output = CorsEndpoint<E>;
+
+    fn transform(&self, inner: E) -> Self::Output {
+        CorsEndpoint(inner)
+    }
+}
+
+pub struct CorsEndpoint<E>(E);
+
+impl<E: Endpoint> Endpoint for CorsEndpoint<E> {
+    type Output = Response;
+
+    async fn call(&self, request: Request) -> poem::Result<Response> {
+        let origin = request.headers().get(header::ORIGIN).cloned();
+        let api = request.uri().path().starts_with("/api/");
+        let Some(origin) = origin.filter(|_| api) else {
+            return self.0.call(request).await.map(IntoResponse::into_response);
+        };
+        if request.method() == Method::OPTIONS
+            && request
+                .headers()
+                .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+        {
+            let mut response = Response::builder().status(StatusCode::NO_CONTENT).finish();
+            let headers = response.headers_mut();
+            allow(headers, origin);
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static(ALLOW_METHODS),
+            );
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static(ALLOW_HEADERS),
+            );
+            headers.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from(PREFLIGHT_MAX_AGE_SECS),
+            );
+            return Ok(response);
+        }
+        let mut response = match self.0.call(request).await {
+            Ok(output) => output.into_response(),
+            Err(error) => error.into_response(),
+        };
+        let headers = response.headers_mut();
+        allow(headers, origin);
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static(EXPOSE_HEADERS),
+        );
+        Ok(response)
+    }
+}
+
+fn allow(headers: &mut HeaderMap, origin: HeaderValue) {
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    headers.append(header::VARY, HeaderValue::from_static("Origin"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(headers: &[(&'static str, &str)], peer: &str) -> RequestMeta {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.append(
+                poem::http::HeaderName::from_static(name),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        RequestMeta::from_head(&map, Some(peer.parse().unwrap()))
+    }
+
+    #[test]
+    fn a_key_in_a_header_is_read_from_bearer_or_x_api_key() {
+        let key = |headers: &[(&'static str, &str)]| {
+            meta(headers, "192.0.2.1").header_key().map(str::to_owned)
+        };
+        assert_eq!(
+            key(&[("authorization", "Bearer  sk_a ")]).as_deref(),
+            Some("sk_a")
+        );
+        assert_eq!(key(&[("x-api-key", "pub_b")]).as_deref(), Some("pub_b"));
+        // Both headers: Authorization.
+        let both = [("x-api-key", "pub_b"), ("authorization", "bearer sk_a")];
+        assert_eq!(key(&both).as_deref(), Some("sk_a"));
+        // Another scheme is not a key: X-Api-Key or the body then.
+        assert_eq!(key(&[("authorization", "Basic dXNlcg==")]), None);
+        let basic = [("authorization", "Basic dXNlcg=="), ("x-api-key", "pub_b")];
+        assert_eq!(key(&basic).as_deref(), Some("pub_b"));
+        assert_eq!(key(&[("x-api-key", " ")]), None);
+        assert_eq!(key(&[]), None);
+    }
+
+    #[test]
+    fn the_client_is_the_peer_unless_the_peer_is_a_trusted_proxy() {
+        let trusted: Vec<Cidr> = vec!["10.0.0.0/8".parse().unwrap()];
+        let xff = [("x-forwarded-for", "203.0.113.9, 198.51.100.2, 10.0.0.3")];
+        let ip = |m: &RequestMeta| m.client_ip(&trusted).unwrap().to_string();
+        assert_eq!(ip(&meta(&xff, "192.0.2.1")), "192.0.2.1");
+        // Through two trusted proxies: the last untrusted hop, not the spoofable first.
+        assert_eq!(ip(&meta(&xff, "10.1.1.1")), "198.51.100.2");
+        assert_eq!(ip(&meta(&[], "10.1.1.1")), "10.1.1.1");
+        let garbage = [("x-forwarded-for", "nonsense, 10.0.0.9")];
+        assert_eq!(ip(&meta(&garbage, "10.1.1.1")), "10.0.0.9");
+    }
+
+    #[test]
+    fn a_page_of_the_same_site_is_not_another_site() {
+        let same = meta(
+            &[
+                ("origin", "http://127.0.0.1:8080"),
+                ("host", "127.0.0.1:8080"),
+            ],
+            "127.0.0.1",
+        );
+        assert!(!same.is_cross_site());
+        let other = meta(
+            &[
+                ("origin", "https://shop.example"),
+                ("host", "127.0.0.1:8080"),
+            ],
+            "127.0.0.1",
+        );
+        assert!(other.is_cross_site());
+        assert!(meta(&[("origin", "null")], "127.0.0.1").is_cross_site());
+        assert!(!meta(&[("host", "x")], "127.0.0.1").is_cross_site());
+    }
+}
