@@ -55,7 +55,11 @@ impl RequestMeta {
         RequestMeta {
             header_key: bearer.or_else(|| headers.get(API_KEY_HEADER)).cloned(),
             origin: headers.get(header::ORIGIN).cloned(),
-            host: headers.get(header::HOST).cloned(),
+            // Only compared with an Origin: a server's request copies nothing more.
+            host: headers
+                .get(header::ORIGIN)
+                .and_then(|_| headers.get(header::HOST))
+                .cloned(),
             forwarded_for: headers.get("x-forwarded-for").cloned(),
             peer,
         }
