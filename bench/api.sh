@@ -6,8 +6,10 @@
 #   (a) a bare poem handler returning a constant JSON body (bench/bare.rs),
 #   (w) postal billed /api/lookup, charges written behind (the default),
 #   (d) postal billed /api/lookup with --durable-charges (answered after the commit),
-# then (m) postal write-behind on random codes of every country, and (c) the median
-# server time of a 1,000-record /api/validate-bulk.
+# then (m) postal write-behind on random codes of every country, (g) the same server
+# answering what a checkout page sends: GET /api/lookup?zipcode=..&key=pub_.. with an
+# Origin header (a publishable key: origin check, per-IP count, CORS headers, Cache-Control),
+# and (c) the median server time of a 1,000-record /api/validate-bulk.
 # With BASE=<commit>, (p) that version of postal (write-behind) runs beside them: the
 # previous version of our own code, on a copy of the same database.
 # Prints per server (medians of ROUNDS paired rounds) requests/s, p50, p99, non-2xx and
@@ -16,7 +18,7 @@
 # each one's ratio to nginx (n) and to nginx with its access log (l) (medians of the
 # paired ratios); and how many billing flushes took 100 ms or more (the "slow billing
 # flush" warnings in the logs of this version's two servers, warm-ups included: port
-# 18080 serves rows w and m and the bulk requests, 18083 row d), so that a durable p99 of
+# 18080 serves rows w, m and g and the bulk requests, 18083 row d), so that a durable p99 of
 # that order shows whether its flushes were slow.
 # Usage: [ROUNDS=3] [BASE=<commit>] bench/api.sh [seconds per run, default 8] [connections, default 64]
 set -euo pipefail
@@ -52,6 +54,9 @@ account=$($POSTAL --db "$DB" account create --name bench)
 account_id=$(echo "$account" | python3 -c 'import json,sys; print(json.load(sys.stdin)["accountId"])')
 api_key=$(echo "$account" | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
 $POSTAL --db "$DB" account topup "$account_id" --usd 1000000 >/dev/null
+# Row g: a page's GET with a publishable key and its Origin (one client IP: no per-IP cap).
+pub_key=$($POSTAL --db "$DB" key create "$account_id" --publishable --origin https://shop.example \
+  --per-ip-minute 4000000000 | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
 # Durable mode runs on its own copy: one server per file.
 rm -f "$DURABLE_DB" "$DURABLE_DB-wal" "$DURABLE_DB-shm"
 sqlite_copy() { python3 -c 'import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)' "$1" "$2"; }
@@ -65,9 +70,9 @@ fi
 # 20,000 random real (country, code) pairs of every country; 20,000 random US codes with
 # their first record pre-rendered as a file per code for nginx; Lua scripts; a bulk body.
 rm -rf "$OUT/nginx-root"
-python3 - "$api_key" "$OUT" <<'PY'
+python3 - "$api_key" "$OUT" "$pub_key" <<'PY'
 import json, os, random, sys, zipfile
-key, out = sys.argv[1], sys.argv[2]
+key, out, pub_key = sys.argv[1], sys.argv[2], sys.argv[3]
 with zipfile.ZipFile("../shared/geonames/allCountries.zip") as z:
     lines = z.read("allCountries.txt").decode().splitlines()
 random.seed(7)
@@ -104,6 +109,8 @@ lua(f"{out}/lookup.lua", [json.dumps({"apiKey": key, "zipcode": c, "country": k}
 lua(f"{out}/us-post.lua", [json.dumps({"apiKey": key, "zipcode": c}) for c in us_codes],
     "POST", 'wrk.format(nil, "/api/lookup", nil, item)')
 lua(f"{out}/us-get.lua", us_codes, "GET", 'wrk.format(nil, "/us/" .. item .. ".json")')
+lua(f"{out}/us-get-pub.lua", [f"/api/lookup?zipcode={c}&key={pub_key}" for c in us_codes], "GET",
+    'wrk.format(nil, item, {["Origin"] = "https://shop.example"})')
 records = [{"postalCode": code, "countryCode": country} for country, code in pairs[:1000]]
 with open(f"{out}/bulk.json", "w") as f:
     json.dump({"apiKey": key, "records": records}, f)
@@ -211,10 +218,11 @@ for round in $(seq "$ROUNDS"); do
   w=$(run_wrk http://127.0.0.1:18080 "$OUT/us-post.lua" $server)
   d=$(run_wrk http://127.0.0.1:18083 "$OUT/us-post.lua" $durable)
   m=$(run_wrk http://127.0.0.1:18080 "$OUT/lookup.lua" $server)
+  g=$(run_wrk http://127.0.0.1:18080 "$OUT/us-get-pub.lua" $server)
   p=
   [ -n "$BASE" ] && p=$(run_wrk http://127.0.0.1:18084 "$OUT/us-post.lua" $base)
-  echo "$n $l $a $w $d $m $p" >>"$OUT/rounds.txt"
-  echo "round $round: nginx $n | nginx+log $l | bare $a | write-behind $w | durable $d | mixed $m${p:+ | $BASE $p} (rps p50 p99 non-2xx cpu-us/req)"
+  echo "$n $l $a $w $d $m $g $p" >>"$OUT/rounds.txt"
+  echo "round $round: nginx $n | nginx+log $l | bare $a | write-behind $w | durable $d | mixed $m | GET pub $g${p:+ | $BASE $p} (rps p50 p99 non-2xx cpu-us/req)"
 done
 
 # (c): 30 sequential bulk requests of 1,000 records; the server's own totalTime.
@@ -233,7 +241,8 @@ python3 - "$OUT/rounds.txt" "$CONNECTIONS" "$SECONDS_PER_RUN" "$bulk_median" "$B
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
 names = ["(n) nginx, file per code", "(l) nginx, + access log", "(a) bare poem handler",
-         "(w) postal write-behind", "(d) postal durable", "(m) postal w-b, all countries"]
+         "(w) postal write-behind", "(d) postal durable", "(m) postal w-b, all countries",
+         "(g) postal w-b, GET pub+Origin"]
 if sys.argv[5]:
     names.append(f"(p) postal w-b at {sys.argv[5][:9]}")
 print(f"connections: {sys.argv[2]}, {sys.argv[3]} s per run, {len(rows)} rounds, wrk -t2 on the same 2 cores; medians:")

@@ -133,6 +133,22 @@ impl<T> ContractJson<T> {
         }
     }
 
+    /// A GET request's query parameters as the body they stand for (`/api/lookup?...`):
+    /// each present one a field, the request's head read as for a body.
+    pub fn from_query<'k>(
+        request: &Request,
+        fields: impl IntoIterator<Item = (&'k str, Option<Value>)>,
+    ) -> Self {
+        ContractJson {
+            fields: fields
+                .into_iter()
+                .filter_map(|(name, value)| Some((name.to_string(), value?)))
+                .collect(),
+            meta: RequestMeta::of(request),
+            documented: PhantomData,
+        }
+    }
+
     /// The key: `Authorization: Bearer` or `X-Api-Key`, which win; else `apiKey`, a
     /// non-empty string; else `missing_text` (endpoints word it differently).
     pub fn api_key(&self, missing_text: &str) -> Result<&str, ApiError> {

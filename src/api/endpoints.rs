@@ -14,13 +14,17 @@ use super::city::City;
 use super::contract::ContractJson;
 use super::envelope::Timings;
 use super::error::ApiError;
+use super::get::text;
 use super::lookup::{FirstRecord, Lookup, Metacode, Metazip};
+use super::reply::Cached;
 use super::types::*;
 use super::validate::{Validate, ValidateBulk};
 use crate::db::postal::PlaceRecord;
 use crate::domain::CountryCode;
 use crate::domain::postal_code::canonical;
 use crate::index::postal::Verdict;
+use poem::Request;
+use poem_openapi::param::Query;
 
 /// The API; `state` is `None` only when the value exists to generate the OpenAPI document.
 pub struct PostalApi {
@@ -43,26 +47,7 @@ impl PostalApi {
         &self,
         body: ContractJson<CodeRequest>,
     ) -> Result<Reply<LookupResponse>, ApiError> {
-        let Billed {
-            answer, envelope, ..
-        } = self.state()?.billed::<Lookup>(&body).await?;
-        let FirstRecord { country, record } = answer;
-        let us = country == CountryCode::US;
-        let region = |v: Option<String>| {
-            if us {
-                v.unwrap_or_default()
-            } else {
-                String::new()
-            }
-        };
-        Ok(Reply(LookupResponse {
-            city: record.place_name,
-            state: region(record.admin_name1),
-            st: region(record.admin_code1),
-            latitude: record.latitude,
-            longitude: record.longitude,
-            envelope,
-        }))
+        lookup_answer(self.state()?, &body).await.map(Reply)
     }
 
     /// Find the postal codes of a city.
@@ -77,23 +62,7 @@ impl PostalApi {
         tag = "ApiTags::Cities"
     )]
     async fn city(&self, body: ContractJson<CityRequest>) -> Result<Reply<CityResponse>, ApiError> {
-        let Billed {
-            answer: found,
-            envelope,
-            ..
-        } = self.state()?.billed::<City>(&body).await?;
-        let fuzzy = found.fuzzy;
-        Ok(Reply(CityResponse {
-            zipcodes: found.zipcodes,
-            matched_city: fuzzy.as_ref().map(|m| m.city.clone()),
-            // A place without a region (admin 1) has no state to name.
-            matched_state: fuzzy
-                .as_ref()
-                .map(|m| m.state.clone())
-                .filter(|s| !s.is_empty()),
-            matched_st: fuzzy.map(|m| m.st).filter(|s| !s.is_empty()),
-            envelope,
-        }))
+        city_answer(self.state()?, &body).await.map(Reply)
     }
 
     /// All metadata of a postal code.
@@ -235,6 +204,70 @@ impl PostalApi {
             envelope: Envelope::free(&account, &timings),
         }))
     }
+
+    /// the browser an hour. Billed 0.000028 USD when it answers 200.
+    #[oai(
+        path = "/api/lookup",
+        method = "get",
+        operation_id = "lookupGet",
+        tag = "ApiTags::PostalCodes"
+    )]
+    async fn lookup_get(
+        &self,
+        request: &Request,
+        /// The postal code.
+        zipcode: Query<Option<String>>,
+        /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
+        country: Query<Option<String>>,
+        /// Your API key (a publishable key, from a page).
+        key: Query<Option<String>>,
+    ) -> Result<Cached<LookupResponse>, ApiError> {
+        let body = ContractJson::from_query(
+            request,
+            [
+                ("zipcode", text(zipcode)),
+                ("country", text(country)),
+                ("apiKey", text(key)),
+            ],
+        );
+        lookup_answer(self.state()?, &body).await.map(Cached)
+    }
+
+    /// A 200 may be kept by the browser an hour. Billed 0.000028 USD when it answers 200.
+    #[oai(
+        path = "/api/city",
+        method = "get",
+        operation_id = "findCityGet",
+        tag = "ApiTags::Cities"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn city_get(
+        &self,
+        request: &Request,
+        /// City or place name.
+        city: Query<Option<String>>,
+        /// Full state name (US: or its code); for US either `state` or `ST` is required.
+        state: Query<Option<String>>,
+        /// State abbreviation (admin code 1).
+        #[oai(name = "ST")]
+        st: Query<Option<String>>,
+        /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
+        country: Query<Option<String>>,
+        /// Your API key (a publishable key, from a page).
+        key: Query<Option<String>>,
+    ) -> Result<Cached<CityResponse>, ApiError> {
+        let body = ContractJson::from_query(
+            request,
+            [
+                ("city", text(city)),
+                ("state", text(state)),
+                ("ST", text(st)),
+                ("country", text(country)),
+                ("apiKey", text(key)),
+            ],
+        );
+        city_answer(self.state()?, &body).await.map(Cached)
+    }
 }
 
 impl PostalApi {
@@ -243,6 +276,57 @@ impl PostalApi {
             .as_deref()
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the API runs without a database")))
     }
+}
+
+/// `/api/lookup`'s answer to `body` (POST, or GET's query as a body).
+pub(super) async fn lookup_answer(
+    state: &State,
+    body: &ContractJson<CodeRequest>,
+) -> Result<LookupResponse, ApiError> {
+    let Billed {
+        answer, envelope, ..
+    } = state.billed::<Lookup>(body).await?;
+    let FirstRecord { country, record } = answer;
+    let us = country == CountryCode::US;
+    let region = |v: Option<String>| {
+        if us {
+            v.unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    Ok(LookupResponse {
+        city: record.place_name,
+        state: region(record.admin_name1),
+        st: region(record.admin_code1),
+        latitude: record.latitude,
+        longitude: record.longitude,
+        envelope,
+    })
+}
+
+/// `/api/city`'s answer to `body` (POST, or GET's query as a body).
+pub(super) async fn city_answer(
+    state: &State,
+    body: &ContractJson<CityRequest>,
+) -> Result<CityResponse, ApiError> {
+    let Billed {
+        answer: found,
+        envelope,
+        ..
+    } = state.billed::<City>(body).await?;
+    let fuzzy = found.fuzzy;
+    Ok(CityResponse {
+        zipcodes: found.zipcodes,
+        matched_city: fuzzy.as_ref().map(|m| m.city.clone()),
+        // A place without a region (admin 1) has no state to name.
+        matched_state: fuzzy
+            .as_ref()
+            .map(|m| m.state.clone())
+            .filter(|s| !s.is_empty()),
+        matched_st: fuzzy.map(|m| m.st).filter(|s| !s.is_empty()),
+        envelope,
+    })
 }
 
 fn meta_response(billed: Billed<FirstRecord>) -> Reply<MetaResponse> {

@@ -53,17 +53,21 @@ fn allowed_methods() -> &'static HashMap<String, HeaderValue> {
     static ALLOWED: OnceLock<HashMap<String, HeaderValue>> = OnceLock::new();
     ALLOWED.get_or_init(|| {
         let get = HeaderValue::from_static("GET");
-        <Apis as OpenApi>::meta()
+        // A path may have operations in several API structs (the GET forms: `get.rs`).
+        let mut methods: HashMap<String, Vec<String>> = HashMap::new();
+        for path in <Apis as OpenApi>::meta()
             .into_iter()
             .flat_map(|api| api.paths)
-            .filter_map(|path| {
-                let methods: Vec<&str> = path
-                    .operations
-                    .iter()
-                    .map(|op| op.method.as_str())
-                    .collect();
+        {
+            let of_path = methods.entry(path.path).or_default();
+            of_path.extend(path.operations.iter().map(|op| op.method.to_string()));
+        }
+        methods
+            .into_iter()
+            .filter_map(|(path, mut methods)| {
+                methods.sort();
                 let value = HeaderValue::from_str(&methods.join(", ")).ok()?;
-                Some((path.path, value))
+                Some((path, value))
             })
             // The operator's routes and the document, outside the OpenAPI paths.
             .chain(
@@ -77,17 +81,21 @@ fn allowed_methods() -> &'static HashMap<String, HeaderValue> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn every_api_path_allows_post_only_and_the_operator_routes_get() {
+    fn api_paths_allow_post_the_form_reads_get_too_and_the_operator_routes_get() {
         let allowed = super::allowed_methods();
-        // 7 paths of the contract, 6 of geography, /api/suggest; 4 GET routes.
-        assert_eq!(allowed.len(), 18, "{allowed:?}");
+        // 7 paths of the contract, 6 of geography, suggest, places, verify, verify-bulk;
+        // 4 GET routes.
+        assert_eq!(allowed.len(), 21, "{allowed:?}");
         for path in [
-            "/api/lookup",
             "/api/validate-bulk",
             "/api/nearest",
-            "/api/suggest",
+            "/api/verify",
+            "/api/verify-bulk",
         ] {
             assert_eq!(allowed[path], "POST");
+        }
+        for path in ["/api/lookup", "/api/places", "/api/city", "/api/suggest"] {
+            assert_eq!(allowed[path], "GET, POST");
         }
         for path in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
             assert_eq!(allowed[path], "GET");

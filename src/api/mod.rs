@@ -23,15 +23,18 @@ mod endpoints;
 mod envelope;
 mod error;
 mod geo;
+mod get;
 mod http_errors;
 mod lookup;
 pub mod ops;
+mod places;
 mod reply;
 pub mod server;
 mod suggest;
 pub mod telemetry;
 pub mod types;
 mod validate;
+mod verify;
 
 use std::future::Future;
 use std::path::Path;
@@ -49,7 +52,9 @@ pub use billed::{Billed, MISSING_API_KEY, Operation};
 pub use endpoints::PostalApi;
 pub use error::ApiError;
 pub use geo::GeoApi;
+pub use places::PlacesApi;
 pub use suggest::SuggestApi;
+pub use verify::VerifyApi;
 
 use crate::billing::notify;
 use crate::billing::per_ip::PerIpLimiter;
@@ -165,15 +170,18 @@ pub enum ApiTags {
 
 /// What the document says of itself beyond its operations.
 const DESCRIPTION: &str = "Look up, validate and search postal codes of 120 countries. \
-Every request is a POST with a JSON body carrying your `apiKey`; every answered query costs \
-0.000028 USD from your prepaid balance.\n\n\
-**Authentication.** The API key travels in the JSON body (`apiKey`), as the interface \
-requires, not in a header, so the document declares no security scheme.\n\n\
+Every request is a POST with a JSON body; the reads a checkout form makes on every \
+keystroke (lookup, places, city, suggest) also answer GET with query parameters. Every \
+answered query costs 0.000028 USD from your prepaid balance.\n\n\
+**Authentication.** The API key as `Authorization: Bearer KEY` or `X-Api-Key: KEY` (the \
+security schemes), else the body's `apiKey` (or `key` of a GET); a header wins. Secret \
+keys (`sk_`, and the older `pk_`) are for servers; publishable keys (`pub_`) are bound to \
+the origins of your web pages and reach only the operations a form needs.\n\n\
 **Data.** Postal-code data from GeoNames (https://www.geonames.org), licensed under \
 CC BY 4.0 (https://creativecommons.org/licenses/by/4.0/); credit GeoNames wherever you show it.";
 
 /// Every OpenAPI operation of the service, one API struct per group of routes.
-pub type Apis = (PostalApi, GeoApi, SuggestApi);
+pub type Apis = (PostalApi, GeoApi, SuggestApi, PlacesApi, VerifyApi);
 
 /// The OpenAPI service over `state` (`None`: only to generate the document).
 pub fn service(state: Option<State>) -> OpenApiService<Apis, ()> {
@@ -185,7 +193,13 @@ pub fn service(state: Option<State>) -> OpenApiService<Apis, ()> {
         GeoApi {
             state: state.clone(),
         },
-        SuggestApi { state },
+        SuggestApi {
+            state: state.clone(),
+        },
+        PlacesApi {
+            state: state.clone(),
+        },
+        VerifyApi { state },
     );
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(DESCRIPTION)

@@ -12,7 +12,7 @@
 use poem::{IntoResponse, Response};
 use poem_openapi::ApiResponse;
 use poem_openapi::payload::{Json, Payload};
-use poem_openapi::registry::{MetaResponses, MetaSchemaRef, Registry};
+use poem_openapi::registry::{MetaHeader, MetaResponses, MetaSchemaRef, Registry};
 use poem_openapi::types::{ToJSON, Type};
 use serde::Serialize;
 
@@ -44,6 +44,62 @@ impl<T: Serialize + Send> IntoResponse for Reply<T> {
 impl<T: ToJSON + Serialize + Send> ApiResponse for Reply<T> {
     fn meta() -> MetaResponses {
         <Json<T> as ApiResponse>::meta()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+}
+
+/// A JSON 200 of type `T` a browser may keep (`Cache-Control: private, max-age=...`):
+/// the answers of the GET forms, which depend only on the dataset (docs/browser.md).
+pub struct Cached<T>(pub T);
+
+/// How long a browser may keep a GET answer: an hour (the dataset changes by import).
+pub const CACHE_CONTROL: &str = "private, max-age=3600";
+
+impl<T: Type> Payload for Cached<T> {
+    const CONTENT_TYPE: &'static str = Json::<T>::CONTENT_TYPE;
+
+    fn check_content_type(content_type: &str) -> bool {
+        Json::<T>::check_content_type(content_type)
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+}
+
+impl<T: Serialize + Send> IntoResponse for Cached<T> {
+    fn into_response(self) -> Response {
+        let mut response = Reply(self.0).into_response();
+        response.headers_mut().insert(
+            poem::http::header::CACHE_CONTROL,
+            poem::http::HeaderValue::from_static(CACHE_CONTROL),
+        );
+        response
+    }
+}
+
+impl<T: ToJSON + Serialize + Send> ApiResponse for Cached<T> {
+    fn meta() -> MetaResponses {
+        let mut meta = <Json<T> as ApiResponse>::meta();
+        for response in &mut meta.responses {
+            response.headers.push(MetaHeader {
+                name: "Cache-Control".to_string(),
+                description: Some(format!(
+                    "`{CACHE_CONTROL}`: the answer depends only on the dataset (its balance and rate limit are those of the moment it was answered)."
+                )),
+                required: true,
+                deprecated: false,
+                schema: String::schema_ref(),
+            });
+        }
+        meta
     }
 
     fn register(registry: &mut Registry) {
@@ -87,5 +143,8 @@ mod tests {
         same::<CountriesResponse>();
         same::<NearestBulkResponse>();
         same::<SuggestResponse>();
+        same::<crate::api::places::PlacesResponse>();
+        same::<crate::api::verify::VerifyResponse>();
+        same::<crate::api::verify::VerifyBulkResponse>();
     }
 }

@@ -4,6 +4,11 @@
 
 use std::sync::Arc;
 
+use super::get::text;
+use super::reply::Cached;
+use poem::Request;
+use poem_openapi::param::Query;
+
 use super::reply::Reply;
 use poem_openapi::types::Example;
 use poem_openapi::{Object, OpenApi};
@@ -54,14 +59,73 @@ impl SuggestApi {
         let state = self.state.as_deref().ok_or_else(|| {
             ApiError::internal(anyhow::anyhow!("the API runs without a database"))
         })?;
-        let Billed {
-            answer, envelope, ..
-        } = state.billed::<Suggest>(&body).await?;
-        Ok(Reply(SuggestResponse {
-            results: answer,
-            envelope,
-        }))
+        suggest_answer(state, &body).await.map(Reply)
     }
+
+    /// A 200 may be kept by the browser an hour. Billed 0.000028 USD when it answers 200.
+    #[oai(
+        path = "/api/suggest",
+        method = "get",
+        operation_id = "suggestGet",
+        tag = "ApiTags::Cities"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn suggest_get(
+        &self,
+        request: &Request,
+        /// What the user typed so far.
+        q: Query<Option<String>>,
+        /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
+        country: Query<Option<String>>,
+        /// Only places of this state / region (admin name1; US: also the code).
+        state: Query<Option<String>>,
+        /// Only places of this state / region code (admin code1).
+        #[oai(name = "ST")]
+        st: Query<Option<String>>,
+        /// How many results at most: 1 to 50, default 10.
+        limit: Query<Option<String>>,
+        /// Your API key (a publishable key, from a page).
+        key: Query<Option<String>>,
+    ) -> Result<Cached<SuggestResponse>, ApiError> {
+        // A number as the body would carry it; anything else stays text (400 Invalid 'limit').
+        let limit = limit.0.map(|l| match l.parse::<u64>() {
+            Ok(n) => Value::from(n),
+            Err(_) => Value::String(l),
+        });
+        let body = ContractJson::from_query(
+            request,
+            [
+                ("q", text(q)),
+                ("country", text(country)),
+                ("state", text(state)),
+                ("ST", text(st)),
+                ("limit", limit),
+                ("apiKey", text(key)),
+            ],
+        );
+        suggest_answer(
+            self.state.as_deref().ok_or_else(|| {
+                ApiError::internal(anyhow::anyhow!("the API runs without a database"))
+            })?,
+            &body,
+        )
+        .await
+        .map(Cached)
+    }
+}
+
+/// `/api/suggest`'s answer to `body` (POST, or GET's query as a body).
+pub(super) async fn suggest_answer(
+    state: &State,
+    body: &ContractJson<SuggestRequest>,
+) -> Result<SuggestResponse, ApiError> {
+    let Billed {
+        answer, envelope, ..
+    } = state.billed::<Suggest>(body).await?;
+    Ok(SuggestResponse {
+        results: answer,
+        envelope,
+    })
 }
 
 /// `/api/suggest` on the one billed path: 1 query.

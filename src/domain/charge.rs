@@ -24,6 +24,9 @@ pub enum Endpoint {
     Autocomplete,
     NearestBulk,
     Suggest,
+    Places,
+    Verify,
+    VerifyBulk,
     /// Free: never charged (like `/api/aboutapi`).
     Countries,
     /// Free: never charged.
@@ -31,7 +34,7 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 14] = [
+    pub const ALL: [Endpoint; 17] = [
         Endpoint::Lookup,
         Endpoint::City,
         Endpoint::Metacode,
@@ -44,6 +47,9 @@ impl Endpoint {
         Endpoint::Autocomplete,
         Endpoint::NearestBulk,
         Endpoint::Suggest,
+        Endpoint::Places,
+        Endpoint::Verify,
+        Endpoint::VerifyBulk,
         Endpoint::Countries,
         Endpoint::Aboutapi,
     ];
@@ -63,6 +69,9 @@ impl Endpoint {
             Endpoint::Autocomplete => "autocomplete",
             Endpoint::NearestBulk => "nearest-bulk",
             Endpoint::Suggest => "suggest",
+            Endpoint::Places => "places",
+            Endpoint::Verify => "verify",
+            Endpoint::VerifyBulk => "verify-bulk",
             Endpoint::Countries => "countries",
             Endpoint::Aboutapi => "aboutapi",
         }
@@ -88,12 +97,17 @@ impl Endpoint {
                 | Endpoint::Validate
                 | Endpoint::Autocomplete
                 | Endpoint::Suggest
+                | Endpoint::Places
+                | Endpoint::Verify
         )
     }
 
     /// Bulk operations are billed per record and refused with the bulk texts.
     pub const fn is_bulk(self) -> bool {
-        matches!(self, Endpoint::ValidateBulk | Endpoint::NearestBulk)
+        matches!(
+            self,
+            Endpoint::ValidateBulk | Endpoint::NearestBulk | Endpoint::VerifyBulk
+        )
     }
 }
 

@@ -11,3 +11,4 @@ pub mod city;
 pub mod geo;
 pub mod loader;
 pub mod postal;
+pub mod verify;

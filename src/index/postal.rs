@@ -1,4 +1,5 @@
-//! The postal data in memory: every code's first record, for lookup, validation and bulk.
+//! The postal data in memory: every code's first record, for lookup, validation and bulk,
+//! and the other places of the codes that have several (`/api/places`, `/api/verify`).
 //!
 //! Why: in WAL mode a SQLite connection throws its whole page cache away when it starts a
 //! read after another connection's commit, and the billing writer commits hundreds of times
@@ -20,7 +21,7 @@ use rusqlite::Connection;
 use super::city::CityIndex;
 use super::geo::{GeoIndex, GeoSource};
 use crate::db;
-use crate::db::postal::{CountryData, Coverage, PlaceRecord};
+use crate::db::postal::{CountryData, Coverage, PlaceRecord, RecordRow};
 use crate::domain::postal_code::{ZipInput, canonical};
 use crate::domain::{CountryCode, PostalQuery};
 
@@ -46,6 +47,28 @@ pub struct PostalIndex {
     loaded_at: std::time::SystemTime,
     /// Place names for /api/city and /api/suggest, loaded and swapped with the rest.
     city: CityIndex,
+}
+
+/// One place of a postal code (`/api/places`): its name, region (admin name1/code1),
+/// county (admin name2) and coordinates, in every country.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodePlace {
+    pub city: String,
+    /// "" when absent.
+    pub state: String,
+    /// "" when absent.
+    pub st: String,
+    pub county: Option<String>,
+    pub latitude: Option<f64>,
+    pub longitude: Option<f64>,
+}
+
+/// Every place of a postal code (its records in source order, the first one first) and the
+/// code as stored (canonical).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodePlaces {
+    pub zipcode: String,
+    pub places: Vec<CodePlace>,
 }
 
 /// The fields of a code's first record the geography endpoints show, borrowed.
@@ -77,15 +100,74 @@ struct CountryCodes {
     /// By rank; their texts are in `texts`.
     records: Vec<StoredRecord>,
     texts: Box<str>,
+    /// The other records of the codes, by rank of their code then in source order: those
+    /// of rank r end at `others_end[r]` (and start where rank r - 1's end).
+    others: Vec<OtherRecord>,
+    others_end: Vec<u32>,
+}
+
+/// A record of a code after its first: only what `/api/places` shows (24 bytes, its name
+/// tab-terminated in the country's arena, its region shared with every record of the
+/// same region). About 0.75 M of them on the full set: 88 k codes have several records,
+/// IN's post offices and MX's colonias most.
+struct OtherRecord {
+    latitude: f64,
+    longitude: f64,
+    /// Offset of `place name\t` in the country's texts.
+    name: u32,
+    /// Offset of `admin name1\tadmin code1\tadmin name2\t` in the country's texts.
+    region: u32,
 }
 
 /// A country's codes as the load reads them: the first record of each key, in source
-/// order.
+/// order, and the other records with the source position of their code's first.
 #[derive(Default)]
 struct ReadCodes {
     by_key: HashMap<Box<str>, u32>,
     records: Vec<StoredRecord>,
     texts: String,
+    others: Vec<(u32, OtherRecord)>,
+    regions: HashMap<Box<str>, u32>,
+}
+
+impl ReadCodes {
+    /// Keeps `r`, a later record of the code whose first record is at `first`.
+    fn other(&mut self, first: u32, r: &RecordRow<'_>) {
+        let region = [r.admin_name1, r.admin_code1, r.admin_name2]
+            .map(|v| v.unwrap_or(""))
+            .join("\t")
+            + "\t";
+        let texts = &mut self.texts;
+        let region = *self
+            .regions
+            .entry(region.into())
+            .or_insert_with_key(|text| {
+                let at = offset(texts.len());
+                texts.push_str(text);
+                at
+            });
+        let name = offset(self.texts.len());
+        self.texts.push_str(r.place_name);
+        self.texts.push('\t');
+        let other = OtherRecord {
+            latitude: stored_coordinate(r.latitude),
+            longitude: stored_coordinate(r.longitude),
+            name,
+            region,
+        };
+        self.others.push((first, other));
+    }
+}
+
+/// An offset into a country's texts (a few MB; the largest, about 12 MB): a file that
+/// made one pass 4 GiB would be caught here rather than wrap.
+fn offset(at: usize) -> u32 {
+    u32::try_from(at).expect("a country's record texts under 4 GiB")
+}
+
+/// The tab-terminated fields of `texts` from `at`.
+fn fields_at(texts: &str, at: u32) -> impl Iterator<Item = &str> {
+    texts[at as usize..].split('\t')
 }
 
 impl CountryCodes {
@@ -94,6 +176,21 @@ impl CountryCodes {
         let mut keyed: Vec<(Box<str>, u32)> = read.by_key.into_iter().collect();
         keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut records: Vec<Option<StoredRecord>> = read.records.into_iter().map(Some).collect();
+        // Source position of a first record -> rank of its code.
+        let mut rank_of = vec![0u32; records.len()];
+        for (rank, (_, at)) in keyed.iter().enumerate() {
+            rank_of[*at as usize] = rank as u32;
+        }
+        let mut others = read.others;
+        // Stable: each code's records stay in source order.
+        others.sort_by_key(|(first, _)| rank_of[*first as usize]);
+        let mut others_end = vec![0u32; keyed.len()];
+        for (i, (first, _)) in others.iter().enumerate() {
+            others_end[rank_of[*first as usize] as usize] = i as u32 + 1;
+        }
+        for rank in 1..others_end.len() {
+            others_end[rank] = others_end[rank].max(others_end[rank - 1]);
+        }
         let mut codes = CountryCodes {
             keys: String::with_capacity(keyed.iter().map(|(k, _)| k.len()).sum()),
             ends: Vec::with_capacity(keyed.len()),
@@ -103,6 +200,8 @@ impl CountryCodes {
             // A copy of exactly its length: `shrink_to_fit` may keep the block (mimalloc's
             // realloc keeps one that is at most half unused), up to half of it spare.
             texts: Box::from(read.texts.as_str()),
+            others: others.into_iter().map(|(_, other)| other).collect(),
+            others_end,
         };
         for (rank, (key, at)) in keyed.into_iter().enumerate() {
             codes.keys.push_str(&key);
@@ -123,9 +222,38 @@ impl CountryCodes {
     }
 
     fn get(&self, key: &str) -> Option<RecordRef<'_>> {
+        self.rank(key).and_then(|r| self.at(r))
+    }
+
+    fn rank(&self, key: &str) -> Option<u32> {
         self.table
             .find(self.hasher.hash_one(key), |r| self.key(*r) == key)
-            .and_then(|r| self.at(*r))
+            .copied()
+    }
+
+    /// Every place of the code of `rank`: its first record, then the others.
+    fn places(&self, rank: u32) -> Option<Vec<CodePlace>> {
+        let first = self.at(rank)?.code_place();
+        let end = self.others_end[rank as usize] as usize;
+        let start = match rank {
+            0 => 0,
+            r => self.others_end[r as usize - 1] as usize,
+        };
+        let others = self.others[start..end].iter().map(|o| {
+            let city = fields_at(&self.texts, o.name).next().unwrap_or("");
+            let mut region = fields_at(&self.texts, o.region);
+            let mut next = || region.next().unwrap_or("").to_string();
+            let (state, st, county) = (next(), next(), next());
+            CodePlace {
+                city: city.to_string(),
+                state,
+                st,
+                county: Some(county).filter(|c| !c.is_empty()),
+                latitude: coordinate(o.latitude),
+                longitude: coordinate(o.longitude),
+            }
+        });
+        Some(std::iter::once(first).chain(others).collect())
     }
 
     fn at(&self, rank: u32) -> Option<RecordRef<'_>> {
@@ -204,9 +332,6 @@ impl StoredRecord {
             texts.push_str(field.map_or("", |f| f.as_str()));
             texts.push('\t');
         }
-        // A country's texts are a few MB (the largest, about 9 MB); a file that made one
-        // pass 4 GiB would be caught here rather than wrap.
-        let offset = |at: usize| u32::try_from(at).expect("a country's record texts under 4 GiB");
         StoredRecord {
             start: offset(start),
             end: offset(texts.len()),
@@ -248,6 +373,21 @@ impl<'a> RecordRef<'a> {
             place_name: next(),
             admin_name1: next(),
             admin_code1: next(),
+            latitude: coordinate(self.stored.latitude),
+            longitude: coordinate(self.stored.longitude),
+        }
+    }
+
+    fn code_place(self) -> CodePlace {
+        // postal code, place name, admin name1, admin code1, admin name2, ...
+        let mut fields = self.text.split('\t').skip(1);
+        let mut next = || fields.next().unwrap_or("").to_string();
+        let (city, state, st, county) = (next(), next(), next(), next());
+        CodePlace {
+            city,
+            state,
+            st,
+            county: Some(county).filter(|c| !c.is_empty()),
             latitude: coordinate(self.stored.latitude),
             longitude: coordinate(self.stored.longitude),
         }
@@ -317,7 +457,8 @@ impl PostalIndex {
                 carried[level] |= name.is_some() || code.is_some();
             }
             let of_country = read.entry(country).or_default();
-            if of_country.by_key.contains_key(r.compact_key) {
+            if let Some(&first) = of_country.by_key.get(r.compact_key) {
+                of_country.other(first, r);
                 return Ok(());
             }
             let record = r.to_record();
@@ -411,6 +552,18 @@ impl PostalIndex {
     pub fn lookup(&self, country: CountryCode, zipcode: &ZipInput) -> Option<PlaceRecord> {
         let query = self.query(country, zipcode)?;
         self.find(country, &query).map(RecordRef::record)
+    }
+
+    /// Every place of a postal code, after normalisation: the first record (lookup's),
+    /// then the others in source order.
+    pub fn places(&self, country: CountryCode, zipcode: &ZipInput) -> Option<CodePlaces> {
+        let query = self.query(country, zipcode)?;
+        let of_country = self.first.get(&country)?;
+        let rank = query.candidates().find_map(|key| of_country.rank(key))?;
+        Some(CodePlaces {
+            zipcode: canonical(country, of_country.at(rank)?.postal_code()),
+            places: of_country.places(rank)?,
+        })
     }
 
     /// Whether a postal code exists in the country's data.

@@ -327,7 +327,7 @@ fn unknown_paths_are_404_and_other_methods_405() {
     let app = spawn_app();
     assert_error(app.post("/api/nothing", &json!({})), 404, "Not found");
     assert_error(app.get("/nowhere"), 404, "Not found");
-    let reply = app.get("/api/lookup");
+    let reply = app.get("/api/metacode");
     assert_eq!(
         (reply.status, reply.body),
         (405, error("Method not allowed"))

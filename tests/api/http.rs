@@ -84,7 +84,7 @@ fn another_method_on_an_api_path_is_a_405_that_allows_post() {
     let app = spawn_app();
     for method in ["GET", "PUT", "DELETE", "OPTIONS", "PATCH"] {
         let request =
-            format!("{method} /api/lookup HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            format!("{method} /api/validate HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         let reply = raw_request(host(&app.address), request.as_bytes(), WAIT);
         assert_json_error(&reply, 405, "Method not allowed");
         assert!(
@@ -102,7 +102,7 @@ fn a_keep_alive_connection_still_works_after_the_json_error_changes() {
     for _ in 0..3 {
         let reply = app.lookup(json!({"apiKey": key, "zipcode": "90210"}));
         assert_eq!(reply.status, 200, "{reply:?}");
-        let reply = app.get("/api/lookup");
+        let reply = app.get("/api/validate");
         assert_eq!(
             (reply.status, reply.body),
             (405, error("Method not allowed"))

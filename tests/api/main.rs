@@ -16,6 +16,8 @@ mod city_v3;
 mod endpoints;
 /// Every error of the contract: status and exact text.
 mod errors;
+/// Checkout forms: /api/places, /api/verify, verify-bulk, the GET forms.
+mod forms;
 /// nearest, radius, distance, autocomplete, countries, nearest-bulk on the sample.
 mod geo;
 /// /api/nearest and /api/radius against a brute-force scan of allCountries.zip (slow).

@@ -28,12 +28,51 @@ fn every_operation_of_the_contract_is_documented_with_its_errors() {
         "/api/validate-bulk",
         "/api/aboutapi",
         "/api/suggest",
+        "/api/places",
+        "/api/verify",
+        "/api/verify-bulk",
     ] {
         let responses = &spec["paths"][path]["post"]["responses"];
         for status in ["200", "400", "401", "402", "404", "413", "429", "500"] {
             assert!(
                 responses.get(status).is_some(),
                 "{path} documents no {status}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_get_forms_of_a_form_s_reads_are_documented_with_their_parameters_and_cache() {
+    let spec: serde_json::Value =
+        serde_json::from_str(&postal::api::spec_json()).expect("spec JSON");
+    for (path, params) in [
+        ("/api/lookup", &["zipcode", "country", "key"][..]),
+        ("/api/places", &["zipcode", "country", "key"]),
+        ("/api/city", &["city", "state", "ST", "country", "key"]),
+        (
+            "/api/suggest",
+            &["q", "country", "state", "ST", "limit", "key"],
+        ),
+    ] {
+        let get = &spec["paths"][path]["get"];
+        let names: Vec<&str> = get["parameters"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{path}: no parameters"))
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, params, "{path}");
+        assert!(
+            get["responses"]["200"]["headers"]
+                .get("Cache-Control")
+                .is_some(),
+            "{path}"
+        );
+        for status in ["400", "401", "402", "403", "404", "429", "500"] {
+            assert!(
+                get["responses"].get(status).is_some(),
+                "{path} GET: {status}"
             );
         }
     }

@@ -1,0 +1,202 @@
+//! POST /api/places: every place of a postal code (FR, DE, GB, AT, CH... have several
+//! towns per code), with region and county in every country, from memory; 1 query.
+
+use std::sync::Arc;
+
+use super::get::text;
+use super::reply::Cached;
+use poem::Request;
+use poem_openapi::param::Query;
+
+use poem_openapi::types::Example;
+use poem_openapi::{Object, OpenApi};
+use serde::Serialize;
+
+use super::billed::{Billed, MISSING_API_KEY, Operation};
+use super::contract::ContractJson;
+use super::error::ApiError;
+use super::lookup::CodeQuery;
+use super::reply::Reply;
+use super::types::{CodeRequest, Envelope, example_envelope};
+use super::{ApiTags, State};
+use crate::domain::charge::Endpoint;
+use crate::index::postal::CodePlace;
+
+/// The places API; `state` is `None` only to generate the OpenAPI document.
+pub struct PlacesApi {
+    pub(super) state: Option<Arc<State>>,
+}
+
+#[OpenApi]
+impl PlacesApi {
+    /// Every place of a postal code.
+    ///
+    /// What a form offers when a code has several towns: each record of the code, the
+    /// first one (the one /api/lookup answers) first, with its region (admin name1/code1)
+    /// and county (admin name2) in every country. An unknown code is 404, not billed.
+    /// Billed 0.000028 USD when it answers 200.
+    #[oai(
+        path = "/api/places",
+        method = "post",
+        operation_id = "places",
+        tag = "ApiTags::PostalCodes"
+    )]
+    async fn places(
+        &self,
+        body: ContractJson<CodeRequest>,
+    ) -> Result<Reply<PlacesResponse>, ApiError> {
+        let state = self.state.as_deref().ok_or_else(|| {
+            ApiError::internal(anyhow::anyhow!("the API runs without a database"))
+        })?;
+        places_answer(state, &body).await.map(Reply)
+    }
+
+    /// A 200 may be kept by the browser an hour. Billed 0.000028 USD when it answers 200.
+    #[oai(
+        path = "/api/places",
+        method = "get",
+        operation_id = "placesGet",
+        tag = "ApiTags::PostalCodes"
+    )]
+    async fn places_get(
+        &self,
+        request: &Request,
+        /// The postal code.
+        zipcode: Query<Option<String>>,
+        /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
+        country: Query<Option<String>>,
+        /// Your API key (a publishable key, from a page).
+        key: Query<Option<String>>,
+    ) -> Result<Cached<PlacesResponse>, ApiError> {
+        let body = ContractJson::from_query(
+            request,
+            [
+                ("zipcode", text(zipcode)),
+                ("country", text(country)),
+                ("apiKey", text(key)),
+            ],
+        );
+        places_answer(
+            self.state.as_deref().ok_or_else(|| {
+                ApiError::internal(anyhow::anyhow!("the API runs without a database"))
+            })?,
+            &body,
+        )
+        .await
+        .map(Cached)
+    }
+}
+
+/// `/api/places`' answer to `body` (POST, or GET's query as a body).
+pub(super) async fn places_answer(
+    state: &State,
+    body: &ContractJson<CodeRequest>,
+) -> Result<PlacesResponse, ApiError> {
+    let Billed {
+        answer, envelope, ..
+    } = state.billed::<Places>(body).await?;
+    Ok(PlacesResponse {
+        places: answer.into_iter().map(PlaceItem::from).collect(),
+        envelope,
+    })
+}
+
+/// `/api/places` on the one billed path: 1 query.
+pub struct Places;
+
+impl Operation for Places {
+    const ENDPOINT: Endpoint = Endpoint::Places;
+    type Body = ContractJson<CodeRequest>;
+    type Parsed = CodeQuery;
+    type Answer = Vec<CodePlace>;
+
+    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
+        body.api_key(MISSING_API_KEY)
+    }
+
+    fn parse(body: &Self::Body) -> Result<CodeQuery, ApiError> {
+        Ok(CodeQuery {
+            zipcode: body.zipcode()?,
+            country: body.country()?,
+        })
+    }
+
+    async fn work(state: &State, query: CodeQuery) -> Result<Vec<CodePlace>, ApiError> {
+        state
+            .postal()
+            .places(query.country, &query.zipcode)
+            .map(|code| code.places)
+            .ok_or_else(|| ApiError::not_found("ZIP code not found"))
+    }
+}
+
+/// One place of a postal code.
+#[derive(Debug, Clone, PartialEq, Object, Serialize)]
+#[oai(skip_serializing_if_is_none)]
+pub struct PlaceItem {
+    /// The place name as the data writes it.
+    pub city: String,
+    /// Its state / region (admin name1); "" when the data has none.
+    pub state: String,
+    /// Its state / region code (admin code1); "" when the data has none.
+    #[oai(rename = "ST")]
+    #[serde(rename = "ST")]
+    pub st: String,
+    /// Its county / district (admin name2); absent when the data has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub county: Option<String>,
+    #[oai(nullable)]
+    pub latitude: Option<f64>,
+    #[oai(nullable)]
+    pub longitude: Option<f64>,
+}
+
+impl From<CodePlace> for PlaceItem {
+    fn from(p: CodePlace) -> PlaceItem {
+        PlaceItem {
+            city: p.city,
+            state: p.state,
+            st: p.st,
+            county: p.county,
+            latitude: p.latitude,
+            longitude: p.longitude,
+        }
+    }
+}
+
+/// 200 of /api/places.
+#[derive(Debug, Object, Serialize)]
+#[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacesResponse {
+    /// Every record of the code, the first (lookup's) first, then in the data's order.
+    pub places: Vec<PlaceItem>,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
+}
+
+impl Example for PlacesResponse {
+    fn example() -> Self {
+        PlacesResponse {
+            places: example_places(),
+            envelope: example_envelope(4.999972),
+        }
+    }
+}
+
+/// The places of FR 75001, as `/api/places` answers them on the full dataset.
+pub(super) fn example_places() -> Vec<PlaceItem> {
+    let place = |city: &str, latitude, longitude| PlaceItem {
+        city: city.into(),
+        state: "Île-de-France".into(),
+        st: "11".into(),
+        county: Some("Paris".into()),
+        latitude: Some(latitude),
+        longitude: Some(longitude),
+    };
+    vec![
+        place("Paris", 48.8534, 2.3488),
+        place("Paris 01", 48.8592, 2.3417),
+    ]
+}
