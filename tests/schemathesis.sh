@@ -7,10 +7,10 @@
 # the account's key put into each body by tests/schemathesis/hooks.py. Exits non-zero on
 # any failure.
 #
-#   tests/schemathesis.sh            # 2 min 39 s on 2 cores shared with a benchmark run:
-#                                    # 14 operations, 15,995 cases, 0 failures (fuzzing
-#                                    # repeats until the 150 s budget is spent, so the
-#                                    # count follows the machine's speed)
+#   tests/schemathesis.sh            # 4 min 7 s on 2 cores (2026-11-25): 17 POST
+#                                    # operations 14,362 cases, the GET forms 4,530 and
+#                                    # 2,917, 0 failures (fuzzing repeats until each
+#                                    # budget is spent, so the counts follow the speed)
 #   SCHEMATHESIS_MAX_EXAMPLES=20 tests/schemathesis.sh
 #   SCHEMATHESIS_OPERATIONS='^/api/radius$' tests/schemathesis.sh   # one operation
 set -euo pipefail
@@ -20,6 +20,7 @@ VERSION=4.32.5
 VENV=${SCHEMATHESIS_VENV:-target/schemathesis-venv}
 MAX_EXAMPLES=${SCHEMATHESIS_MAX_EXAMPLES:-30}
 MAX_TIME=${SCHEMATHESIS_MAX_TIME:-150}
+GET_MAX_TIME=${SCHEMATHESIS_GET_MAX_TIME:-40}
 SEED=${SCHEMATHESIS_SEED:-20261122}
 
 if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "$VERSION"; then
@@ -61,11 +62,23 @@ operations=()
 [ -n "${SCHEMATHESIS_OPERATIONS:-}" ] && operations=(--include-path-regex "$SCHEMATHESIS_OPERATIONS")
 
 export PYTHONPATH=tests/schemathesis SCHEMATHESIS_HOOKS=hooks
-"$VENV/bin/schemathesis" run "http://$address/openapi.json" \
-    --checks all \
-    --seed "$SEED" \
-    --max-examples "$MAX_EXAMPLES" \
-    --max-time "$MAX_TIME" \
-    --workers 2 \
-    "${operations[@]}" \
-    --no-color
+run() {
+    "$VENV/bin/schemathesis" run "http://$address/openapi.json" \
+        --checks all \
+        --seed "$SEED" \
+        --max-examples "$MAX_EXAMPLES" \
+        "${operations[@]}" \
+        --no-color \
+        "$@"
+}
+# The POST operations on two workers; then the GET forms on one: with two, the coverage
+# phase's query-parameter cases crash inside Hypothesis on Python 3.11 ("AST constructor
+# recursion depth mismatch": ast.parse from two threads at once), a runtime error of the
+# tool, not a finding. GET /api/city alone without positive_data_acceptance: for the US
+# one of its `state`/`ST` parameters is required, a rule over two query parameters OpenAPI
+# 3.0 cannot state (the POST body states it with anyOf), so its positive cases without
+# either get the contract's 400 `Missing 'state' or 'ST' in request body`, as the POST's do.
+run --exclude-method GET --workers 2 --max-time "$MAX_TIME"
+run --include-method GET --exclude-operation-id findCityGet --workers 1 --max-time "$GET_MAX_TIME"
+run --include-operation-id findCityGet --exclude-checks positive_data_acceptance --workers 1 \
+    --max-time "$GET_MAX_TIME"

@@ -14,7 +14,7 @@ use super::city::City;
 use super::contract::ContractJson;
 use super::envelope::Timings;
 use super::error::ApiError;
-use super::get::text;
+use super::get::{self, text};
 use super::lookup::{FirstRecord, Lookup, Metacode, Metazip};
 use super::reply::Cached;
 use super::types::*;
@@ -205,6 +205,10 @@ impl PostalApi {
         }))
     }
 
+    /// Look up a postal code (GET, for pages).
+    ///
+    /// As POST /api/lookup, with the fields as query parameters and the key as `key`
+    /// (`Authorization`/`X-Api-Key` win). `zipcode` is text as typed. A 200 may be kept by
     /// the browser an hour. Billed 0.000028 USD when it answers 200.
     #[oai(
         path = "/api/lookup",
@@ -216,11 +220,11 @@ impl PostalApi {
         &self,
         request: &Request,
         /// The postal code.
-        zipcode: Query<Option<String>>,
+        zipcode: Query<get::Required>,
         /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
-        country: Query<Option<String>>,
+        country: Query<get::Country>,
         /// Your API key (a publishable key, from a page).
-        key: Query<Option<String>>,
+        key: Query<get::Required>,
     ) -> Result<Cached<LookupResponse>, ApiError> {
         let body = ContractJson::from_query(
             request,
@@ -233,6 +237,9 @@ impl PostalApi {
         lookup_answer(self.state()?, &body).await.map(Cached)
     }
 
+    /// Find the postal codes of a city (GET, for pages).
+    ///
+    /// As POST /api/city, with the fields as query parameters and the key as `key`.
     /// A 200 may be kept by the browser an hour. Billed 0.000028 USD when it answers 200.
     #[oai(
         path = "/api/city",
@@ -245,16 +252,16 @@ impl PostalApi {
         &self,
         request: &Request,
         /// City or place name.
-        city: Query<Option<String>>,
+        city: Query<get::Required>,
         /// Full state name (US: or its code); for US either `state` or `ST` is required.
-        state: Query<Option<String>>,
+        state: Query<get::Text>,
         /// State abbreviation (admin code 1).
         #[oai(name = "ST")]
-        st: Query<Option<String>>,
+        st: Query<get::Text>,
         /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
-        country: Query<Option<String>>,
+        country: Query<get::Country>,
         /// Your API key (a publishable key, from a page).
-        key: Query<Option<String>>,
+        key: Query<get::Required>,
     ) -> Result<Cached<CityResponse>, ApiError> {
         let body = ContractJson::from_query(
             request,

@@ -2,7 +2,7 @@
 //! rate-limit status.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::types::{Envelope, Millis, Performance, RateLimitStatus, WindowUse};
 use crate::domain::charge::AccountStatus;
@@ -75,6 +75,7 @@ impl Envelope {
             balance: balance.to_usd(),
             performance: timings.billed(),
             rate_limit: rate_limit_status(rate),
+            billed: true,
         }
     }
 
@@ -84,7 +85,36 @@ impl Envelope {
             balance: account.balance.to_usd(),
             performance: timings.total_only(),
             rate_limit: rate_limit_status(&account.rate),
+            billed: false,
         }
+    }
+
+    /// `RateLimit-Policy` and `RateLimit` (IETF httpapi draft, docs/browser.md) of a
+    /// billed answer whose account has window limits: each limited window as a policy
+    /// (`"minute";q=60;w=60`) and its state after this request (`"minute";r=59;t=42`:
+    /// queries left, seconds to the window's end; windows are fixed UTC ones).
+    pub fn rate_limit_headers(&self, now: SystemTime) -> Option<(String, String)> {
+        if !self.billed || !self.rate_limit.enabled {
+            return None;
+        }
+        let secs = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let windows = [
+            ("minute", 60, &self.rate_limit.per_minute),
+            ("hour", 3_600, &self.rate_limit.per_hour),
+            ("day", 86_400, &self.rate_limit.per_day),
+        ];
+        let (mut policy, mut state) = (Vec::new(), Vec::new());
+        for (name, length, window) in windows {
+            let Some(quota) = window.limit else {
+                continue;
+            };
+            let left = quota.saturating_sub(window.current.unwrap_or(0));
+            policy.push(format!("\"{name}\";q={quota};w={length}"));
+            state.push(format!("\"{name}\";r={left};t={}", length - secs % length));
+        }
+        (!policy.is_empty()).then(|| (policy.join(", "), state.join(", ")))
     }
 }
 

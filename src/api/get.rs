@@ -7,9 +7,111 @@
 //! billed path; the answer may be kept by the browser (`reply::Cached`).
 
 use poem_openapi::param::Query;
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
+use poem_openapi::types::{ParseFromParameter, ParseResult};
 use serde_json::Value;
 
+use super::types::CountryField;
+
 /// A query parameter as the text field of a body.
-pub(super) fn text(value: Query<Option<String>>) -> Option<Value> {
-    value.0.map(Value::String)
+pub(super) fn text(value: Query<impl Into<Option<String>>>) -> Option<Value> {
+    value.0.into().map(Value::String)
 }
+
+/// The query parameters of the GET forms: documented as the body's fields are (required,
+/// non-blank, the country's enum...), read leniently (absent or empty is `None`) so that
+/// the operation's own parse answers a bad one with the contract's 400 text, as for a body.
+macro_rules! query_param {
+    ($ty:ident, $required:expr, $name:expr, $schema:expr, $register:expr) => {
+        pub struct $ty(pub Option<String>);
+
+        impl poem_openapi::types::Type for $ty {
+            const IS_REQUIRED: bool = $required;
+            type RawValueType = Self;
+            type RawElementValueType = Self;
+
+            fn name() -> std::borrow::Cow<'static, str> {
+                $name.into()
+            }
+
+            fn schema_ref() -> MetaSchemaRef {
+                $schema
+            }
+
+            fn register(registry: &mut Registry) {
+                ($register)(registry)
+            }
+
+            fn as_raw_value(&self) -> Option<&Self> {
+                Some(self)
+            }
+
+            fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self> + 'a> {
+                Box::new(self.as_raw_value().into_iter())
+            }
+        }
+
+        impl ParseFromParameter for $ty {
+            fn parse_from_parameter(value: &str) -> ParseResult<Self> {
+                Ok($ty(Some(value.to_string())))
+            }
+
+            fn parse_from_parameters<I: IntoIterator<Item = A>, A: AsRef<str>>(
+                iter: I,
+            ) -> ParseResult<Self> {
+                let first = iter.into_iter().next();
+                Ok($ty(first.map(|v| v.as_ref().to_string())))
+            }
+        }
+
+        impl From<$ty> for Option<String> {
+            fn from(param: $ty) -> Option<String> {
+                param.0
+            }
+        }
+    };
+}
+
+query_param!(
+    Required,
+    true,
+    "non_blank_string",
+    super::types::non_blank_string(),
+    |_: &mut Registry| {}
+);
+query_param!(
+    SearchText,
+    true,
+    "suggest_query",
+    MetaSchemaRef::Inline(Box::new(MetaSchema {
+        max_length: Some(200),
+        pattern: Some(super::suggest::Q_PATTERN.to_string()),
+        ..MetaSchema::new("string")
+    })),
+    |_: &mut Registry| {}
+);
+query_param!(
+    Country,
+    false,
+    "country_code",
+    CountryField::schema_ref(),
+    CountryField::register
+);
+query_param!(
+    Text,
+    false,
+    "string",
+    MetaSchemaRef::Inline(Box::new(MetaSchema::new("string"))),
+    |_: &mut Registry| {}
+);
+query_param!(
+    Limit,
+    false,
+    "limit",
+    MetaSchemaRef::Inline(Box::new(MetaSchema {
+        minimum: Some(1.0),
+        maximum: Some(50.0),
+        ..MetaSchema::new("integer")
+    })),
+    |_: &mut Registry| {}
+);

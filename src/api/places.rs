@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::get::text;
+use super::get::{self, text};
 use super::reply::Cached;
 use poem::Request;
 use poem_openapi::param::Query;
@@ -51,6 +51,9 @@ impl PlacesApi {
         places_answer(state, &body).await.map(Reply)
     }
 
+    /// Every place of a postal code (GET, for pages).
+    ///
+    /// As POST /api/places, with the fields as query parameters and the key as `key`.
     /// A 200 may be kept by the browser an hour. Billed 0.000028 USD when it answers 200.
     #[oai(
         path = "/api/places",
@@ -62,11 +65,11 @@ impl PlacesApi {
         &self,
         request: &Request,
         /// The postal code.
-        zipcode: Query<Option<String>>,
+        zipcode: Query<get::Required>,
         /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
-        country: Query<Option<String>>,
+        country: Query<get::Country>,
         /// Your API key (a publishable key, from a page).
-        key: Query<Option<String>>,
+        key: Query<get::Required>,
     ) -> Result<Cached<PlacesResponse>, ApiError> {
         let body = ContractJson::from_query(
             request,

@@ -9,6 +9,9 @@
 //! way; `tests::replies_are_the_json_of_the_documented_type` checks every response
 //! example both ways.
 
+use std::time::SystemTime;
+
+use poem::http::HeaderValue;
 use poem::{IntoResponse, Response};
 use poem_openapi::ApiResponse;
 use poem_openapi::payload::{Json, Payload};
@@ -16,8 +19,59 @@ use poem_openapi::registry::{MetaHeader, MetaResponses, MetaSchemaRef, Registry}
 use poem_openapi::types::{ToJSON, Type};
 use serde::Serialize;
 
-/// A JSON 200 of type `T`.
+use super::types::{self, Envelope};
+use super::{geo, places, suggest, verify};
+
+/// A JSON 200 of type `T`, with the `RateLimit` headers of its envelope.
 pub struct Reply<T>(pub T);
+
+/// A response that carries the envelope (every 200 of the API does).
+pub trait Enveloped {
+    fn envelope(&self) -> &Envelope;
+}
+
+macro_rules! enveloped {
+    ($($response:ty),* $(,)?) => {
+        $(impl Enveloped for $response {
+            fn envelope(&self) -> &Envelope {
+                &self.envelope
+            }
+        })*
+    };
+}
+
+enveloped!(
+    types::LookupResponse,
+    types::CityResponse,
+    types::MetaResponse,
+    types::ValidateResponse,
+    types::BulkResponse,
+    types::AboutResponse,
+    geo::NearestResponse,
+    geo::RadiusResponse,
+    geo::DistanceResponse,
+    geo::AutocompleteResponse,
+    geo::CountriesResponse,
+    geo::NearestBulkResponse,
+    suggest::SuggestResponse,
+    places::PlacesResponse,
+    verify::VerifyResponse,
+    verify::VerifyBulkResponse,
+);
+
+/// `T` as JSON, and `RateLimit-Policy`/`RateLimit` when its envelope has them.
+fn json_response<T: Serialize + Enveloped + Send>(body: T) -> Response {
+    let headers = body.envelope().rate_limit_headers(SystemTime::now());
+    let mut response = poem::web::Json(body).into_response();
+    if let Some((policy, state)) = headers
+        && let (Ok(policy), Ok(state)) =
+            (HeaderValue::try_from(policy), HeaderValue::try_from(state))
+    {
+        response.headers_mut().insert("ratelimit-policy", policy);
+        response.headers_mut().insert("ratelimit", state);
+    }
+    response
+}
 
 impl<T: Type> Payload for Reply<T> {
     const CONTENT_TYPE: &'static str = Json::<T>::CONTENT_TYPE;
@@ -35,13 +89,13 @@ impl<T: Type> Payload for Reply<T> {
     }
 }
 
-impl<T: Serialize + Send> IntoResponse for Reply<T> {
+impl<T: Serialize + Enveloped + Send> IntoResponse for Reply<T> {
     fn into_response(self) -> Response {
-        poem::web::Json(self.0).into_response()
+        json_response(self.0)
     }
 }
 
-impl<T: ToJSON + Serialize + Send> ApiResponse for Reply<T> {
+impl<T: ToJSON + Serialize + Enveloped + Send> ApiResponse for Reply<T> {
     fn meta() -> MetaResponses {
         <Json<T> as ApiResponse>::meta()
     }
@@ -74,9 +128,9 @@ impl<T: Type> Payload for Cached<T> {
     }
 }
 
-impl<T: Serialize + Send> IntoResponse for Cached<T> {
+impl<T: Serialize + Enveloped + Send> IntoResponse for Cached<T> {
     fn into_response(self) -> Response {
-        let mut response = Reply(self.0).into_response();
+        let mut response = json_response(self.0);
         response.headers_mut().insert(
             poem::http::header::CACHE_CONTROL,
             poem::http::HeaderValue::from_static(CACHE_CONTROL),
@@ -85,7 +139,7 @@ impl<T: Serialize + Send> IntoResponse for Cached<T> {
     }
 }
 
-impl<T: ToJSON + Serialize + Send> ApiResponse for Cached<T> {
+impl<T: ToJSON + Serialize + Enveloped + Send> ApiResponse for Cached<T> {
     fn meta() -> MetaResponses {
         let mut meta = <Json<T> as ApiResponse>::meta();
         for response in &mut meta.responses {

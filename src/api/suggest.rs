@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::get::text;
+use super::get::{self, text};
 use super::reply::Cached;
 use poem::Request;
 use poem_openapi::param::Query;
@@ -24,6 +24,11 @@ use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::text::fold;
 use crate::index::postal::PostalIndex;
+
+/// What `q` must hold (its schema's pattern): an ASCII letter or digit, or a character
+/// outside ASCII that is not white space.
+pub const Q_PATTERN: &str =
+    r"[0-9A-Za-z]|[^\x00-\x7F\u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]";
 
 /// Results when `limit` is absent.
 pub const DEFAULT_LIMIT: usize = 10;
@@ -62,6 +67,9 @@ impl SuggestApi {
         suggest_answer(state, &body).await.map(Reply)
     }
 
+    /// Suggest place names as the user types (GET, for pages).
+    ///
+    /// As POST /api/suggest, with the fields as query parameters and the key as `key`.
     /// A 200 may be kept by the browser an hour. Billed 0.000028 USD when it answers 200.
     #[oai(
         path = "/api/suggest",
@@ -74,21 +82,21 @@ impl SuggestApi {
         &self,
         request: &Request,
         /// What the user typed so far.
-        q: Query<Option<String>>,
+        q: Query<get::SearchText>,
         /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
-        country: Query<Option<String>>,
+        country: Query<get::Country>,
         /// Only places of this state / region (admin name1; US: also the code).
-        state: Query<Option<String>>,
+        state: Query<get::Text>,
         /// Only places of this state / region code (admin code1).
         #[oai(name = "ST")]
-        st: Query<Option<String>>,
+        st: Query<get::Text>,
         /// How many results at most: 1 to 50, default 10.
-        limit: Query<Option<String>>,
+        limit: Query<get::Limit>,
         /// Your API key (a publishable key, from a page).
-        key: Query<Option<String>>,
+        key: Query<get::Required>,
     ) -> Result<Cached<SuggestResponse>, ApiError> {
         // A number as the body would carry it; anything else stays text (400 Invalid 'limit').
-        let limit = limit.0.map(|l| match l.parse::<u64>() {
+        let limit = limit.0.0.map(|l| match l.parse::<u64>() {
             Ok(n) => Value::from(n),
             Err(_) => Value::String(l),
         });

@@ -28,7 +28,7 @@ fn body(text: &str) -> Value {
 
 /// Waits, when needed, until at least `seconds` of the current UTC minute are left, so that
 /// a per-minute count is not cut by the minute's end.
-fn with_seconds_left_in_the_minute(seconds: u64) {
+pub(crate) fn with_seconds_left_in_the_minute(seconds: u64) {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()

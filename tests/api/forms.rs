@@ -401,3 +401,66 @@ fn a_publishable_key_reads_places_and_verifies_from_its_origin_by_get_and_post()
     assert_eq!(reply.status, 403, "{}", reply.text);
     assert_eq!(app.balance_micros(&account), before - 2 * 28);
 }
+
+#[test]
+fn billed_answers_carry_the_rate_limit_headers_when_the_account_has_limits() {
+    let app = spawn_app();
+    let (account, key) = app.create_account();
+    let request = json!({"apiKey": key, "zipcode": "90210"});
+    // The minute's count must not be cut by the minute's end.
+    crate::browser::with_seconds_left_in_the_minute(20);
+
+    // No limits: no headers.
+    let reply = app.post_with("/api/lookup", &request, &[]);
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("ratelimit-policy"), None);
+    assert_eq!(reply.header("ratelimit"), None);
+
+    app.cli(&[
+        "account",
+        "limits",
+        &account,
+        "--per-minute",
+        "100",
+        "--per-day",
+        "5000",
+    ]);
+    for (i, path) in ["/api/lookup", "/api/places"].into_iter().enumerate() {
+        let reply = app.post_with(path, &request, &[]);
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert_eq!(
+            reply.header("ratelimit-policy"),
+            Some("\"minute\";q=100;w=60, \"day\";q=5000;w=86400"),
+            "{path}"
+        );
+        // `"minute";r=99;t=T, "day";r=4999;t=U`: left after this request, seconds to the
+        // end of the fixed UTC window.
+        let state = reply.header("ratelimit").expect("RateLimit").to_owned();
+        let parts: Vec<(String, u64, u64)> = state
+            .split(", ")
+            .map(|item| {
+                let fields: Vec<&str> = item.split(';').collect();
+                let number = |prefix: &str| {
+                    fields
+                        .iter()
+                        .find_map(|f| f.strip_prefix(prefix))
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or_else(|| panic!("{state}"))
+                };
+                (fields[0].to_owned(), number("r="), number("t="))
+            })
+            .collect();
+        // The windows count every query, the one before the limits too.
+        let used = i as u64 + 2;
+        assert_eq!(parts[0].0, "\"minute\"");
+        assert_eq!(parts[0].1, 100 - used, "{state}");
+        assert!((1..=60).contains(&parts[0].2), "{state}");
+        assert_eq!(parts[1].0, "\"day\"");
+        assert_eq!(parts[1].1, 5000 - used, "{state}");
+        assert!((1..=86_400).contains(&parts[1].2), "{state}");
+    }
+    // Free operations are never counted: no headers.
+    let reply = app.post_with("/api/aboutapi", &json!({"apiKey": key}), &[]);
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("ratelimit"), None);
+}

@@ -1,4 +1,5 @@
-"""Schemathesis hooks for tests/schemathesis.sh: a real API key in every generated body.
+"""Schemathesis hooks for tests/schemathesis.sh: a real API key in every generated body
+and GET query.
 
 A `before_call` hook, so that every phase's cases carry the key (a `map_body` hook
 reaches only the fuzzing phase's: the examples and coverage phases then met 401 on
@@ -20,3 +21,7 @@ def before_call(ctx, case, **kwargs):
     body = case.body
     if isinstance(body, dict) and isinstance(body.get("apiKey"), str) and body["apiKey"]:
         body["apiKey"] = API_KEY
+    # The GET forms carry the key as the `key` query parameter.
+    query = case.query
+    if isinstance(query, dict) and isinstance(query.get("key"), str) and query["key"]:
+        query["key"] = API_KEY

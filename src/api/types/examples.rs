@@ -18,6 +18,7 @@ pub(in crate::api) fn example_envelope(balance: f64) -> Envelope {
         balance,
         performance: example_performance(),
         rate_limit: example_rate_limit(),
+        billed: true,
     }
 }
 
@@ -33,6 +34,7 @@ pub(in crate::api) fn example_free_envelope() -> Envelope {
             total_time: Millis(std::time::Duration::from_micros(105)),
         },
         rate_limit: example_rate_limit(),
+        billed: false,
     }
 }
 

@@ -19,7 +19,7 @@ pub const NON_BLANK: &str = "[^\\t\\n\\u000B\\f\\r \\u0085\\u00A0\\u1680\\u2000-
 /// holds exactly (RFC 7493). No postal code has more than 10 digits.
 pub const MAX_ZIPCODE_INTEGER: u64 = (1 << 53) - 1;
 
-fn non_blank_string() -> MetaSchemaRef {
+pub(super) fn non_blank_string() -> MetaSchemaRef {
     MetaSchemaRef::Inline(Box::new(MetaSchema {
         pattern: Some(NON_BLANK.to_string()),
         ..MetaSchema::new("string")
@@ -525,6 +525,11 @@ pub struct Envelope {
     pub balance: f64,
     pub performance: Performance,
     pub rate_limit: RateLimitStatus,
+    /// Whether the request was charged (not written: the `RateLimit` headers go on billed
+    /// answers only).
+    #[oai(skip)]
+    #[serde(skip)]
+    pub billed: bool,
 }
 
 // ---------------------------------------------------------------------------------------
