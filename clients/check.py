@@ -4,10 +4,11 @@ of the contract, typed errors, and no field the client failed to model."""
 import sys
 
 from postal_client import Client
-from postal_client.api.postal_codes import autocomplete, get_metacode, lookup
+from postal_client.api.postal_codes import autocomplete, get_metacode, lookup, lookup_get
+from postal_client.api.postal_codes import places as code_places
 from postal_client.api.cities import find_city, suggest
 from postal_client.api.geography import nearest
-from postal_client.api.validation import validate, validate_bulk
+from postal_client.api.validation import validate, validate_bulk, verify, verify_bulk
 from postal_client.api.service import about_api, countries
 from postal_client.models import (
     AboutRequest,
@@ -20,6 +21,9 @@ from postal_client.models import (
     ErrorBody,
     NearestRequest,
     SuggestRequest,
+    VerifyBulkRequest,
+    VerifyRecordRequest,
+    VerifyRequest,
 )
 from postal_client.types import Unset
 
@@ -93,4 +97,30 @@ assert isinstance(denied, ErrorBody) and denied.error == "Invalid API key", deni
 missing = call(lookup, CodeRequest(zipcode="00000", api_key=key), 404)
 assert isinstance(missing, ErrorBody) and missing.error == "ZIP code not found", missing
 
-print("python client: 13 calls, every field typed")
+# Checkout forms: every place of a code, a typed city against it, GET with the key.
+every = call(code_places, CodeRequest(zipcode="77716", country="DE", api_key=key), 200)
+assert [p.city for p in every.places] == ["Haslach im Kinzigtal", "Hofstetten", "Fischerbach"], every
+assert every.places[0].county == "Freiburg Region", every.places[0]
+
+typed = call(verify, VerifyRequest(zipcode="77716", country="DE", city="Fischerbah", api_key=key), 200)
+assert str(typed.result) == "fuzzy_match" and typed.matched_city == "Fischerbach", typed
+
+checked = call(
+    verify_bulk,
+    VerifyBulkRequest(
+        api_key=key,
+        records=[
+            VerifyRecordRequest(postal_code="77716", country_code="DE", city="Hofstetten"),
+            VerifyRecordRequest(postal_code="77716", country_code="DE", city="Berlin"),
+        ],
+    ),
+    200,
+)
+assert [str(r.result) for r in checked.results] == ["match", "conflict"], checked
+assert len(checked.results[1].places) == 3, checked.results[1]
+
+got = lookup_get.sync_detailed(client=client, zipcode="90210", key=key)
+assert got.status_code == 200 and got.parsed.city == "Beverly Hills", got
+untyped(got.parsed, "lookup_get")
+
+print("python client: 17 calls, every field typed")

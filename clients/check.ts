@@ -38,9 +38,9 @@ function untyped(value: unknown, schema: Schema, path: string): string[] {
     name in properties ? untyped(v, properties[name], `${path}.${name}`) : [`${path}.${name}`],
   );
 }
-function check(path: string, status: number, response: Response, body: unknown, expected: number) {
+function check(path: string, status: number, response: Response, body: unknown, expected: number, method = "post") {
   if (response.status !== expected) throw new Error(`${path}: status ${response.status}, wanted ${expected}`);
-  const schema = document.paths[path].post.responses[String(status)].content["application/json; charset=utf-8"].schema;
+  const schema = document.paths[path][method].responses[String(status)].content["application/json; charset=utf-8"].schema;
   const leftovers = untyped(body, schema, path);
   if (leftovers.length) throw new Error(`fields the document does not declare: ${leftovers.join(", ")}`);
 }
@@ -108,4 +108,31 @@ const missing = await client.POST("/api/lookup", { body: { zipcode: "00000", api
 check("/api/lookup", 404, missing.response, missing.error, 404);
 assert(missing.error?.error === "ZIP code not found", "404 as a typed error");
 
-console.log("typescript client: 13 calls, every field declared");
+// Checkout forms: every place of a code, a typed city against it, GET with the key.
+const every = await client.POST("/api/places", { body: { zipcode: "77716", country: "DE", apiKey: key } });
+check("/api/places", 200, every.response, every.data, 200);
+assert(every.data?.places.map((p) => p.city).join() === "Haslach im Kinzigtal,Hofstetten,Fischerbach", "places 77716");
+
+const typed = await client.POST("/api/verify", {
+  body: { zipcode: "77716", country: "DE", city: "Fischerbah", apiKey: key },
+});
+check("/api/verify", 200, typed.response, typed.data, 200);
+assert(typed.data?.result === "fuzzy_match" && typed.data.matchedCity === "Fischerbach", "verify typo");
+
+const checked = await client.POST("/api/verify-bulk", {
+  body: {
+    apiKey: key,
+    records: [
+      { postalCode: "77716", countryCode: "DE", city: "Hofstetten" },
+      { postalCode: "77716", countryCode: "DE", city: "Berlin" },
+    ],
+  },
+});
+check("/api/verify-bulk", 200, checked.response, checked.data, 200);
+assert(checked.data?.results.map((r) => r.result).join() === "match,conflict", "verify-bulk");
+
+const got = await client.GET("/api/lookup", { params: { query: { zipcode: "90210", key } } });
+check("/api/lookup", 200, got.response, got.data, 200, "get");
+assert(got.data?.city === "Beverly Hills", "GET lookup");
+
+console.log("typescript client: 17 calls, every field declared");
