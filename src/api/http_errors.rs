@@ -71,8 +71,14 @@ fn allowed_methods() -> &'static HashMap<String, HeaderValue> {
             })
             // The operator's routes and the document, outside the OpenAPI paths.
             .chain(
-                ["/healthz", "/readyz", "/metrics", "/openapi.json"]
-                    .map(|path| (path.to_string(), get.clone())),
+                [
+                    "/healthz",
+                    "/readyz",
+                    "/metrics",
+                    "/openapi.json",
+                    "/widget.js",
+                ]
+                .map(|path| (path.to_string(), get.clone())),
             )
             .collect()
     })
@@ -84,8 +90,8 @@ mod tests {
     fn api_paths_allow_post_the_form_reads_get_too_and_the_operator_routes_get() {
         let allowed = super::allowed_methods();
         // 7 paths of the contract, 6 of geography, suggest, places, verify, verify-bulk;
-        // 4 GET routes.
-        assert_eq!(allowed.len(), 21, "{allowed:?}");
+        // 5 GET routes.
+        assert_eq!(allowed.len(), 22, "{allowed:?}");
         for path in [
             "/api/validate-bulk",
             "/api/nearest",
@@ -97,7 +103,13 @@ mod tests {
         for path in ["/api/lookup", "/api/places", "/api/city", "/api/suggest"] {
             assert_eq!(allowed[path], "GET, POST");
         }
-        for path in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
+        for path in [
+            "/healthz",
+            "/readyz",
+            "/metrics",
+            "/openapi.json",
+            "/widget.js",
+        ] {
             assert_eq!(allowed[path], "GET");
         }
     }

@@ -35,6 +35,7 @@ pub mod telemetry;
 pub mod types;
 mod validate;
 mod verify;
+mod widget;
 
 use std::future::Future;
 use std::path::Path;
@@ -226,7 +227,7 @@ pub fn spec_json() -> String {
 }
 
 /// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, the
-/// operator's `/healthz`, `/readyz` and `/metrics`, JSON bodies for every error
+/// operator's `/healthz`, `/readyz` and `/metrics`, the checkout widget `/widget.js`, JSON bodies for every error
 /// (`http_errors`); every request observed by `telemetry` (request id, access log, metrics).
 fn app(
     state: State,
@@ -245,6 +246,7 @@ fn app(
         .at("/healthz", get(ops::healthz))
         .at("/readyz", get(ops::readyz).data(ops.clone()))
         .at("/metrics", get(ops::scrape).data(ops))
+        .at("/widget.js", get(widget::widget))
         .around(http_errors::json_errors)
         .with(access::Cors)
         .with(telemetry::Telemetry {

@@ -38,3 +38,5 @@ mod slow_clients;
 mod suggest;
 /// Swagger UI in headless Chromium: try /api/lookup.
 mod swagger_ui;
+/// The checkout widget in headless Chromium, on pages of other origins.
+mod widget;

@@ -26,7 +26,7 @@ const CHROMIUM_FLAGS: [&str; 9] = [
     "--window-size=1280,1600",
 ];
 
-fn on_path(program: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join(program))
@@ -35,13 +35,13 @@ fn on_path(program: &str) -> Option<PathBuf> {
 }
 
 /// chromedriver on a free port, killed when dropped.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     url: String,
 }
 
 impl Driver {
-    fn start(chromedriver: &Path, log: &Path) -> Driver {
+    pub(crate) fn start(chromedriver: &Path, log: &Path) -> Driver {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -67,7 +67,7 @@ impl Drop for Driver {
     }
 }
 
-async fn connect(driver: &Driver, chromium: &Path, profile: &Path) -> Client {
+pub(crate) async fn connect(driver: &Driver, chromium: &Path, profile: &Path) -> Client {
     let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| f.to_string()).collect();
     args.push(format!("--user-data-dir={}", profile.display()));
     let capabilities = json!({
