@@ -95,9 +95,31 @@ impl<T: Serialize + Enveloped + Send> IntoResponse for Reply<T> {
     }
 }
 
+/// The `RateLimit` headers in the document, on the 200 of `meta`.
+fn with_rate_limit_headers(mut meta: MetaResponses) -> MetaResponses {
+    let header = |name: &str, description: &str| MetaHeader {
+        name: name.to_string(),
+        description: Some(description.to_string()),
+        required: false,
+        deprecated: false,
+        schema: String::schema_ref(),
+    };
+    for response in &mut meta.responses {
+        response.headers.push(header(
+            "RateLimit-Policy",
+            "Billed answers of an account with window limits (IETF httpapi draft): each limited window, e.g. `\"minute\";q=60;w=60, \"day\";q=5000;w=86400` (q: limit, w: seconds).",
+        ));
+        response.headers.push(header(
+            "RateLimit",
+            "With RateLimit-Policy: each window after this request, e.g. `\"minute\";r=59;t=42` (r: queries left, t: seconds to the window's end).",
+        ));
+    }
+    meta
+}
+
 impl<T: ToJSON + Serialize + Enveloped + Send> ApiResponse for Reply<T> {
     fn meta() -> MetaResponses {
-        <Json<T> as ApiResponse>::meta()
+        with_rate_limit_headers(<Json<T> as ApiResponse>::meta())
     }
 
     fn register(registry: &mut Registry) {
@@ -141,7 +163,7 @@ impl<T: Serialize + Enveloped + Send> IntoResponse for Cached<T> {
 
 impl<T: ToJSON + Serialize + Enveloped + Send> ApiResponse for Cached<T> {
     fn meta() -> MetaResponses {
-        let mut meta = <Json<T> as ApiResponse>::meta();
+        let mut meta = with_rate_limit_headers(<Json<T> as ApiResponse>::meta());
         for response in &mut meta.responses {
             response.headers.push(MetaHeader {
                 name: "Cache-Control".to_string(),

@@ -33,6 +33,16 @@ fn answer(mut body: Value) -> Value {
     body
 }
 
+/// `/api/places` of a code: its answer without the envelope.
+fn places(app: &TestApp, key: &str, zipcode: &str, country: &str) -> Value {
+    let reply = app.post(
+        "/api/places",
+        &json!({"apiKey": key, "zipcode": zipcode, "country": country}),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    answer(reply.body)
+}
+
 fn verify(app: &TestApp, key: &str, zipcode: &str, country: &str, city: &str) -> Value {
     let reply = app.post(
         "/api/verify",
@@ -58,13 +68,9 @@ fn places_answers_every_place_of_a_code_first_the_one_lookup_answers() {
     assert_eq!(lookup.body["city"], "Haslach im Kinzigtal");
 
     // GB: the region of every country, no county when the data has none.
-    let reply = app.post(
-        "/api/places",
-        &json!({"apiKey": key, "zipcode": "bn11", "country": "GB"}),
-    );
     let west_sussex = |city, lat, lon| place(city, "England", "ENG", "West Sussex", lat, lon);
     assert_eq!(
-        answer(reply.body),
+        places(&app, &key, "bn11", "GB"),
         json!({"places": [
             west_sussex("West Worthing", 50.8105, -0.3903),
             west_sussex("Worthing", 50.818, -0.3754),
@@ -463,4 +469,49 @@ fn billed_answers_carry_the_rate_limit_headers_when_the_account_has_limits() {
     let reply = app.post_with("/api/aboutapi", &json!({"apiKey": key}), &[]);
     assert_eq!(reply.status, 200);
     assert_eq!(reply.header("ratelimit"), None);
+}
+
+#[test]
+fn places_and_verify_on_the_whole_dataset_know_cities_by_every_name() {
+    let app = crate::helpers::spawn_app_on(crate::helpers::full_template());
+    let key = app.api_key();
+
+    let paris = |city, lat, lon| place(city, "Île-de-France", "11", "Paris", lat, lon);
+    assert_eq!(
+        places(&app, &key, "75001", "FR"),
+        json!({"places": [paris("Paris", 48.8534, 2.3488), paris("Paris 01", 48.8592, 2.3417)]})
+    );
+    let fuzzy = |city: &str, state: &str, st: &str| {
+        json!({"result": "fuzzy_match", "matchedCity": city, "matchedState": state,
+               "matchedST": st})
+    };
+    let conflict = json!("conflict");
+    for (zipcode, country, city, expected) in [
+        ("75001", "FR", "PARIS", json!({"result": "match"})),
+        (
+            "75001",
+            "FR",
+            "Pariss",
+            fuzzy("Paris", "Île-de-France", "11"),
+        ),
+        ("75001", "FR", "Lyon", conflict.clone()),
+        // Another language's name; the admin city of a district's code.
+        ("80331", "DE", "Munich", fuzzy("München", "Bayern", "BY")),
+        (
+            "100-0001",
+            "JP",
+            "Tokyo",
+            fuzzy("Tokyo To", "Tokyo To", "40"),
+        ),
+        // Another real city is a conflict, not a typo.
+        ("90210", "US", "Los Angeles", conflict),
+    ] {
+        let got = verify(&app, &key, zipcode, country, city);
+        let got = if expected.is_string() {
+            got["result"].clone()
+        } else {
+            got
+        };
+        assert_eq!(got, expected, "{country} {zipcode} {city}");
+    }
 }
