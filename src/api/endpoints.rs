@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use poem::web::Data;
+
 use super::reply::Reply;
 use poem_openapi::OpenApi;
 
@@ -26,10 +28,8 @@ use crate::index::postal::Verdict;
 use poem::Request;
 use poem_openapi::param::Query;
 
-/// The API; `state` is `None` only when the value exists to generate the OpenAPI document.
-pub struct PostalApi {
-    pub(super) state: Option<Arc<State>>,
-}
+/// The contract's operations (their handlers read the `State` from the request data).
+pub struct PostalApi;
 
 #[OpenApi]
 impl PostalApi {
@@ -45,9 +45,10 @@ impl PostalApi {
     )]
     async fn lookup(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<CodeRequest>,
     ) -> Result<Reply<LookupResponse>, ApiError> {
-        lookup_answer(self.state()?, &body).await.map(Reply)
+        lookup_answer(state.0, &body).await.map(Reply)
     }
 
     /// Find the postal codes of a city.
@@ -61,8 +62,12 @@ impl PostalApi {
         operation_id = "findCity",
         tag = "ApiTags::Cities"
     )]
-    async fn city(&self, body: ContractJson<CityRequest>) -> Result<Reply<CityResponse>, ApiError> {
-        city_answer(self.state()?, &body).await.map(Reply)
+    async fn city(
+        &self,
+        state: Data<&Arc<State>>,
+        body: ContractJson<CityRequest>,
+    ) -> Result<Reply<CityResponse>, ApiError> {
+        city_answer(state.0, &body).await.map(Reply)
     }
 
     /// All metadata of a postal code.
@@ -78,9 +83,10 @@ impl PostalApi {
     )]
     async fn metacode(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<CodeRequest>,
     ) -> Result<Reply<MetaResponse>, ApiError> {
-        let billed = self.state()?.billed::<Metacode>(&body).await?;
+        let billed = state.0.billed::<Metacode>(&body).await?;
         Ok(meta_response(billed))
     }
 
@@ -94,9 +100,10 @@ impl PostalApi {
     )]
     async fn metazip(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<CodeRequest>,
     ) -> Result<Reply<MetaResponse>, ApiError> {
-        let billed = self.state()?.billed::<Metazip>(&body).await?;
+        let billed = state.0.billed::<Metazip>(&body).await?;
         Ok(meta_response(billed))
     }
 
@@ -111,11 +118,12 @@ impl PostalApi {
     )]
     async fn validate(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<CodeRequest>,
     ) -> Result<Reply<ValidateResponse>, ApiError> {
         let Billed {
             answer, envelope, ..
-        } = self.state()?.billed::<Validate>(&body).await?;
+        } = state.0.billed::<Validate>(&body).await?;
         Ok(Reply(ValidateResponse {
             valid: answer.valid,
             zipcode: ZipCodeValue(answer.zipcode_echo),
@@ -137,13 +145,14 @@ impl PostalApi {
     )]
     async fn validate_bulk(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<BulkRequest>,
     ) -> Result<Reply<BulkResponse>, ApiError> {
         let Billed {
             answer,
             envelope,
             total_cost,
-        } = self.state()?.billed::<ValidateBulk>(&body).await?;
+        } = state.0.billed::<ValidateBulk>(&body).await?;
         let results = answer
             .into_iter()
             .map(|(record, verdict)| {
@@ -178,9 +187,10 @@ impl PostalApi {
     )]
     async fn aboutapi(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<AboutRequest>,
     ) -> Result<Reply<AboutResponse>, ApiError> {
-        let state = self.state()?;
+        let state = state.0;
         let mut timings = Timings::start();
         let account = state.status(
             &body,
@@ -218,6 +228,7 @@ impl PostalApi {
     )]
     async fn lookup_get(
         &self,
+        state: Data<&Arc<State>>,
         request: &Request,
         /// The postal code.
         zipcode: Query<get::Required>,
@@ -234,7 +245,7 @@ impl PostalApi {
                 ("apiKey", text(key)),
             ],
         );
-        lookup_answer(self.state()?, &body).await.map(Cached)
+        lookup_answer(state.0, &body).await.map(Cached)
     }
 
     /// Find the postal codes of a city (GET, for pages).
@@ -250,11 +261,13 @@ impl PostalApi {
     #[allow(clippy::too_many_arguments)]
     async fn city_get(
         &self,
+        state: Data<&Arc<State>>,
         request: &Request,
         /// City or place name.
         city: Query<get::Required>,
         /// Full state name (US: or its code); for US either `state` or `ST` is required.
-        state: Query<get::Text>,
+        #[oai(name = "state")]
+        region: Query<get::Text>,
         /// State abbreviation (admin code 1).
         #[oai(name = "ST")]
         st: Query<get::Text>,
@@ -267,21 +280,13 @@ impl PostalApi {
             request,
             [
                 ("city", text(city)),
-                ("state", text(state)),
+                ("state", text(region)),
                 ("ST", text(st)),
                 ("country", text(country)),
                 ("apiKey", text(key)),
             ],
         );
-        city_answer(self.state()?, &body).await.map(Cached)
-    }
-}
-
-impl PostalApi {
-    fn state(&self) -> Result<&State, ApiError> {
-        self.state
-            .as_deref()
-            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the API runs without a database")))
+        city_answer(state.0, &body).await.map(Cached)
     }
 }
 

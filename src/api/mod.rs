@@ -184,24 +184,10 @@ CC BY 4.0 (https://creativecommons.org/licenses/by/4.0/); credit GeoNames wherev
 /// Every OpenAPI operation of the service, one API struct per group of routes.
 pub type Apis = (PostalApi, GeoApi, SuggestApi, PlacesApi, VerifyApi);
 
-/// The OpenAPI service over `state` (`None`: only to generate the document).
-pub fn service(state: Option<State>) -> OpenApiService<Apis, ()> {
-    let state = state.map(Arc::new);
-    let apis = (
-        PostalApi {
-            state: state.clone(),
-        },
-        GeoApi {
-            state: state.clone(),
-        },
-        SuggestApi {
-            state: state.clone(),
-        },
-        PlacesApi {
-            state: state.clone(),
-        },
-        VerifyApi { state },
-    );
+/// The OpenAPI service; its handlers find the `State` in the request's data
+/// (`app` adds it), so the document is generated without one.
+pub fn service() -> OpenApiService<Apis, ()> {
+    let apis = (PostalApi, GeoApi, SuggestApi, PlacesApi, VerifyApi);
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(DESCRIPTION)
         .license(
@@ -218,17 +204,19 @@ pub fn service(state: Option<State>) -> OpenApiService<Apis, ()> {
 
 /// The OpenAPI document as committed in `openapi.yaml`.
 pub fn spec_yaml() -> String {
-    service(None).spec_yaml()
+    service().spec_yaml()
 }
 
 /// The OpenAPI document as served at `/openapi.json`.
 pub fn spec_json() -> String {
-    service(None).spec()
+    service().spec()
 }
 
-/// The whole HTTP application: the API, `/openapi.json`, Swagger UI at `/docs`, the
-/// operator's `/healthz`, `/readyz` and `/metrics`, the checkout widget `/widget.js`, JSON bodies for every error
-/// (`http_errors`); every request observed by `telemetry` (request id, access log, metrics).
+/// The whole HTTP application: the API (its handlers read `state` as request data), the
+/// document at `/openapi.json`, Swagger UI at `/docs`, the operator's `/healthz`,
+/// `/readyz` and `/metrics`, the checkout widget `/widget.js`, JSON bodies for every
+/// error (`http_errors`); every request observed by `telemetry` (request id, access log,
+/// metrics).
 fn app(
     state: State,
     operations: ops::Operations,
@@ -236,7 +224,7 @@ fn app(
 ) -> impl Endpoint {
     let metrics = Arc::new(telemetry::Metrics::new());
     let ops = ops::Ops::new(&state, operations, metrics.clone());
-    let api = service(Some(state));
+    let api = service();
     let docs = api.swagger_ui();
     let spec = api.spec_endpoint();
     Route::new()
@@ -247,6 +235,7 @@ fn app(
         .at("/readyz", get(ops::readyz).data(ops.clone()))
         .at("/metrics", get(ops::scrape).data(ops))
         .at("/widget.js", get(widget::widget))
+        .data(Arc::new(state))
         .around(http_errors::json_errors)
         .with(access::Cors)
         .with(telemetry::Telemetry {

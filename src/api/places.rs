@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use poem::web::Data;
+
 use super::get::{self, text};
 use super::reply::Cached;
 use poem::Request;
@@ -22,10 +24,8 @@ use super::{ApiTags, State};
 use crate::domain::charge::Endpoint;
 use crate::index::postal::CodePlace;
 
-/// The places API; `state` is `None` only to generate the OpenAPI document.
-pub struct PlacesApi {
-    pub(super) state: Option<Arc<State>>,
-}
+/// The places API (its handlers read the `State` from the request data).
+pub struct PlacesApi;
 
 #[OpenApi]
 impl PlacesApi {
@@ -43,12 +43,10 @@ impl PlacesApi {
     )]
     async fn places(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<CodeRequest>,
     ) -> Result<Reply<PlacesResponse>, ApiError> {
-        let state = self.state.as_deref().ok_or_else(|| {
-            ApiError::internal(anyhow::anyhow!("the API runs without a database"))
-        })?;
-        places_answer(state, &body).await.map(Reply)
+        places_answer(state.0, &body).await.map(Reply)
     }
 
     /// Every place of a postal code (GET, for pages).
@@ -63,6 +61,7 @@ impl PlacesApi {
     )]
     async fn places_get(
         &self,
+        state: Data<&Arc<State>>,
         request: &Request,
         /// The postal code.
         zipcode: Query<get::Required>,
@@ -79,14 +78,7 @@ impl PlacesApi {
                 ("apiKey", text(key)),
             ],
         );
-        places_answer(
-            self.state.as_deref().ok_or_else(|| {
-                ApiError::internal(anyhow::anyhow!("the API runs without a database"))
-            })?,
-            &body,
-        )
-        .await
-        .map(Cached)
+        places_answer(state.0, &body).await.map(Cached)
     }
 }
 

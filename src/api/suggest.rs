@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use poem::web::Data;
+
 use super::get::{self, text};
 use super::reply::Cached;
 use poem::Request;
@@ -37,10 +39,8 @@ pub const MAX_LIMIT: usize = 50;
 /// Longest `q` in characters (a place name has at most 192).
 pub const MAX_QUERY_CHARS: usize = 200;
 
-/// The suggestions API; `state` is `None` only to generate the OpenAPI document.
-pub struct SuggestApi {
-    pub(super) state: Option<Arc<State>>,
-}
+/// The suggestions API (its handlers read the `State` from the request data).
+pub struct SuggestApi;
 
 #[OpenApi]
 impl SuggestApi {
@@ -59,12 +59,10 @@ impl SuggestApi {
     )]
     async fn suggest(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<SuggestRequest>,
     ) -> Result<Reply<SuggestResponse>, ApiError> {
-        let state = self.state.as_deref().ok_or_else(|| {
-            ApiError::internal(anyhow::anyhow!("the API runs without a database"))
-        })?;
-        suggest_answer(state, &body).await.map(Reply)
+        suggest_answer(state.0, &body).await.map(Reply)
     }
 
     /// Suggest place names as the user types (GET, for pages).
@@ -80,13 +78,15 @@ impl SuggestApi {
     #[allow(clippy::too_many_arguments)]
     async fn suggest_get(
         &self,
+        state: Data<&Arc<State>>,
         request: &Request,
         /// What the user typed so far.
         q: Query<get::SearchText>,
         /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
         country: Query<get::Country>,
         /// Only places of this state / region (admin name1; US: also the code).
-        state: Query<get::Text>,
+        #[oai(name = "state")]
+        region: Query<get::Text>,
         /// Only places of this state / region code (admin code1).
         #[oai(name = "ST")]
         st: Query<get::Text>,
@@ -105,20 +105,13 @@ impl SuggestApi {
             [
                 ("q", text(q)),
                 ("country", text(country)),
-                ("state", text(state)),
+                ("state", text(region)),
                 ("ST", text(st)),
                 ("limit", limit),
                 ("apiKey", text(key)),
             ],
         );
-        suggest_answer(
-            self.state.as_deref().ok_or_else(|| {
-                ApiError::internal(anyhow::anyhow!("the API runs without a database"))
-            })?,
-            &body,
-        )
-        .await
-        .map(Cached)
+        suggest_answer(state.0, &body).await.map(Cached)
     }
 }
 

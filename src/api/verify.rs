@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use poem::web::Data;
+
 use poem_openapi::types::Example;
 use poem_openapi::{Enum, Object, OpenApi};
 use serde::Serialize;
@@ -20,10 +22,8 @@ use crate::domain::charge::Endpoint;
 use crate::domain::postal_code::ZipInput;
 use crate::index::verify::{TypedCity, Verification};
 
-/// The verification API; `state` is `None` only to generate the OpenAPI document.
-pub struct VerifyApi {
-    pub(super) state: Option<Arc<State>>,
-}
+/// The verification API (its handlers read the `State` from the request data).
+pub struct VerifyApi;
 
 #[OpenApi]
 impl VerifyApi {
@@ -42,11 +42,12 @@ impl VerifyApi {
     )]
     async fn verify(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<VerifyRequest>,
     ) -> Result<Reply<VerifyResponse>, ApiError> {
         let Billed {
             answer, envelope, ..
-        } = self.state()?.billed::<Verify>(&body).await?;
+        } = state.0.billed::<Verify>(&body).await?;
         let verdict = Verdict::from(answer);
         Ok(Reply(VerifyResponse {
             result: verdict.result,
@@ -71,13 +72,14 @@ impl VerifyApi {
     )]
     async fn verify_bulk(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<VerifyBulkRequest>,
     ) -> Result<Reply<VerifyBulkResponse>, ApiError> {
         let Billed {
             answer,
             envelope,
             total_cost,
-        } = self.state()?.billed::<VerifyBulk>(&body).await?;
+        } = state.0.billed::<VerifyBulk>(&body).await?;
         let results = answer
             .into_iter()
             .map(|(record, verification)| {
@@ -99,14 +101,6 @@ impl VerifyApi {
             total_cost,
             envelope,
         }))
-    }
-}
-
-impl VerifyApi {
-    fn state(&self) -> Result<&State, ApiError> {
-        self.state
-            .as_deref()
-            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the API runs without a database")))
     }
 }
 

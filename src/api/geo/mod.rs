@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use poem::web::Data;
+
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
 use poem_openapi::types::{Example, Type};
 use poem_openapi::{Object, OpenApi};
@@ -46,10 +48,8 @@ const NO_CENTER: &str = "Missing 'zipcode' or 'latitude'/'longitude' in request 
 const TWO_CENTERS: &str = "Send either 'zipcode' or 'latitude'/'longitude', not both";
 const INVALID_Q: &str = "q may contain only letters, digits, spaces and hyphens";
 
-/// The geography API; `state` is `None` only to generate the OpenAPI document.
-pub struct GeoApi {
-    pub(super) state: Option<Arc<State>>,
-}
+/// The geography API (its handlers read the `State` from the request data).
+pub struct GeoApi;
 
 #[OpenApi]
 impl GeoApi {
@@ -67,11 +67,12 @@ impl GeoApi {
     )]
     async fn nearest(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<NearestRequest>,
     ) -> Result<Reply<NearestResponse>, ApiError> {
         let Billed {
             answer, envelope, ..
-        } = self.state()?.billed::<Nearest>(&body).await?;
+        } = state.0.billed::<Nearest>(&body).await?;
         Ok(Reply(NearestResponse {
             results: answer,
             envelope,
@@ -92,11 +93,12 @@ impl GeoApi {
     )]
     async fn radius(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<RadiusRequest>,
     ) -> Result<Reply<RadiusResponse>, ApiError> {
         let Billed {
             answer, envelope, ..
-        } = self.state()?.billed::<Radius>(&body).await?;
+        } = state.0.billed::<Radius>(&body).await?;
         let (results, truncated) = answer;
         Ok(Reply(RadiusResponse {
             results,
@@ -116,11 +118,12 @@ impl GeoApi {
     )]
     async fn distance(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<DistanceRequest>,
     ) -> Result<Reply<DistanceResponse>, ApiError> {
         let Billed {
             answer, envelope, ..
-        } = self.state()?.billed::<Distance>(&body).await?;
+        } = state.0.billed::<Distance>(&body).await?;
         let (from, to) = answer;
         let km = from.distance_to(&to);
         Ok(Reply(DistanceResponse {
@@ -144,11 +147,12 @@ impl GeoApi {
     )]
     async fn autocomplete(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<AutocompleteRequest>,
     ) -> Result<Reply<AutocompleteResponse>, ApiError> {
         let Billed {
             answer, envelope, ..
-        } = self.state()?.billed::<Autocomplete>(&body).await?;
+        } = state.0.billed::<Autocomplete>(&body).await?;
         Ok(Reply(AutocompleteResponse {
             results: answer,
             envelope,
@@ -165,9 +169,10 @@ impl GeoApi {
     )]
     async fn countries(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<CountriesRequest>,
     ) -> Result<Reply<CountriesResponse>, ApiError> {
-        let state = self.state()?;
+        let state = state.0;
         let mut timings = Timings::start();
         let account = state.status(&body, MISSING_API_KEY, Endpoint::Countries, &mut timings)?;
         let countries = timings.processing(|| country_list(&state.postal()));
@@ -190,26 +195,19 @@ impl GeoApi {
     )]
     async fn nearest_bulk(
         &self,
+        state: Data<&Arc<State>>,
         body: ContractJson<NearestBulkRequest>,
     ) -> Result<Reply<NearestBulkResponse>, ApiError> {
         let Billed {
             answer,
             envelope,
             total_cost,
-        } = self.state()?.billed::<NearestBulk>(&body).await?;
+        } = state.0.billed::<NearestBulk>(&body).await?;
         Ok(Reply(NearestBulkResponse {
             results: answer,
             total_cost,
             envelope,
         }))
-    }
-}
-
-impl GeoApi {
-    fn state(&self) -> Result<&State, ApiError> {
-        self.state
-            .as_deref()
-            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the API runs without a database")))
     }
 }
 
