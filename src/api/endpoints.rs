@@ -237,15 +237,8 @@ impl PostalApi {
         /// Your API key (a publishable key, from a page).
         key: Query<get::Required>,
     ) -> Result<Cached<LookupResponse>, ApiError> {
-        let body = ContractJson::from_query(
-            request,
-            [
-                ("zipcode", text(zipcode)),
-                ("country", text(country)),
-                ("apiKey", text(key)),
-            ],
-        );
-        lookup_answer(state.0, &body).await.map(Cached)
+        let body = get::code_body(request, zipcode, country, key);
+        lookup_answer(state.0, &body).await.map(Reply)
     }
 
     /// Find the postal codes of a city (GET, for pages).
@@ -286,7 +279,7 @@ impl PostalApi {
                 ("apiKey", text(key)),
             ],
         );
-        city_answer(state.0, &body).await.map(Cached)
+        city_answer(state.0, &body).await.map(Reply)
     }
 }
 

@@ -93,11 +93,12 @@ impl Envelope {
     /// billed answer whose account has window limits: each limited window as a policy
     /// (`"minute";q=60;w=60`) and its state after this request (`"minute";r=59;t=42`:
     /// queries left, seconds to the window's end; windows are fixed UTC ones).
-    pub fn rate_limit_headers(&self, now: SystemTime) -> Option<(String, String)> {
+    /// `now` is read only then (not on the answers of accounts without limits).
+    pub fn rate_limit_headers(&self, now: impl FnOnce() -> SystemTime) -> Option<(String, String)> {
         if !self.billed || !self.rate_limit.enabled {
             return None;
         }
-        let secs = now
+        let secs = now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let windows = [

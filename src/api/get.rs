@@ -6,12 +6,31 @@
 //! (`ContractJson::from_query`) and answers through the POST's own function, on the one
 //! billed path; the answer may be kept by the browser (`reply::Cached`).
 
+use poem::Request;
 use poem_openapi::param::Query;
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
 use poem_openapi::types::{ParseFromParameter, ParseResult};
 use serde_json::Value;
 
-use super::types::CountryField;
+use super::contract::ContractJson;
+use super::types::{CodeRequest, CountryField};
+
+/// The body a GET of one code stands for (`/api/lookup`, `/api/places`).
+pub(super) fn code_body(
+    request: &Request,
+    zipcode: Query<Required>,
+    country: Query<Country>,
+    key: Query<Required>,
+) -> ContractJson<CodeRequest> {
+    ContractJson::from_query(
+        request,
+        [
+            ("zipcode", text(zipcode)),
+            ("country", text(country)),
+            ("apiKey", text(key)),
+        ],
+    )
+}
 
 /// A query parameter as the text field of a body.
 pub(super) fn text(value: Query<impl Into<Option<String>>>) -> Option<Value> {

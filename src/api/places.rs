@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use poem::web::Data;
 
-use super::get::{self, text};
+use super::get;
 use super::reply::Cached;
 use poem::Request;
 use poem_openapi::param::Query;
@@ -70,15 +70,8 @@ impl PlacesApi {
         /// Your API key (a publishable key, from a page).
         key: Query<get::Required>,
     ) -> Result<Cached<PlacesResponse>, ApiError> {
-        let body = ContractJson::from_query(
-            request,
-            [
-                ("zipcode", text(zipcode)),
-                ("country", text(country)),
-                ("apiKey", text(key)),
-            ],
-        );
-        places_answer(state.0, &body).await.map(Cached)
+        let body = get::code_body(request, zipcode, country, key);
+        places_answer(state.0, &body).await.map(Reply)
     }
 }
 

@@ -22,8 +22,16 @@ use serde::Serialize;
 use super::types::{self, Envelope};
 use super::{geo, places, suggest, verify};
 
-/// A JSON 200 of type `T`, with the `RateLimit` headers of its envelope.
-pub struct Reply<T>(pub T);
+/// A JSON 200 of type `T`, with the `RateLimit` headers of its envelope; with `CACHED`
+/// (`Cached<T>`), also `Cache-Control: private, max-age=...` (the GET forms' answers,
+/// which depend only on the dataset: docs/browser.md).
+pub struct Reply<T, const CACHED: bool = false>(pub T);
+
+/// A `Reply` a browser may keep.
+pub type Cached<T> = Reply<T, true>;
+
+/// How long a browser may keep a GET answer: an hour (the dataset changes by import).
+pub const CACHE_CONTROL: &str = "private, max-age=3600";
 
 /// A response that carries the envelope (every 200 of the API does).
 pub trait Enveloped {
@@ -61,7 +69,7 @@ enveloped!(
 
 /// `T` as JSON, and `RateLimit-Policy`/`RateLimit` when its envelope has them.
 fn json_response<T: Serialize + Enveloped + Send>(body: T) -> Response {
-    let headers = body.envelope().rate_limit_headers(SystemTime::now());
+    let headers = body.envelope().rate_limit_headers(SystemTime::now);
     let mut response = poem::web::Json(body).into_response();
     if let Some((policy, state)) = headers
         && let (Ok(policy), Ok(state)) =
@@ -73,7 +81,7 @@ fn json_response<T: Serialize + Enveloped + Send>(body: T) -> Response {
     response
 }
 
-impl<T: Type> Payload for Reply<T> {
+impl<T: Type, const CACHED: bool> Payload for Reply<T, CACHED> {
     const CONTENT_TYPE: &'static str = Json::<T>::CONTENT_TYPE;
 
     fn check_content_type(content_type: &str) -> bool {
@@ -89,9 +97,16 @@ impl<T: Type> Payload for Reply<T> {
     }
 }
 
-impl<T: Serialize + Enveloped + Send> IntoResponse for Reply<T> {
+impl<T: Serialize + Enveloped + Send, const CACHED: bool> IntoResponse for Reply<T, CACHED> {
     fn into_response(self) -> Response {
-        json_response(self.0)
+        let mut response = json_response(self.0);
+        if CACHED {
+            response.headers_mut().insert(
+                poem::http::header::CACHE_CONTROL,
+                HeaderValue::from_static(CACHE_CONTROL),
+            );
+        }
+        response
     }
 }
 
@@ -116,55 +131,12 @@ fn with_rate_limit_headers(mut meta: MetaResponses) -> MetaResponses {
     }
     meta
 }
-
-impl<T: ToJSON + Serialize + Enveloped + Send> ApiResponse for Reply<T> {
-    fn meta() -> MetaResponses {
-        with_rate_limit_headers(<Json<T> as ApiResponse>::meta())
-    }
-
-    fn register(registry: &mut Registry) {
-        T::register(registry);
-    }
-}
-
-/// A JSON 200 of type `T` a browser may keep (`Cache-Control: private, max-age=...`):
-/// the answers of the GET forms, which depend only on the dataset (docs/browser.md).
-pub struct Cached<T>(pub T);
-
-/// How long a browser may keep a GET answer: an hour (the dataset changes by import).
-pub const CACHE_CONTROL: &str = "private, max-age=3600";
-
-impl<T: Type> Payload for Cached<T> {
-    const CONTENT_TYPE: &'static str = Json::<T>::CONTENT_TYPE;
-
-    fn check_content_type(content_type: &str) -> bool {
-        Json::<T>::check_content_type(content_type)
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        T::schema_ref()
-    }
-
-    fn register(registry: &mut Registry) {
-        T::register(registry);
-    }
-}
-
-impl<T: Serialize + Enveloped + Send> IntoResponse for Cached<T> {
-    fn into_response(self) -> Response {
-        let mut response = json_response(self.0);
-        response.headers_mut().insert(
-            poem::http::header::CACHE_CONTROL,
-            poem::http::HeaderValue::from_static(CACHE_CONTROL),
-        );
-        response
-    }
-}
-
-impl<T: ToJSON + Serialize + Enveloped + Send> ApiResponse for Cached<T> {
+impl<T: ToJSON + Serialize + Enveloped + Send, const CACHED: bool> ApiResponse
+    for Reply<T, CACHED>
+{
     fn meta() -> MetaResponses {
         let mut meta = with_rate_limit_headers(<Json<T> as ApiResponse>::meta());
-        for response in &mut meta.responses {
+        for response in meta.responses.iter_mut().filter(|_| CACHED) {
             response.headers.push(MetaHeader {
                 name: "Cache-Control".to_string(),
                 description: Some(format!(

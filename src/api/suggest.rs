@@ -111,7 +111,7 @@ impl SuggestApi {
                 ("apiKey", text(key)),
             ],
         );
-        suggest_answer(state.0, &body).await.map(Cached)
+        suggest_answer(state.0, &body).await.map(Reply)
     }
 }
 
