@@ -4,7 +4,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use postal::api::contract::ContractJson;
-use postal::api::types::{BulkRequest, CityRequest, CodeRequest};
+use postal::api::routes::city::CityRequest;
+use postal::api::routes::validate_bulk::BulkRequest;
+use postal::api::types::CodeRequest;
 use postal::domain::PostalQuery;
 
 fuzz_target!(|bytes: &[u8]| {

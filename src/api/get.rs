@@ -104,7 +104,7 @@ query_param!(
     "suggest_query",
     MetaSchemaRef::Inline(Box::new(MetaSchema {
         max_length: Some(200),
-        pattern: Some(super::suggest::Q_PATTERN.to_string()),
+        pattern: Some(super::routes::suggest::Q_PATTERN.to_string()),
         ..MetaSchema::new("string")
     })),
     |_: &mut Registry| {}

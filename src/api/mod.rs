@@ -1,15 +1,15 @@
 //! The HTTP API: poem + poem-openapi, exact to `postal-api.md`.
 //!
 //! Where each request's work runs (the first performance decision of the API):
-//! - **Postal answers come from memory** (`db::postal_index`): lookup, metacode, validate
+//! - **Postal answers come from memory** (`index::postal`): lookup, metacode, validate
 //!   and bulk are hash lookups, on the async worker. SQLite drops a connection's page cache
 //!   after every commit of another connection (the billing writer commits hundreds of
 //!   times a second), so reading them from the file cost more than everything else.
-//! - **Authentication and charging are in memory** (`db::billing`): a hash lookup and an
+//! - **Authentication and charging are in memory** (`billing`): a hash lookup and an
 //!   addition under a mutex on the async worker; the ledger is written behind by the
 //!   billing writer thread (docs/money.md). No request waits on the pool or a commit,
 //!   except with `--durable-charges`, where it awaits the commit of its charge.
-//! - **City search and suggestions come from memory too** (`db::city_index`, loaded and
+//! - **City search and suggestions come from memory too** (`index::city`, loaded and
 //!   swapped with the postal index): microseconds, on the async worker.
 //! - **Bounded under overload:** at most `max_in_flight` billed requests at once; beyond
 //!   it a 503 with `Retry-After` (`billed`). Charges pending a flush are bounded by
@@ -17,24 +17,17 @@
 
 mod access;
 mod billed;
-mod city;
 pub mod contract;
-mod endpoints;
 mod envelope;
 mod error;
-mod geo;
 mod get;
 mod http_errors;
-mod lookup;
 pub mod ops;
-mod places;
 mod reply;
+pub mod routes;
 pub mod server;
-mod suggest;
 pub mod telemetry;
 pub mod types;
-mod validate;
-mod verify;
 mod widget;
 
 use std::future::Future;
@@ -50,12 +43,8 @@ use poem::{Endpoint, EndpointExt, Response, Route, get};
 use poem_openapi::OpenApiService;
 
 pub use billed::{Billed, MISSING_API_KEY, Operation};
-pub use endpoints::PostalApi;
 pub use error::ApiError;
-pub use geo::GeoApi;
-pub use places::PlacesApi;
-pub use suggest::SuggestApi;
-pub use verify::VerifyApi;
+pub use routes::Apis;
 
 use crate::billing::notify;
 use crate::billing::per_ip::PerIpLimiter;
@@ -181,14 +170,10 @@ the origins of your web pages and reach only the operations a form needs.\n\n\
 **Data.** Postal-code data from GeoNames (https://www.geonames.org), licensed under \
 CC BY 4.0 (https://creativecommons.org/licenses/by/4.0/); credit GeoNames wherever you show it.";
 
-/// Every OpenAPI operation of the service, one API struct per group of routes.
-pub type Apis = (PostalApi, GeoApi, SuggestApi, PlacesApi, VerifyApi);
-
 /// The OpenAPI service; its handlers find the `State` in the request's data
 /// (`app` adds it), so the document is generated without one.
 pub fn service() -> OpenApiService<Apis, ()> {
-    let apis = (PostalApi, GeoApi, SuggestApi, PlacesApi, VerifyApi);
-    OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
+    OpenApiService::new(routes::apis(), TITLE, env!("CARGO_PKG_VERSION"))
         .description(DESCRIPTION)
         .license(
             poem_openapi::LicenseObject::new("MIT (the code); data: GeoNames, CC BY 4.0")

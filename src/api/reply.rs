@@ -19,8 +19,7 @@ use poem_openapi::registry::{MetaHeader, MetaResponses, MetaSchemaRef, Registry}
 use poem_openapi::types::{ToJSON, Type};
 use serde::Serialize;
 
-use super::types::{self, Envelope};
-use super::{geo, places, suggest, verify};
+use super::types::Envelope;
 
 /// A JSON 200 of type `T`, with the `RateLimit` headers of its envelope; with `CACHED`
 /// (`Cached<T>`), also `Cache-Control: private, max-age=...` (the GET forms' answers,
@@ -38,34 +37,18 @@ pub trait Enveloped {
     fn envelope(&self) -> &Envelope;
 }
 
+/// `impl Enveloped` for response types whose envelope is their field `envelope` (each
+/// operation's file names its responses).
 macro_rules! enveloped {
     ($($response:ty),* $(,)?) => {
-        $(impl Enveloped for $response {
-            fn envelope(&self) -> &Envelope {
+        $(impl $crate::api::reply::Enveloped for $response {
+            fn envelope(&self) -> &$crate::api::types::Envelope {
                 &self.envelope
             }
         })*
     };
 }
-
-enveloped!(
-    types::LookupResponse,
-    types::CityResponse,
-    types::MetaResponse,
-    types::ValidateResponse,
-    types::BulkResponse,
-    types::AboutResponse,
-    geo::NearestResponse,
-    geo::RadiusResponse,
-    geo::DistanceResponse,
-    geo::AutocompleteResponse,
-    geo::CountriesResponse,
-    geo::NearestBulkResponse,
-    suggest::SuggestResponse,
-    places::PlacesResponse,
-    verify::VerifyResponse,
-    verify::VerifyBulkResponse,
-);
+pub(crate) use enveloped;
 
 /// `T` as JSON, and `RateLimit-Policy`/`RateLimit` when its envelope has them.
 fn json_response<T: Serialize + Enveloped + Send>(body: T) -> Response {
@@ -160,12 +143,22 @@ mod tests {
     use poem_openapi::types::{Example, ToJSON};
     use serde::Serialize;
 
-    use crate::api::geo::{
-        AutocompleteResponse, CountriesResponse, DistanceResponse, NearestBulkResponse,
-        NearestResponse, RadiusResponse,
-    };
-    use crate::api::suggest::SuggestResponse;
-    use crate::api::types::*;
+    use crate::api::routes::about::AboutResponse;
+    use crate::api::routes::autocomplete::AutocompleteResponse;
+    use crate::api::routes::city::CityResponse;
+    use crate::api::routes::countries::CountriesResponse;
+    use crate::api::routes::distance::DistanceResponse;
+    use crate::api::routes::lookup::LookupResponse;
+    use crate::api::routes::metacode::MetaResponse;
+    use crate::api::routes::nearest::NearestResponse;
+    use crate::api::routes::nearest_bulk::NearestBulkResponse;
+    use crate::api::routes::places::PlacesResponse;
+    use crate::api::routes::radius::RadiusResponse;
+    use crate::api::routes::suggest::SuggestResponse;
+    use crate::api::routes::validate::ValidateResponse;
+    use crate::api::routes::validate_bulk::BulkResponse;
+    use crate::api::routes::verify::VerifyResponse;
+    use crate::api::routes::verify_bulk::VerifyBulkResponse;
 
     /// serde writes the JSON the OpenAPI document describes (the `ToJSON` of the derived
     /// `Object`), field for field, on the example of each response.
@@ -191,8 +184,8 @@ mod tests {
         same::<CountriesResponse>();
         same::<NearestBulkResponse>();
         same::<SuggestResponse>();
-        same::<crate::api::places::PlacesResponse>();
-        same::<crate::api::verify::VerifyResponse>();
-        same::<crate::api::verify::VerifyBulkResponse>();
+        same::<PlacesResponse>();
+        same::<VerifyResponse>();
+        same::<VerifyBulkResponse>();
     }
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use poem::web::Data;
 
-use super::get;
-use super::reply::Cached;
+use crate::api::get;
+use crate::api::reply::Cached;
 use poem::Request;
 use poem_openapi::param::Query;
 
@@ -14,13 +14,13 @@ use poem_openapi::types::Example;
 use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
 
-use super::billed::{Billed, MISSING_API_KEY, Operation};
-use super::contract::ContractJson;
-use super::error::ApiError;
 use super::lookup::CodeQuery;
-use super::reply::Reply;
-use super::types::{CodeRequest, Envelope, example_envelope};
-use super::{ApiTags, State};
+use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::contract::ContractJson;
+use crate::api::error::ApiError;
+use crate::api::reply::Reply;
+use crate::api::types::{CodeRequest, Envelope, example_envelope};
+use crate::api::{ApiTags, State};
 use crate::domain::charge::Endpoint;
 use crate::index::postal::CodePlace;
 
@@ -163,6 +163,8 @@ pub struct PlacesResponse {
     #[serde(flatten)]
     pub envelope: Envelope,
 }
+
+crate::api::reply::enveloped!(PlacesResponse);
 
 impl Example for PlacesResponse {
     fn example() -> Self {

@@ -1,27 +1,27 @@
 //! POST /api/suggest: place names as the user types them, most postal codes first
-//! (docs/city.md). A separate API struct so that it merges beside `PostalApi` untouched:
-//! parse, authenticate, precheck, one pure call on the in-memory index, charge, respond.
+//! (docs/city.md): parse, authenticate, precheck, one pure call on the in-memory index,
+//! charge, respond.
 
 use std::sync::Arc;
 
 use poem::web::Data;
 
-use super::get::{self, text};
-use super::reply::Cached;
+use crate::api::get::{self, text};
+use crate::api::reply::Cached;
 use poem::Request;
 use poem_openapi::param::Query;
 
-use super::reply::Reply;
+use crate::api::reply::Reply;
 use poem_openapi::types::Example;
 use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::billed::{Billed, MISSING_API_KEY, Operation};
-use super::contract::ContractJson;
-use super::error::ApiError;
-use super::types::{CountryField, Envelope, example_envelope};
-use super::{ApiTags, State};
+use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::contract::ContractJson;
+use crate::api::error::ApiError;
+use crate::api::types::{CountryField, Envelope, example_envelope};
+use crate::api::{ApiTags, State};
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::text::fold;
@@ -290,6 +290,8 @@ pub struct SuggestResponse {
     pub envelope: Envelope,
 }
 
+crate::api::reply::enveloped!(SuggestResponse);
+
 impl Example for SuggestResponse {
     fn example() -> Self {
         let place = |city: &str, codes| SuggestResult {
@@ -305,4 +307,4 @@ impl Example for SuggestResponse {
     }
 }
 
-impl super::contract::DocumentedBody for SuggestRequest {}
+impl crate::api::contract::DocumentedBody for SuggestRequest {}

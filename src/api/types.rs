@@ -1,11 +1,10 @@
-//! The JSON shapes of the API (postal-api.md sections 2 and 4), as OpenAPI objects, with
-//! examples taken from the real data.
+//! The JSON shapes the operations share (postal-api.md section 2): the field types, the
+//! code request of lookup, metacode, validate and places, the envelope, and their
+//! examples from the real data. Each operation's own shapes are in its file (`routes`).
 
-use std::borrow::Cow;
-
+use poem_openapi::Object;
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
-use poem_openapi::types::{Example, ParseFromJSON, ParseResult, ToJSON, Type};
-use poem_openapi::{Enum, Object, Union};
+use poem_openapi::types::{Example, ParseFromJSON, ParseResult, ToJSON};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -240,41 +239,7 @@ impl Example for CodeRequest {
     }
 }
 
-/// Body of /api/city.
-#[derive(Debug, Object)]
-#[oai(example, skip_serializing_if_is_none)]
-pub struct CityRequest {
-    /// City or place name; case, accents and punctuation are ignored.
-    pub city: NonBlankText,
-    /// Full state name (US: or its code); for US either `state` or `ST` is required.
-    pub state: Option<String>,
-    /// State abbreviation (admin code 1).
-    #[oai(rename = "ST")]
-    pub st: Option<String>,
-    /// Your API key.
-    #[oai(rename = "apiKey", validator(min_length = 1))]
-    pub api_key: String,
-    // ISO 3166-1 alpha-2 code, case-insensitive; default `US` when absent (`null` is
-    // not a code: 400). (A plain comment: a described `$ref` becomes an `allOf`, which
-    // generated clients cannot read; the CountryCode schema states the rule.)
-    pub country: Option<CountryField>,
-}
-
-impl Example for CityRequest {
-    fn example() -> Self {
-        CityRequest {
-            city: NonBlankText("Beverly Hills".into()),
-            state: None,
-            st: Some("CA".into()),
-            api_key: "pk_your_api_key".into(),
-            country: Some(CountryField("US".into())),
-        }
-    }
-}
-
 impl DocumentedBody for CodeRequest {}
-impl DocumentedBody for BulkRequest {}
-impl DocumentedBody for AboutRequest {}
 
 /// An object that has property `name`, of `schema` (a branch of a rule over several
 /// fields of a request body).
@@ -284,84 +249,6 @@ pub(super) fn given(name: &'static str, schema: MetaSchemaRef) -> MetaSchemaRef 
         properties: vec![(name, schema)],
         ..MetaSchema::new("object")
     }))
-}
-
-impl DocumentedBody for CityRequest {
-    fn register_body(registry: &mut Registry) {
-        Self::register(registry);
-        CountryOutsideUs::register(registry);
-    }
-
-    /// For the US (no `country`, or `US`), `state` or `ST` is required.
-    fn body_schema() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(MetaSchema {
-            all_of: vec![Self::schema_ref()],
-            any_of: vec![
-                given("state", non_blank_string()),
-                given("ST", non_blank_string()),
-                given("country", CountryOutsideUs::schema_ref()),
-            ],
-            ..MetaSchema::ANY
-        }))
-    }
-}
-
-/// One record of a bulk request.
-#[derive(Debug, Object)]
-pub struct BulkRecordRequest {
-    /// Non-empty postal code.
-    #[oai(rename = "postalCode")]
-    pub postal_code: NonBlankText,
-    // ISO 3166-1 alpha-2 code. (A plain comment: a described `$ref` becomes an `allOf`,
-    // which generated clients cannot read; the CountryCode schema states the rule.)
-    #[oai(rename = "countryCode")]
-    pub country_code: CountryField,
-}
-
-/// Body of /api/validate-bulk.
-#[derive(Debug, Object)]
-#[oai(example)]
-pub struct BulkRequest {
-    /// Your API key.
-    #[oai(rename = "apiKey", validator(min_length = 1))]
-    pub api_key: String,
-    /// 1 to 1,000 records; countries may be mixed.
-    #[oai(validator(min_items = 1, max_items = 1000))]
-    pub records: Vec<BulkRecordRequest>,
-}
-
-impl Example for BulkRequest {
-    fn example() -> Self {
-        let record = |code: &str, country: &str| BulkRecordRequest {
-            postal_code: NonBlankText(code.into()),
-            country_code: CountryField(country.into()),
-        };
-        BulkRequest {
-            api_key: "pk_your_api_key".into(),
-            records: vec![
-                record("90210", "US"),
-                record("SW1A 1AA", "GB"),
-                record("ABCDE", "US"),
-            ],
-        }
-    }
-}
-
-/// Body of /api/aboutapi.
-#[derive(Debug, Object)]
-#[oai(example)]
-pub struct AboutRequest {
-    /// Your API key.
-    #[oai(rename = "apiKey", validator(min_length = 1))]
-    pub api_key: String,
-}
-
-impl Example for AboutRequest {
-    fn example() -> Self {
-        AboutRequest {
-            api_key: "pk_your_api_key".into(),
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -533,287 +420,54 @@ pub struct Envelope {
 }
 
 // ---------------------------------------------------------------------------------------
-// Responses.
+// Examples of the envelope (the OpenAPI document's, from the real data).
 // ---------------------------------------------------------------------------------------
 
-/// 200 of /api/lookup.
-#[derive(Debug, Object, Serialize)]
-#[oai(rename_all = "camelCase", example)]
-#[serde(rename_all = "camelCase")]
-pub struct LookupResponse {
-    /// City or place name.
-    pub city: String,
-    /// Full state name; "" outside the US.
-    pub state: String,
-    /// State abbreviation; "" outside the US.
-    #[oai(rename = "ST")]
-    #[serde(rename = "ST")]
-    pub st: String,
-    #[oai(nullable)]
-    pub latitude: Option<f64>,
-    #[oai(nullable)]
-    pub longitude: Option<f64>,
-    #[oai(flatten)]
-    #[serde(flatten)]
-    pub envelope: Envelope,
-}
-
-/// 200 of /api/city.
-#[derive(Debug, Object, Serialize)]
-#[oai(rename_all = "camelCase", example)]
-#[serde(rename_all = "camelCase")]
-pub struct CityResponse {
-    /// Postal codes of the city, unique and ascending.
-    pub zipcodes: Vec<String>,
-    /// The city that answered, only when no name matched exactly.
-    #[oai(skip_serializing_if_is_none)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub matched_city: Option<String>,
-    /// Its state (admin name 1), only on a fuzzy match.
-    #[oai(skip_serializing_if_is_none)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub matched_state: Option<String>,
-    /// Its state code (admin code 1), only on a fuzzy match.
-    #[oai(rename = "matchedST", skip_serializing_if_is_none)]
-    #[serde(rename = "matchedST")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub matched_st: Option<String>,
-    #[oai(flatten)]
-    #[serde(flatten)]
-    pub envelope: Envelope,
-}
-
-/// Metadata of a US postal code.
-#[derive(Debug, Object, Serialize)]
-#[oai(rename_all = "camelCase", skip_serializing_if_is_none)]
-#[serde(rename_all = "camelCase")]
-pub struct UsMeta {
-    pub zipcode: String,
-    pub city: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub state_abbrev: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub county: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub latitude: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub longitude: Option<f64>,
-    /// IANA timezone at the coordinates.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timezone: Option<String>,
-}
-
-/// Metadata of a non-US postal code; fields without data are omitted.
-#[derive(Debug, Object, Serialize)]
-#[oai(skip_serializing_if_is_none)]
-pub struct WorldMeta {
-    #[oai(rename = "postalCode")]
-    #[serde(rename = "postalCode")]
-    pub postal_code: String,
-    pub country: String,
-    #[oai(rename = "placeName")]
-    #[serde(rename = "placeName")]
-    pub place_name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub latitude: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub longitude: Option<f64>,
-    /// IANA timezone at the coordinates.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timezone: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_name1: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_code1: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_name2: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_code2: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_name3: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_code3: Option<String>,
-    /// GeoNames accuracy of the coordinates: 1 (estimated) to 6 (centroid).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub accuracy: Option<i64>,
-    /// Rich-schema countries (MX, BR): the top-level region (admin name 1).
-    #[oai(rename = "adminLevel1")]
-    #[serde(rename = "adminLevel1")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_level1: Option<String>,
-    /// Rich-schema countries (MX, BR): the second-level region (admin name 2).
-    #[oai(rename = "adminLevel2")]
-    #[serde(rename = "adminLevel2")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub admin_level2: Option<String>,
-    /// Rich-schema countries (MX, BR): the municipality (admin name 2).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub municipality: Option<String>,
-    /// Rich-schema countries (MX): the city (admin name 3), when distinct from placeName.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub city: Option<String>,
-}
-
-/// The metadata record: US shape for US codes, otherwise the world shape.
-#[derive(Debug, Union, Serialize)]
-#[serde(untagged)]
-pub enum Meta {
-    Us(UsMeta),
-    World(Box<WorldMeta>),
-}
-
-/// 200 of /api/metacode and /api/metazip.
-#[derive(Debug, Object, Serialize)]
-#[oai(rename_all = "camelCase", example)]
-#[serde(rename_all = "camelCase")]
-pub struct MetaResponse {
-    pub meta: Meta,
-    #[oai(flatten)]
-    #[serde(flatten)]
-    pub envelope: Envelope,
-}
-
-/// 200 of /api/validate.
-#[derive(Debug, Object, Serialize)]
-#[oai(rename_all = "camelCase", example)]
-#[serde(rename_all = "camelCase")]
-pub struct ValidateResponse {
-    /// The postal code exists.
-    pub valid: bool,
-    /// The validated code, echoed as sent.
-    pub zipcode: ZipCodeValue,
-    /// Same as `performance.totalTime`.
-    pub response_time: Millis,
-    #[oai(flatten)]
-    #[serde(flatten)]
-    pub envelope: Envelope,
-}
-
-/// Why a bulk record is not valid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum, Serialize)]
-#[oai(rename_all = "snake_case")]
-#[serde(rename_all = "snake_case")]
-pub enum Reason {
-    /// Well-formed, but not in the country's data.
-    NotFound,
-    /// Not a form of the country's postal codes.
-    InvalidFormat,
-    /// A valid ISO code with no data loaded.
-    UnknownCountry,
-}
-
-/// `reason` of a bulk result: the enum inline and nullable, because generated clients
-/// cannot take `null` through an `allOf` around a `$ref` to an enum (openapi-python-client:
-/// "Cannot take allOf a non-object").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct NullableReason(pub Option<Reason>);
-
-impl Type for NullableReason {
-    const IS_REQUIRED: bool = true;
-    type RawValueType = Self;
-    type RawElementValueType = Self;
-
-    fn name() -> Cow<'static, str> {
-        "nullable_reason".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        let mut schema = MetaSchema::new("string");
-        schema.enum_items = [
-            Reason::NotFound,
-            Reason::InvalidFormat,
-            Reason::UnknownCountry,
-        ]
-        .iter()
-        .filter_map(ToJSON::to_json)
-        // OpenAPI 3.0.3: a nullable enum lists null among its values.
-        .chain([Value::Null])
-        .collect();
-        schema.nullable = true;
-        MetaSchemaRef::Inline(Box::new(schema))
-    }
-
-    fn as_raw_value(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn raw_element_iter<'a>(
-        &'a self,
-    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
-        Box::new(self.as_raw_value().into_iter())
+pub(in crate::api) fn example_performance() -> Performance {
+    Performance {
+        auth_time: Some(Millis(std::time::Duration::from_micros(11))),
+        rate_limit_check_time: Some(Millis(std::time::Duration::from_micros(6))),
+        balance_time: Some(Millis(std::time::Duration::from_micros(212))),
+        processing_time: Some(Millis(std::time::Duration::from_micros(14))),
+        total_time: Millis(std::time::Duration::from_micros(262)),
     }
 }
 
-impl ParseFromJSON for NullableReason {
-    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        match value {
-            None | Some(Value::Null) => Ok(NullableReason(None)),
-            some => Reason::parse_from_json(some)
-                .map(|reason| NullableReason(Some(reason)))
-                .map_err(poem_openapi::types::ParseError::propagate),
-        }
+pub(in crate::api) fn example_envelope(balance: f64) -> Envelope {
+    Envelope {
+        balance,
+        performance: example_performance(),
+        rate_limit: example_rate_limit(),
+        billed: true,
     }
 }
 
-impl ToJSON for NullableReason {
-    fn to_json(&self) -> Option<Value> {
-        Some(
-            self.0
-                .as_ref()
-                .and_then(ToJSON::to_json)
-                .unwrap_or(Value::Null),
-        )
+/// The envelope of a free operation (`totalTime` only).
+pub(in crate::api) fn example_free_envelope() -> Envelope {
+    Envelope {
+        balance: 4.999972,
+        performance: Performance {
+            auth_time: None,
+            rate_limit_check_time: None,
+            balance_time: None,
+            processing_time: None,
+            total_time: Millis(std::time::Duration::from_micros(105)),
+        },
+        rate_limit: example_rate_limit(),
+        billed: false,
     }
 }
 
-/// One result of /api/validate-bulk, in request order.
-#[derive(Debug, Object, Serialize)]
-#[oai(rename_all = "camelCase")]
-#[serde(rename_all = "camelCase")]
-pub struct BulkResult {
-    /// Echo of the input.
-    pub postal_code: String,
-    /// Echo of the input, upper case.
-    pub country_code: String,
-    pub valid: bool,
-    /// The stored key when valid (GB outcode, CA forward sortation area, ...), else null.
-    #[oai(nullable)]
-    pub normalized: Option<String>,
-    /// Why the record is not valid; null when valid.
-    pub reason: NullableReason,
+pub(in crate::api) fn example_rate_limit() -> RateLimitStatus {
+    let off = || WindowUse {
+        limit: None,
+        current: None,
+        approaching_limit: false,
+    };
+    RateLimitStatus {
+        enabled: false,
+        per_minute: off(),
+        per_hour: off(),
+        per_day: off(),
+    }
 }
-
-/// 200 of /api/validate-bulk.
-#[derive(Debug, Object, Serialize)]
-#[oai(rename_all = "camelCase", example)]
-#[serde(rename_all = "camelCase")]
-pub struct BulkResponse {
-    pub results: Vec<BulkResult>,
-    /// Records x 0.000028 USD.
-    pub total_cost: f64,
-    #[oai(flatten)]
-    #[serde(flatten)]
-    pub envelope: Envelope,
-}
-
-/// 200 of /api/aboutapi.
-#[derive(Debug, Object, Serialize)]
-#[oai(rename_all = "camelCase", example)]
-#[serde(rename_all = "camelCase")]
-pub struct AboutResponse {
-    #[oai(rename = "About")]
-    #[serde(rename = "About")]
-    pub about: String,
-    /// Semantic version of the service.
-    pub version: String,
-    pub coverage: String,
-    pub usage: String,
-    #[oai(flatten)]
-    #[serde(flatten)]
-    pub envelope: Envelope,
-}
-
-mod examples;
-pub(in crate::api) use examples::*;

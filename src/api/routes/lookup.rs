@@ -1,0 +1,200 @@
+//! `/api/lookup` (POST, and GET for pages): the first record of a postal code, from
+//! memory; 1 query. Its operation shape (`first_record_operation!`) serves metacode too.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use poem::Request;
+use poem::web::Data;
+use poem_openapi::param::Query;
+use poem_openapi::types::Example;
+use poem_openapi::{Object, OpenApi};
+use serde::Serialize;
+
+use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::contract::ContractJson;
+use crate::api::error::ApiError;
+use crate::api::get::{self};
+use crate::api::reply::{Cached, Reply};
+use crate::api::types::*;
+use crate::api::{ApiTags, State};
+use crate::db::postal::PlaceRecord;
+use crate::domain::CountryCode;
+use crate::domain::charge::Endpoint;
+use crate::domain::postal_code::ZipInput;
+
+/// The route of /api/lookup (its handlers read the `State` from the request data).
+pub struct LookupApi;
+
+#[OpenApi]
+impl LookupApi {
+    /// Look up a postal code: city, state and coordinates.
+    ///
+    /// Non-US records carry only city, latitude and longitude (`state` and `ST` are "");
+    /// their regions are in /api/metacode. Billed 0.000028 USD when it answers 200.
+    #[oai(
+        path = "/api/lookup",
+        method = "post",
+        operation_id = "lookup",
+        tag = "ApiTags::PostalCodes"
+    )]
+    async fn lookup(
+        &self,
+        state: Data<&Arc<State>>,
+        body: ContractJson<CodeRequest>,
+    ) -> Result<Reply<LookupResponse>, ApiError> {
+        lookup_answer(state.0, &body).await.map(Reply)
+    }
+
+    /// Look up a postal code (GET, for pages).
+    ///
+    /// As POST /api/lookup, with the fields as query parameters and the key as `key`
+    /// (`Authorization`/`X-Api-Key` win). `zipcode` is text as typed. A 200 may be kept by
+    /// the browser an hour. Billed 0.000028 USD when it answers 200.
+    #[oai(
+        path = "/api/lookup",
+        method = "get",
+        operation_id = "lookupGet",
+        tag = "ApiTags::PostalCodes"
+    )]
+    async fn lookup_get(
+        &self,
+        state: Data<&Arc<State>>,
+        request: &Request,
+        /// The postal code.
+        zipcode: Query<get::Required>,
+        /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
+        country: Query<get::Country>,
+        /// Your API key (a publishable key, from a page).
+        key: Query<get::Required>,
+    ) -> Result<Cached<LookupResponse>, ApiError> {
+        let body = get::code_body(request, zipcode, country, key);
+        lookup_answer(state.0, &body).await.map(Reply)
+    }
+}
+
+/// `/api/lookup`'s answer to `body` (POST, or GET's query as a body).
+pub(super) async fn lookup_answer(
+    state: &State,
+    body: &ContractJson<CodeRequest>,
+) -> Result<LookupResponse, ApiError> {
+    let Billed {
+        answer, envelope, ..
+    } = state.billed::<Lookup>(body).await?;
+    let FirstRecord { country, record } = answer;
+    let us = country == CountryCode::US;
+    let region = |v: Option<String>| {
+        if us {
+            v.unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    Ok(LookupResponse {
+        city: record.place_name,
+        state: region(record.admin_name1),
+        st: region(record.admin_code1),
+        latitude: record.latitude,
+        longitude: record.longitude,
+        envelope,
+    })
+}
+
+/// The code asked for.
+pub struct CodeQuery {
+    pub country: CountryCode,
+    pub zipcode: ZipInput,
+}
+
+/// The first record of a code, and its country.
+pub struct FirstRecord {
+    pub country: CountryCode,
+    pub record: PlaceRecord,
+}
+
+pub(super) fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiError> {
+    Ok(CodeQuery {
+        zipcode: body.zipcode()?,
+        country: body.country()?,
+    })
+}
+
+pub(super) async fn first_record(state: &State, query: CodeQuery) -> Result<FirstRecord, ApiError> {
+    let record = state
+        .postal()
+        .lookup(query.country, &query.zipcode)
+        .ok_or_else(|| ApiError::not_found("ZIP code not found"))?;
+    Ok(FirstRecord {
+        country: query.country,
+        record,
+    })
+}
+
+macro_rules! first_record_operation {
+    ($name:ident, $endpoint:expr) => {
+        pub struct $name;
+
+        impl Operation for $name {
+            const ENDPOINT: Endpoint = $endpoint;
+            type Body = ContractJson<CodeRequest>;
+            type Parsed = CodeQuery;
+            type Answer = FirstRecord;
+
+            fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
+                body.api_key(MISSING_API_KEY)
+            }
+
+            fn parse(body: &Self::Body) -> Result<CodeQuery, ApiError> {
+                $crate::api::routes::lookup::parse(body)
+            }
+
+            fn work(
+                state: &State,
+                query: CodeQuery,
+            ) -> impl Future<Output = Result<FirstRecord, ApiError>> + Send {
+                $crate::api::routes::lookup::first_record(state, query)
+            }
+        }
+    };
+}
+
+pub(super) use first_record_operation;
+
+first_record_operation!(Lookup, Endpoint::Lookup);
+
+/// 200 of /api/lookup.
+#[derive(Debug, Object, Serialize)]
+#[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
+pub struct LookupResponse {
+    /// City or place name.
+    pub city: String,
+    /// Full state name; "" outside the US.
+    pub state: String,
+    /// State abbreviation; "" outside the US.
+    #[oai(rename = "ST")]
+    #[serde(rename = "ST")]
+    pub st: String,
+    #[oai(nullable)]
+    pub latitude: Option<f64>,
+    #[oai(nullable)]
+    pub longitude: Option<f64>,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
+}
+
+crate::api::reply::enveloped!(LookupResponse);
+
+impl Example for LookupResponse {
+    fn example() -> Self {
+        LookupResponse {
+            city: "Beverly Hills".into(),
+            state: "California".into(),
+            st: "CA".into(),
+            latitude: Some(34.0901),
+            longitude: Some(-118.4065),
+            envelope: example_envelope(4.999972),
+        }
+    }
+}

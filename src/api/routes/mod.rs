@@ -1,0 +1,63 @@
+//! One file per operation of postal-api.md section 4 (and its GET for pages, its legacy
+//! alias), each in the same shape: the route (an `#[OpenApi]` struct whose handlers read
+//! the `State` from the request data), the operation on the one billed path (`parse`,
+//! `queries`, `work`: `billed::Operation`), the answer mapped to the response, then the
+//! request and response shapes with their examples. What operations share stays in
+//! `api/` (the billed path, the envelope, the one error type, `types` for the shared
+//! shapes); `geo` holds what the geography operations share.
+//!
+//! Siblings may use each other's operation shapes (metacode and validate read a code as
+//! lookup does, verify-bulk asks verify's question); nothing here reaches back into
+//! `api/`'s plumbing beyond those shared parts.
+
+pub mod about;
+pub mod autocomplete;
+pub mod city;
+pub mod countries;
+pub mod distance;
+pub mod geo;
+pub mod lookup;
+pub mod metacode;
+pub mod nearest;
+pub mod nearest_bulk;
+pub mod places;
+pub mod radius;
+pub mod suggest;
+pub mod validate;
+pub mod validate_bulk;
+pub mod verify;
+pub mod verify_bulk;
+
+/// `Apis`, the type of every route, and `apis()`, its value (unit structs: the state
+/// reaches the handlers as request data).
+macro_rules! routes {
+    ($($api:path),* $(,)?) => {
+        pub type Apis = ($($api,)*);
+
+        pub fn apis() -> Apis {
+            ($($api,)*)
+        }
+    };
+}
+
+// Every route, in the order of the OpenAPI document's paths (poem-openapi writes them in
+// this order; `openapi.yaml` is compared byte for byte). At most 16: poem-openapi
+// implements `OpenApi` for tuples up to that size (nest a tuple beyond).
+routes!(
+    lookup::LookupApi,
+    city::CityApi,
+    metacode::MetacodeApi,
+    validate::ValidateApi,
+    validate_bulk::ValidateBulkApi,
+    about::AboutApi,
+    nearest::NearestApi,
+    radius::RadiusApi,
+    distance::DistanceApi,
+    autocomplete::AutocompleteApi,
+    countries::CountriesApi,
+    nearest_bulk::NearestBulkApi,
+    suggest::SuggestApi,
+    places::PlacesApi,
+    verify::VerifyApi,
+    verify_bulk::VerifyBulkApi,
+);

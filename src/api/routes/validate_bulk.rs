@@ -1,0 +1,283 @@
+//! `/api/validate-bulk`: up to 1,000 postal codes of any countries, from memory; 1 query
+//! per record, the whole batch or nothing.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use poem::web::Data;
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
+use poem_openapi::types::{Example, ParseFromJSON, ParseResult, ToJSON, Type};
+use poem_openapi::{Enum, Object, OpenApi};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::contract::{BulkRecord, ContractJson, DocumentedBody};
+use crate::api::error::ApiError;
+use crate::api::reply::Reply;
+use crate::api::types::*;
+use crate::api::{ApiTags, State};
+use crate::domain::CountryCode;
+use crate::domain::charge::Endpoint;
+use crate::index::postal::Verdict;
+
+/// The route of /api/validate-bulk (its handler reads the `State` from the request data).
+pub struct ValidateBulkApi;
+
+#[OpenApi]
+impl ValidateBulkApi {
+    /// Check up to 1,000 postal codes of any countries in one request.
+    ///
+    /// Per-record problems are results (`reason`: not_found, invalid_format,
+    /// unknown_country), never errors. Billed per record; when the balance or a rate
+    /// window cannot take the whole batch, nothing is charged (402 / 429).
+    #[oai(
+        path = "/api/validate-bulk",
+        method = "post",
+        operation_id = "validateBulk",
+        tag = "ApiTags::Validation"
+    )]
+    async fn validate_bulk(
+        &self,
+        state: Data<&Arc<State>>,
+        body: ContractJson<BulkRequest>,
+    ) -> Result<Reply<BulkResponse>, ApiError> {
+        let Billed {
+            answer,
+            envelope,
+            total_cost,
+        } = state.0.billed::<ValidateBulk>(&body).await?;
+        let results = answer
+            .into_iter()
+            .map(|(record, verdict)| {
+                let (normalized, reason) = match verdict {
+                    Verdict::Valid(key) => (Some(key), None),
+                    Verdict::NotFound => (None, Some(Reason::NotFound)),
+                    Verdict::InvalidFormat => (None, Some(Reason::InvalidFormat)),
+                    Verdict::UnknownCountry => (None, Some(Reason::UnknownCountry)),
+                };
+                BulkResult {
+                    postal_code: record.postal_code,
+                    country_code: record.country_input,
+                    valid: normalized.is_some(),
+                    normalized,
+                    reason: NullableReason(reason),
+                }
+            })
+            .collect();
+        Ok(Reply(BulkResponse {
+            results,
+            total_cost,
+            envelope,
+        }))
+    }
+}
+
+pub struct ValidateBulk;
+
+impl Operation for ValidateBulk {
+    const ENDPOINT: Endpoint = Endpoint::ValidateBulk;
+    type Body = ContractJson<BulkRequest>;
+    type Parsed = Vec<BulkRecord>;
+    type Answer = Vec<(BulkRecord, Verdict)>;
+
+    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
+        body.api_key(MISSING_API_KEY)
+    }
+
+    fn parse(body: &Self::Body) -> Result<Vec<BulkRecord>, ApiError> {
+        body.bulk_records()
+    }
+
+    fn queries(records: &Vec<BulkRecord>) -> u64 {
+        records.len() as u64
+    }
+
+    async fn work(
+        state: &State,
+        records: Vec<BulkRecord>,
+    ) -> Result<Vec<(BulkRecord, Verdict)>, ApiError> {
+        let codes: Vec<(CountryCode, String)> = records
+            .iter()
+            .map(|r| (r.country, r.postal_code.clone()))
+            .collect();
+        let verdicts = state.postal().check_codes(&codes);
+        Ok(records.into_iter().zip(verdicts).collect())
+    }
+}
+
+/// One record of a bulk request.
+#[derive(Debug, Object)]
+pub struct BulkRecordRequest {
+    /// Non-empty postal code.
+    #[oai(rename = "postalCode")]
+    pub postal_code: NonBlankText,
+    // ISO 3166-1 alpha-2 code. (A plain comment: a described `$ref` becomes an `allOf`,
+    // which generated clients cannot read; the CountryCode schema states the rule.)
+    #[oai(rename = "countryCode")]
+    pub country_code: CountryField,
+}
+
+/// Body of /api/validate-bulk.
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct BulkRequest {
+    /// Your API key.
+    #[oai(rename = "apiKey", validator(min_length = 1))]
+    pub api_key: String,
+    /// 1 to 1,000 records; countries may be mixed.
+    #[oai(validator(min_items = 1, max_items = 1000))]
+    pub records: Vec<BulkRecordRequest>,
+}
+
+impl Example for BulkRequest {
+    fn example() -> Self {
+        let record = |code: &str, country: &str| BulkRecordRequest {
+            postal_code: NonBlankText(code.into()),
+            country_code: CountryField(country.into()),
+        };
+        BulkRequest {
+            api_key: "pk_your_api_key".into(),
+            records: vec![
+                record("90210", "US"),
+                record("SW1A 1AA", "GB"),
+                record("ABCDE", "US"),
+            ],
+        }
+    }
+}
+
+impl DocumentedBody for BulkRequest {}
+
+/// Why a bulk record is not valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum, Serialize)]
+#[oai(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// Well-formed, but not in the country's data.
+    NotFound,
+    /// Not a form of the country's postal codes.
+    InvalidFormat,
+    /// A valid ISO code with no data loaded.
+    UnknownCountry,
+}
+
+/// `reason` of a bulk result: the enum inline and nullable, because generated clients
+/// cannot take `null` through an `allOf` around a `$ref` to an enum (openapi-python-client:
+/// "Cannot take allOf a non-object").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NullableReason(pub Option<Reason>);
+
+impl Type for NullableReason {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> Cow<'static, str> {
+        "nullable_reason".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        let mut schema = MetaSchema::new("string");
+        schema.enum_items = [
+            Reason::NotFound,
+            Reason::InvalidFormat,
+            Reason::UnknownCountry,
+        ]
+        .iter()
+        .filter_map(ToJSON::to_json)
+        // OpenAPI 3.0.3: a nullable enum lists null among its values.
+        .chain([Value::Null])
+        .collect();
+        schema.nullable = true;
+        MetaSchemaRef::Inline(Box::new(schema))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(self.as_raw_value().into_iter())
+    }
+}
+
+impl ParseFromJSON for NullableReason {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value {
+            None | Some(Value::Null) => Ok(NullableReason(None)),
+            some => Reason::parse_from_json(some)
+                .map(|reason| NullableReason(Some(reason)))
+                .map_err(poem_openapi::types::ParseError::propagate),
+        }
+    }
+}
+
+impl ToJSON for NullableReason {
+    fn to_json(&self) -> Option<Value> {
+        Some(
+            self.0
+                .as_ref()
+                .and_then(ToJSON::to_json)
+                .unwrap_or(Value::Null),
+        )
+    }
+}
+
+/// One result of /api/validate-bulk, in request order.
+#[derive(Debug, Object, Serialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct BulkResult {
+    /// Echo of the input.
+    pub postal_code: String,
+    /// Echo of the input, upper case.
+    pub country_code: String,
+    pub valid: bool,
+    /// The stored key when valid (GB outcode, CA forward sortation area, ...), else null.
+    #[oai(nullable)]
+    pub normalized: Option<String>,
+    /// Why the record is not valid; null when valid.
+    pub reason: NullableReason,
+}
+
+/// 200 of /api/validate-bulk.
+#[derive(Debug, Object, Serialize)]
+#[oai(rename_all = "camelCase", example)]
+#[serde(rename_all = "camelCase")]
+pub struct BulkResponse {
+    pub results: Vec<BulkResult>,
+    /// Records x 0.000028 USD.
+    pub total_cost: f64,
+    #[oai(flatten)]
+    #[serde(flatten)]
+    pub envelope: Envelope,
+}
+
+crate::api::reply::enveloped!(BulkResponse);
+
+impl Example for BulkResponse {
+    fn example() -> Self {
+        let result = |code: &str,
+                      country: &str,
+                      normalized: Option<&str>,
+                      reason: Option<Reason>| BulkResult {
+            postal_code: code.into(),
+            country_code: country.into(),
+            valid: normalized.is_some(),
+            normalized: normalized.map(String::from),
+            reason: NullableReason(reason),
+        };
+        BulkResponse {
+            results: vec![
+                result("90210", "US", Some("90210"), None),
+                result("SW1A 1AA", "GB", Some("SW1A"), None),
+                result("ABCDE", "US", None, Some(Reason::InvalidFormat)),
+            ],
+            total_cost: 0.000084,
+            envelope: example_envelope(4.999916),
+        }
+    }
+}
