@@ -9,7 +9,6 @@
 use poem::Request;
 use poem_openapi::param::Query;
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
-use poem_openapi::types::{ParseFromParameter, ParseResult};
 use serde_json::Value;
 
 use super::contract::ContractJson;
@@ -53,11 +52,11 @@ macro_rules! query_param {
                 $name.into()
             }
 
-            fn schema_ref() -> MetaSchemaRef {
+            fn schema_ref() -> poem_openapi::registry::MetaSchemaRef {
                 $schema
             }
 
-            fn register(registry: &mut Registry) {
+            fn register(registry: &mut poem_openapi::registry::Registry) {
                 ($register)(registry)
             }
 
@@ -70,14 +69,14 @@ macro_rules! query_param {
             }
         }
 
-        impl ParseFromParameter for $ty {
-            fn parse_from_parameter(value: &str) -> ParseResult<Self> {
+        impl poem_openapi::types::ParseFromParameter for $ty {
+            fn parse_from_parameter(value: &str) -> poem_openapi::types::ParseResult<Self> {
                 Ok($ty(Some(value.to_string())))
             }
 
             fn parse_from_parameters<I: IntoIterator<Item = A>, A: AsRef<str>>(
                 iter: I,
-            ) -> ParseResult<Self> {
+            ) -> poem_openapi::types::ParseResult<Self> {
                 let first = iter.into_iter().next();
                 Ok($ty(first.map(|v| v.as_ref().to_string())))
             }
@@ -90,23 +89,13 @@ macro_rules! query_param {
         }
     };
 }
+pub(super) use query_param;
 
 query_param!(
     Required,
     true,
     "non_blank_string",
     super::types::non_blank_string(),
-    |_: &mut Registry| {}
-);
-query_param!(
-    SearchText,
-    true,
-    "suggest_query",
-    MetaSchemaRef::Inline(Box::new(MetaSchema {
-        max_length: Some(200),
-        pattern: Some(super::routes::suggest::Q_PATTERN.to_string()),
-        ..MetaSchema::new("string")
-    })),
     |_: &mut Registry| {}
 );
 query_param!(
@@ -121,16 +110,5 @@ query_param!(
     false,
     "string",
     MetaSchemaRef::Inline(Box::new(MetaSchema::new("string"))),
-    |_: &mut Registry| {}
-);
-query_param!(
-    Limit,
-    false,
-    "limit",
-    MetaSchemaRef::Inline(Box::new(MetaSchema {
-        minimum: Some(1.0),
-        maximum: Some(50.0),
-        ..MetaSchema::new("integer")
-    })),
     |_: &mut Registry| {}
 );

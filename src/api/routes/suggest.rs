@@ -12,6 +12,7 @@ use poem::Request;
 use poem_openapi::param::Query;
 
 use crate::api::reply::Reply;
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
 use poem_openapi::types::Example;
 use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
@@ -39,7 +40,32 @@ pub const MAX_LIMIT: usize = 50;
 /// Longest `q` in characters (a place name has at most 192).
 pub const MAX_QUERY_CHARS: usize = 200;
 
-/// The suggestions API (its handlers read the `State` from the request data).
+// `q` and `limit` as GET query parameters: documented as the body's fields, read
+// leniently (`get::query_param!`).
+get::query_param!(
+    SearchText,
+    true,
+    "suggest_query",
+    MetaSchemaRef::Inline(Box::new(MetaSchema {
+        max_length: Some(MAX_QUERY_CHARS),
+        pattern: Some(Q_PATTERN.to_string()),
+        ..MetaSchema::new("string")
+    })),
+    |_: &mut poem_openapi::registry::Registry| {}
+);
+get::query_param!(
+    Limit,
+    false,
+    "limit",
+    MetaSchemaRef::Inline(Box::new(MetaSchema {
+        minimum: Some(1.0),
+        maximum: Some(MAX_LIMIT as f64),
+        ..MetaSchema::new("integer")
+    })),
+    |_: &mut poem_openapi::registry::Registry| {}
+);
+
+/// The route of /api/suggest (its handlers read the `State` from the request data).
 pub struct SuggestApi;
 
 #[OpenApi]
@@ -81,7 +107,7 @@ impl SuggestApi {
         state: Data<&Arc<State>>,
         request: &Request,
         /// What the user typed so far.
-        q: Query<get::SearchText>,
+        q: Query<SearchText>,
         /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
         country: Query<get::Country>,
         /// Only places of this state / region (admin name1; US: also the code).
@@ -91,7 +117,7 @@ impl SuggestApi {
         #[oai(name = "ST")]
         st: Query<get::Text>,
         /// How many results at most: 1 to 50, default 10.
-        limit: Query<get::Limit>,
+        limit: Query<Limit>,
         /// Your API key (a publishable key, from a page).
         key: Query<get::Required>,
     ) -> Result<Cached<SuggestResponse>, ApiError> {
