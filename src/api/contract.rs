@@ -259,30 +259,34 @@ impl<T> ContractJson<T> {
         items
             .iter()
             .enumerate()
-            .map(|(i, item)| {
-                let postal_code = match item.get("postalCode") {
-                    Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-                    _ => {
-                        return Err(ApiError::bad_request(format!(
-                            "records[{i}].postalCode must be a non-empty string"
-                        )));
-                    }
-                };
-                let country_input = item
-                    .get("countryCode")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let country = CountryCode::parse(country_input).ok_or_else(|| {
-                    ApiError::bad_request(format!(
-                        "records[{i}].countryCode must be a 2-letter ISO 3166-1 alpha-2 code"
-                    ))
-                })?;
-                Ok(BulkRecord {
-                    postal_code,
-                    country,
-                    country_input: country_input.to_uppercase(),
-                })
-            })
+            .map(|(i, item)| bulk_record(i, item))
             .collect()
     }
+}
+
+/// Record `i` of a bulk request's `records`: a non-empty string `postalCode`, then an ISO
+/// `countryCode` (the first failing one named). Verify-bulk reads its records' codes so too.
+pub fn bulk_record(i: usize, item: &Value) -> Result<BulkRecord, ApiError> {
+    let postal_code = match item.get("postalCode") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "records[{i}].postalCode must be a non-empty string"
+            )));
+        }
+    };
+    let country_input = item
+        .get("countryCode")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let country = CountryCode::parse(country_input).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "records[{i}].countryCode must be a 2-letter ISO 3166-1 alpha-2 code"
+        ))
+    })?;
+    Ok(BulkRecord {
+        postal_code,
+        country,
+        country_input: country_input.to_uppercase(),
+    })
 }

@@ -12,12 +12,11 @@ use serde_json::Value;
 
 use super::places::{PlaceItem, example_places};
 use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
-use crate::api::contract::{ContractJson, DocumentedBody, records_array};
+use crate::api::contract::{BulkRecord, ContractJson, DocumentedBody, bulk_record, records_array};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
 use crate::api::types::{CountryField, Envelope, NonBlankText, example_envelope};
 use crate::api::{ApiTags, State};
-use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::postal_code::ZipInput;
 use crate::index::verify::Verification;
@@ -122,24 +121,22 @@ impl Operation for VerifyBulk {
     }
 }
 
-/// Record `i` of `records`: `postalCode`, `countryCode`, `city` (non-empty strings, the
-/// first failing one named), `state` (a string when present).
+/// Record `i` of `records`: `postalCode` and `countryCode` as validate-bulk reads them,
+/// then `city` (a non-empty string) and `state` (a string when present).
 fn verify_record(i: usize, item: &Value) -> Result<VerifyRecord, ApiError> {
-    let text = |name: &str, what: &str| match item.get(name) {
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-        _ => Err(ApiError::bad_request(format!("records[{i}].{name} {what}"))),
+    let BulkRecord {
+        postal_code,
+        country,
+        country_input,
+    } = bulk_record(i, item)?;
+    let city = match item.get("city") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "records[{i}].city must be a non-empty string"
+            )));
+        }
     };
-    let postal_code = text("postalCode", "must be a non-empty string")?;
-    let country_input = item
-        .get("countryCode")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let country = CountryCode::parse(country_input).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "records[{i}].countryCode must be a 2-letter ISO 3166-1 alpha-2 code"
-        ))
-    })?;
-    let city = text("city", "must be a non-empty string")?;
     let state = match item.get("state") {
         None => None,
         Some(Value::String(s)) => Some(s.clone()).filter(|s| !s.trim().is_empty()),
@@ -158,7 +155,7 @@ fn verify_record(i: usize, item: &Value) -> Result<VerifyRecord, ApiError> {
             st: None,
         },
         postal_code,
-        country_input: country_input.to_uppercase(),
+        country_input,
         city,
     })
 }
