@@ -3,6 +3,9 @@
 //! 404 for placeholders and nonsense in every country. Expected code sets are read from the
 //! database file with SQL.
 
+use postal::domain::CountryCode;
+use postal::domain::geo::haversine_km;
+use postal::domain::postal_code::canonical;
 use serde_json::json;
 
 use crate::city_v3::{NOT_PLACES, assert_same, city, codes_where};
@@ -130,6 +133,91 @@ fn the_cities_of_the_admin_columns_answer_with_their_codes() {
         &[],
     );
     assert!(!elsewhere.is_empty());
+}
+
+/// The codes whose point (that of its first record by place name, as the index reads
+/// them) lies within the radius of a disc holding the gazetteer
+/// city's population at 5,000 people per km² (2 to 25 km; docs/city.md, "Cities the
+/// data never names"), as the index keeps points (f32).
+fn area_codes(db: &std::path::Path, country: &str, city: &str) -> (f64, Vec<String>) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let (lat, lon, population): (f64, f64, f64) = conn
+        .query_row(
+            "SELECT latitude, longitude, population FROM gazetteer
+             WHERE country = ?1 AND name = ?2 ORDER BY population DESC LIMIT 1",
+            [country, city],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    let radius = (population / (std::f64::consts::PI * 5_000.0))
+        .sqrt()
+        .clamp(2.0, 25.0);
+    let cc = CountryCode::parse(country).unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    let mut stmt = conn
+        .prepare(
+            "SELECT postal_code, latitude, longitude FROM postal_codes
+             WHERE country = ?1 AND latitude IS NOT NULL ORDER BY place_folded, id",
+        )
+        .unwrap();
+    let mut rows = stmt.query([country]).unwrap();
+    while let Some(r) = rows.next().unwrap() {
+        let code = canonical(cc, &r.get::<_, String>(0).unwrap());
+        let (la, lo): (f64, f64) = (r.get(1).unwrap(), r.get(2).unwrap());
+        seen.entry(code).or_insert((la as f32, lo as f32));
+    }
+    let codes = seen
+        .into_iter()
+        .filter(|(_, (la, lo))| haversine_km(f64::from(*la), f64::from(*lo), lat, lon) <= radius)
+        .map(|(code, _)| code)
+        .collect();
+    (radius, codes)
+}
+
+#[test]
+fn cities_the_data_never_names_answer_the_codes_around_them() {
+    let app = spawn_app_on(full_template());
+    let (account, key) = app.create_account();
+    app.cli(&["account", "topup", &account, "--usd", "5.00"]);
+    // ID writes only kelurahan: Jakarta (8.5 M people) answered `Jakarta Baru` (Maluku,
+    // 2,400 km away) and Surabaya the village of that name in Lampung.
+    for (city_name, query, km) in [
+        ("Jakarta", "Jakarta", 23.0),
+        ("Jakarta", "Jacarta", 23.0),
+        ("Surabaya", "Surabaya", 13.0),
+        ("Surabaya", "surabaya, indonesia", 13.0),
+    ] {
+        let (radius, expected) = area_codes(&app.db, "ID", city_name);
+        assert!(radius > km && radius < km + 1.0, "{city_name}: {radius} km");
+        assert!(expected.len() >= 100, "{city_name}: {}", expected.len());
+        let (status, codes, c, ..) = city(&app, &key, json!({"city": query, "country": "ID"}));
+        assert_eq!((status, c.as_deref()), (200, Some(city_name)), "{query}");
+        assert_same(&codes, &expected, query);
+    }
+    let village = codes_where(&app.db, "ID", "place_name = 'Surabaya'", &[]);
+    assert!(!village.is_empty());
+    let (_, surabaya) = area_codes(&app.db, "ID", "Surabaya");
+    assert!(village.iter().all(|c| !surabaya.contains(c)));
+    // HU writes every Budapest code at one point: Buda, its western half (510,108 people),
+    // answers them (not the village Boda), named Buda in Budapest.
+    let budapest = codes_where(&app.db, "HU", "place_name = 'Budapest'", &[]);
+    let (status, codes, c, s, t) = city(&app, &key, json!({"city": "Buda", "country": "HU"}));
+    assert_eq!(
+        (status, c.as_deref(), s.as_deref(), t.as_deref()),
+        (200, Some("Buda"), Some("Budapest"), Some("BU"))
+    );
+    assert_same(&codes, &area_codes(&app.db, "HU", "Buda").1, "Buda");
+    assert!(budapest.iter().all(|c| codes.contains(c)));
+    // IN: Delhi is a city-state in admin name1, not the two codes of the village Delhi in
+    // Madhya Pradesh.
+    let delhi = codes_where(&app.db, "IN", "admin_name1 = 'Delhi'", &[]);
+    assert!(delhi.len() >= 90, "{}", delhi.len());
+    let (status, codes, c, s, _) = city(&app, &key, json!({"city": "Delhi", "country": "IN"}));
+    assert_eq!(
+        (status, c.as_deref(), s.as_deref()),
+        (200, Some("Delhi"), Some("Delhi"))
+    );
+    assert_same(&codes, &delhi, "Delhi");
 }
 
 #[test]

@@ -29,6 +29,18 @@ const JOIN_FAR_KM: f64 = 25.0;
 const MIN_PREFIX_CHARS: usize = 4;
 /// Alternate names longer than this are descriptions, not names people type.
 const MAX_NAME_CHARS: usize = 60;
+/// Words the gazetteer appends to a name that the postal data leaves out.
+const GAZETTEER_SUFFIXES: [&str; 2] = [" Village", " Parish"];
+/// A gazetteer city that joins no unit of the postal data (the data writes its villages or
+/// neighbourhoods, never its name: ID's `Jakarta`, `Surabaya`, `Bekasi`; HU's `Buda` inside
+/// `Budapest`; DO's `Santo Domingo Este`) answers with the codes around its point, when it
+/// counts at least this many people (GeoNames' own threshold of a city, cities15000) ...
+const AREA_MIN_POPULATION: u64 = 15_000;
+/// ... within the radius of a disc holding its population at this density (an urban
+/// area's order of magnitude: Jakarta 8.5 M people, 23 km; Surabaya 3 M, 14 km; a town of
+/// 20,000, 1.1 km), kept between `AREA_MIN_KM` and `JOIN_FAR_KM`.
+const AREA_PEOPLE_PER_KM2: f64 = 5_000.0;
+const AREA_MIN_KM: f64 = 2.0;
 
 /// A gazetteer place of the country: its names folded (its main name first), where it is
 /// and how many live there.
@@ -56,6 +68,16 @@ impl GazetteerCity {
     ) -> Self {
         let mut names = vec![fold(name)];
         let mut latin = vec![true];
+        // The gazetteer's `Dededo Village` (GU) and `Vale Parish` (GG) are the data's
+        // `Dededo` and `Vale`.
+        if let Some(core) = GAZETTEER_SUFFIXES
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .filter(|core| !core.trim().is_empty())
+        {
+            names.push(fold(core));
+            latin.push(true);
+        }
         for alternate in alternates.split(',') {
             let folded = fold(alternate);
             if folded.len() < 2
@@ -370,6 +392,38 @@ impl Builder {
             .collect()
     }
 
+    /// The codes around a gazetteer city that joins no unit (`AREA_MIN_POPULATION`), and
+    /// the region most of them lie in; `None` when it is smaller or no code lies that near.
+    fn area(&self, city: &GazetteerCity, code_regions: &[u32]) -> Option<(Vec<u32>, u32)> {
+        if city.population < AREA_MIN_POPULATION {
+            return None;
+        }
+        let radius = (city.population as f64 / (std::f64::consts::PI * AREA_PEOPLE_PER_KM2))
+            .sqrt()
+            .clamp(AREA_MIN_KM, JOIN_FAR_KM);
+        // A box around the disc first: one degree of latitude is 111 km.
+        let dlat = radius / 111.0;
+        let dlon = radius / (111.0 * city.latitude.to_radians().cos().max(0.01));
+        let codes: Vec<u32> = (0..self.points.len() as u32)
+            .filter(|c| {
+                self.point(*c).is_some_and(|(lat, lon)| {
+                    (lat - city.latitude).abs() <= dlat
+                        && (lon - city.longitude).abs() <= dlon
+                        && haversine_km(lat, lon, city.latitude, city.longitude) <= radius
+                })
+            })
+            .collect();
+        let mut counts: HashMap<u32, usize> = HashMap::new();
+        for c in &codes {
+            *counts.entry(code_regions[*c as usize]).or_default() += 1;
+        }
+        let region = counts
+            .into_iter()
+            .max_by_key(|(region, n)| (*n, std::cmp::Reverse(*region)))?
+            .0;
+        Some((codes, region))
+    }
+
     /// Joins each gazetteer city to the unit of the postal data that is that city, when
     /// there is one: a place, an admin unit of a city level, or the places whose names
     /// begin with the city's (its post offices), named like the city and covering it best
@@ -412,12 +466,21 @@ impl Builder {
         drop(place_codes);
         let mut sorted: Vec<usize> = (0..self.places.len()).collect();
         sorted.sort_unstable_by(|a, b| self.places[*a].folded.cmp(&self.places[*b].folded));
+        // Each code's region: that of its first place.
+        let mut code_regions = vec![u32::MAX; self.points.len()];
+        for p in &self.places {
+            for c in &p.codes {
+                if code_regions[*c as usize] == u32::MAX {
+                    code_regions[*c as usize] = p.region;
+                }
+            }
+        }
 
         // Each unit's entry, once made (admin units and post-office groups get one).
         let mut entries: HashMap<Unit, usize> = HashMap::new();
         let mut new_places: Vec<PlaceBuild> = Vec::new();
         let mut aliases: HashMap<(String, usize), bool> = HashMap::new();
-        for city in cities {
+        for (c, city) in cities.iter().enumerate() {
             let mut candidates: Vec<Unit> = city
                 .names
                 .iter()
@@ -448,7 +511,7 @@ impl Builder {
                         let codes = &self.admins[i].codes;
                         (codes, Some(Unit::Clipped(i)))
                     }
-                    Unit::Group(..) | Unit::Clipped(_) => continue,
+                    Unit::Group(..) | Unit::Clipped(_) | Unit::Area(..) => continue,
                 };
                 match self.cover(codes, city) {
                     Some(score) => {
@@ -493,7 +556,9 @@ impl Builder {
                         })
                     })
                     .collect();
-                if members.len() < 2 {
+                // Two are streets as often as a city (SG's `Temasek Avenue` and `Temasek
+                // Boulevard` would answer `Singapore`, whose alternate name is Temasek).
+                if members.len() < MIN_DISTRICTS {
                     continue;
                 }
                 let mut codes: Vec<u32> = members
@@ -508,6 +573,10 @@ impl Builder {
                     best = Some((score, Unit::Group(members[0], n), codes));
                 }
             }
+            let best = best.or_else(|| {
+                let (codes, region) = self.area(city, &code_regions)?;
+                Some(((false, 0), Unit::Area(c, region), codes))
+            });
             let Some((_, unit, part_codes)) = best else {
                 continue;
             };
@@ -532,6 +601,9 @@ impl Builder {
                                 title(&city.names[n])
                             };
                             (name, city.names[n].clone(), p.region, part_codes)
+                        }
+                        Unit::Area(_, region) => {
+                            (city.name.clone(), city.names[0].clone(), region, part_codes)
                         }
                         Unit::Place(_) => unreachable!(),
                     };
@@ -763,6 +835,9 @@ enum Unit {
     Group(usize, usize),
     /// An admin unit's codes near the city.
     Clipped(usize),
+    /// The codes around a city that joins no other unit (by its index among the
+    /// gazetteer's cities, and the region most of them lie in).
+    Area(usize, u32),
 }
 
 /// The folded names a unit answers to when a gazetteer city is joined: its name, and each
