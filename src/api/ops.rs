@@ -72,6 +72,22 @@ pub(super) fn healthz() -> Response {
 /// 200 when every check passes; 503 with the first failing check's reason otherwise.
 #[handler]
 pub(super) async fn readyz(ops: Data<&Ops>) -> Response {
+    let reasons = unready_reasons(&ops).await;
+    if reasons.is_empty() {
+        json_response(StatusCode::OK, json!({"status": "ready"}))
+    } else {
+        let request_id = super::telemetry::current_request_id();
+        tracing::warn!(request_id = %request_id, "not ready: {}", reasons.join("; "));
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "not ready", "reason": reasons.join("; ")}),
+        )
+    }
+}
+
+/// Why the server cannot serve now (`/readyz`, and `postal_ready` at each scrape); empty
+/// when it can.
+async fn unready_reasons(ops: &Ops) -> Vec<String> {
     let mut reasons = Vec::new();
     // Not held across the waits below: the loader frees an old index once nothing holds it.
     if ops.postal().coverage().records == 0 {
@@ -98,21 +114,12 @@ pub(super) async fn readyz(ops: Data<&Ops>) -> Response {
             READY_PATIENCE.as_secs()
         )),
     }
-    if reasons.is_empty() {
-        json_response(StatusCode::OK, json!({"status": "ready"}))
-    } else {
-        let request_id = super::telemetry::current_request_id();
-        tracing::warn!(request_id = %request_id, "not ready: {}", reasons.join("; "));
-        json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"status": "not ready", "reason": reasons.join("; ")}),
-        )
-    }
+    reasons
 }
 
 /// Prometheus metrics (OpenMetrics text), behind the bearer token when one is set.
 #[handler]
-pub(super) fn scrape(ops: Data<&Ops>, req: &poem::Request) -> Response {
+pub(super) async fn scrape(ops: Data<&Ops>, req: &poem::Request) -> Response {
     if let Some(token) = &ops.metrics_token {
         let presented = req
             .headers()
@@ -131,7 +138,11 @@ pub(super) fn scrape(ops: Data<&Ops>, req: &poem::Request) -> Response {
             return response;
         }
     }
+    // Before the lock: the database check may wait (READY_PATIENCE), the lock is held
+    // across no await.
+    let ready = unready_reasons(&ops).await.is_empty();
     let _one_at_a_time = ops.scraping.lock();
+    ops.metrics.ready.set(i64::from(ready));
     refresh(ops.0);
     let mut text = String::new();
     if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &ops.metrics.registry) {
@@ -161,6 +172,7 @@ fn refresh(ops: &Ops) {
     m.dataset_records.set(coverage.records);
     m.dataset_countries.set(coverage.countries);
     m.dataset_loaded.set(unix_secs(index.loaded_at()));
+    m.dataset_imported.set(index.imported_at().unwrap_or(0));
     let (countries, codes) = index.size();
     m.index_countries.set(countries as i64);
     m.index_codes.set(codes as i64);

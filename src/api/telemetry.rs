@@ -67,9 +67,11 @@ pub struct Metrics {
     pub(crate) dataset_records: Gauge,
     pub(crate) dataset_countries: Gauge,
     pub(crate) dataset_loaded: Gauge,
+    pub(crate) dataset_imported: Gauge,
     pub(crate) index_codes: Gauge,
     pub(crate) index_countries: Gauge,
     pub(crate) resident_bytes: Gauge,
+    pub(crate) ready: Gauge,
 }
 
 fn latency_histogram() -> Histogram {
@@ -164,6 +166,13 @@ impl Metrics {
             "Unix time the served dataset was loaded (at start, or when an import committed a new one)",
             dataset_loaded.clone(),
         );
+        // The age alert's signal: the load time above restarts with the process.
+        let dataset_imported = Gauge::default();
+        registry.register(
+            "dataset_imported_timestamp_seconds",
+            "Unix time postal-import swapped the served dataset in; 0 when the file does not say",
+            dataset_imported.clone(),
+        );
         let index_codes = Gauge::default();
         registry.register(
             "index_postal_codes",
@@ -182,6 +191,14 @@ impl Metrics {
             "Resident set size of the server process",
             resident_bytes.clone(),
         );
+        // A scrape is the one look an alert gets: /readyz is read by load balancers, not
+        // by Prometheus.
+        let ready = Gauge::default();
+        registry.register(
+            "ready",
+            "1 when /readyz answers 200 (postal data loaded, billing writer flushing, database readable), else 0",
+            ready.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -198,9 +215,11 @@ impl Metrics {
             dataset_records,
             dataset_countries,
             dataset_loaded,
+            dataset_imported,
             index_codes,
             index_countries,
             resident_bytes,
+            ready,
         }
     }
 

@@ -468,6 +468,12 @@ pub fn generation(conn: &Connection) -> Result<i64> {
     Ok(conn.query_row("SELECT generation FROM dataset", [], |r| r.get(0))?)
 }
 
+/// Unix seconds of the swap that made the file's dataset the live one; `None` when no
+/// import has swapped one in since the column exists (a version-1 file's data).
+pub fn imported_at(conn: &Connection) -> Result<Option<i64>> {
+    Ok(conn.query_row("SELECT imported_at FROM dataset", [], |r| r.get(0))?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

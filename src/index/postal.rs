@@ -45,6 +45,9 @@ pub struct PostalIndex {
     geo: GeoIndex,
     /// When this dataset was read from the file (operations: /metrics).
     loaded_at: std::time::SystemTime,
+    /// When `postal-import` swapped this dataset in (`dataset.imported_at`, unix seconds;
+    /// operations: /metrics, to tell a stale dataset from a recent restart).
+    imported_at: Option<i64>,
     /// Place names for /api/city and /api/suggest, loaded and swapped with the rest.
     city: CityIndex,
 }
@@ -430,6 +433,7 @@ impl PostalIndex {
     pub fn load(conn: &Connection) -> Result<PostalIndex> {
         let tx = conn.unchecked_transaction()?;
         let generation = Self::generation(&tx)?;
+        let imported_at = db::dataset::imported_at(&tx)?;
         let mut countries = HashMap::new();
         let mut coverage = Coverage {
             records: 0,
@@ -506,6 +510,7 @@ impl PostalIndex {
             coverage,
             geo,
             loaded_at: std::time::SystemTime::now(),
+            imported_at,
             city,
         })
     }
@@ -526,6 +531,12 @@ impl PostalIndex {
 
     pub fn loaded_at(&self) -> std::time::SystemTime {
         self.loaded_at
+    }
+
+    /// Unix seconds of the import that swapped this dataset in; `None` when the file
+    /// does not say.
+    pub fn imported_at(&self) -> Option<i64> {
+        self.imported_at
     }
 
     /// (countries, distinct postal codes) held in memory.

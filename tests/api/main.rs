@@ -12,6 +12,9 @@ mod city;
 mod city_full;
 /// /api/city v3 on the sample with the gazetteer: admin cities, other languages, forms.
 mod city_v3;
+/// deploy/: systemd units, alert rules and dashboard checked with systemd-analyze and
+/// promtool; every metric they name is exported.
+mod deploy;
 /// Each endpoint's 200 shape for a US and a non-US code.
 mod endpoints;
 /// Every error of the contract: status and exact text.

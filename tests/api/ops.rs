@@ -43,6 +43,13 @@ fn readyz_is_503_with_a_reason_while_no_postal_data_is_loaded() {
     );
     // The process still answers.
     assert_eq!(app.get_with("/healthz", &[]).status, 200);
+    // And says so to Prometheus; no import ever swapped data into this file.
+    let m = app.get_with("/metrics", &[]).text;
+    assert_eq!(sample(&m, "postal_ready"), Some(0.0), "{m}");
+    assert_eq!(
+        sample(&m, "postal_dataset_imported_timestamp_seconds"),
+        Some(0.0)
+    );
 }
 
 /// The value of the series `name` (with its labels exactly as written), or None.
@@ -211,6 +218,14 @@ fn metrics_count_requests_charges_and_refusals_exactly() {
         .as_secs_f64();
     assert!(loaded <= now && loaded > now - 600.0, "{loaded}");
     assert!(sample(m, "postal_process_resident_memory_bytes").unwrap() > 1e6);
+    let imported: i64 = conn
+        .query_row("SELECT imported_at FROM dataset", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        sample(m, "postal_dataset_imported_timestamp_seconds"),
+        Some(imported as f64)
+    );
+    assert_eq!(sample(m, "postal_ready"), Some(1.0));
 
     for secret in [&key, &poor_key, &limited_key] {
         assert!(!m.contains(secret.as_str()), "an API key in /metrics");
