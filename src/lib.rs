@@ -36,11 +36,12 @@
 //! - [`domain`]: the rules, no I/O: country codes, postal-code normalisation, text
 //!   folding, money, rate-limit windows, API keys.
 //! - [`db`]: tables and SQL (connections, pragmas, migrations, dataset tables, accounts,
-//!   keys, ledger, reports); the only code with SQL strings.
+//!   keys, ledger, reports, copies of the file); the only code with SQL strings.
 //! - [`index`]: the read models in memory (postal codes, place names, geography), built
 //!   from the rows `db` reads, and the loader thread that builds, swaps and frees them.
 //! - [`billing`]: the books in memory, their writer thread, the `ChargeStore` trait and
-//!   its SQLite implementation, the serve lock, the CLI-to-server change notifier.
+//!   its SQLite implementation, the serve lock, the CLI-to-server notifier (changes and
+//!   flush requests).
 //! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt) and
 //!   their sources (file, zip, directory, URL); writes through `db::dataset`.
 //! - [`api`]: HTTP, JSON shapes, OpenAPI, status codes, one file per operation in

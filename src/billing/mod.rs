@@ -362,6 +362,39 @@ impl Billing {
         wait.recv_timeout(timeout).is_ok()
     }
 
+    /// Makes the writer commit now everything charged before this call, and waits for it
+    /// (what `postal backup` asks before it copies the file). `Unavailable` when that
+    /// flush failed (the charges stay pending and are retried) or the writer did not
+    /// answer within `timeout`.
+    pub fn flush_now(&self, timeout: Duration) -> Result<(), BillingError> {
+        // The last batch holding a charge decided so far: the one charges go into now,
+        // or, when it is empty, the one taken before it (committed, or being committed).
+        // Batches commit in order and a failed one goes back into the pending charges,
+        // so `done` reaching it means every earlier charge is in the file.
+        let needed = {
+            let books = self.books();
+            if books.pending.is_empty() {
+                books.batch - 1
+            } else {
+                books.batch
+            }
+        };
+        // The writer answers a reload request after the flush of its turn (which takes
+        // everything pending when the turn begins) has committed or failed.
+        if !self.reload_now(timeout) {
+            return Err(BillingError::Unavailable(format!(
+                "the billing writer did not flush within {timeout:?}"
+            )));
+        }
+        let state = self.flush_state();
+        if state.done >= needed {
+            return Ok(());
+        }
+        Err(BillingError::Unavailable(state.failing.unwrap_or_else(
+            || format!("flushed up to batch {} of {needed}", state.done),
+        )))
+    }
+
     /// What flushes have reached.
     pub fn flush_state(&self) -> FlushState {
         self.shared.flushed.borrow().clone()

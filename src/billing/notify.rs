@@ -1,5 +1,6 @@
 //! How a CLI change holds from the next request: the CLI announces its commit to the
-//! running server, which reloads accounts and keys before it confirms.
+//! running server, which reloads accounts and keys before it confirms. And how `postal
+//! backup` makes the running server write its charges before it copies the file.
 //!
 //! The server listens on a Unix socket beside the file (`<db>.serve-notify`). After
 //! committing, a CLI command connects, writes one line, and waits for the server's `ok`,
@@ -8,6 +9,11 @@
 //! (no per-request `PRAGMA data_version` or counter read). Without a server there is no
 //! socket and the command returns at once; a change made by other means (an SQL shell)
 //! is still noticed by the writer's `PRAGMA data_version` check after every flush.
+//!
+//! The lines, one per connection: `changed` (answered `ok` once reloaded) and `flush`
+//! (answered `ok` once every charge decided before the server read the line is
+//! committed, `error <why>` when that flush failed: `Billing::flush_now`). A server
+//! older than `flush` reloads on any line, which also flushes, and answers `ok`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -51,6 +57,51 @@ pub fn announce(conn: &Connection) {
         eprintln!(
             "warning: the running server did not confirm the change; it holds after its next flush"
         );
+    }
+}
+
+/// What the server running on a file answered to `flush`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flushed {
+    /// No server answers on the file's socket: no charges are held in memory, unless a
+    /// server runs without its socket (the caller checks the serve lock).
+    NoServer,
+    /// The server committed every charge it had decided before it read the request.
+    Committed,
+}
+
+/// Why the running server did not confirm a flush.
+#[derive(Debug, thiserror::Error)]
+#[error("the server running on {db} did not flush its charges: {why}")]
+pub struct FlushRefused {
+    pub db: String,
+    pub why: String,
+}
+
+/// Asks the server running on `db` (if any) to commit its charges now, and waits for
+/// its answer.
+pub fn flush(db: &Path) -> Result<Flushed, FlushRefused> {
+    let Ok(mut stream) = UnixStream::connect(socket_path(db)) else {
+        return Ok(Flushed::NoServer);
+    };
+    let refused = |why: String| FlushRefused {
+        db: db.display().to_string(),
+        why,
+    };
+    let _ = stream.set_read_timeout(Some(CONFIRM_WAIT + Duration::from_secs(1)));
+    stream
+        .write_all(b"flush\n")
+        .map_err(|e| refused(format!("writing to its socket: {e}")))?;
+    let mut line = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut line)
+        .map_err(|e| refused(format!("no answer on its socket: {e}")))?;
+    match line.strip_suffix('\n') {
+        Some("ok") => Ok(Flushed::Committed),
+        Some(answer) => Err(refused(
+            answer.strip_prefix("error ").unwrap_or(answer).to_owned(),
+        )),
+        None => Err(refused("it closed its socket without an answer".to_owned())),
     }
 }
 
@@ -108,6 +159,14 @@ fn confirm(stream: UnixStream, billing: &Billing) {
     let _ = stream.set_read_timeout(Some(CONFIRM_WAIT));
     let mut line = String::new();
     if BufReader::new(&stream).read_line(&mut line).is_err() {
+        return;
+    }
+    if line == "flush\n" {
+        let answer = match billing.flush_now(CONFIRM_WAIT) {
+            Ok(()) => "ok\n".to_owned(),
+            Err(e) => format!("error {}\n", e.to_string().replace('\n', " ")),
+        };
+        let _ = (&stream).write_all(answer.as_bytes());
         return;
     }
     if billing.reload_now(CONFIRM_WAIT) {

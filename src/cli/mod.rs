@@ -3,6 +3,7 @@
 
 mod access_log;
 mod account;
+mod backup;
 mod key;
 mod ledger;
 mod log_writer;
@@ -54,6 +55,12 @@ enum Command {
     Ledger(ledger::LedgerCommand),
     /// Billed queries and USD per day, account and endpoint.
     Usage(usage::UsageArgs),
+    /// Write a consistent copy of the database to DEST, while the server runs; the copy
+    /// holds every charge answered before the command started.
+    Backup(backup::BackupArgs),
+    /// Replace the database with the copy SRC once it is checked (integrity, every
+    /// balance equal to its ledger); refused while a server runs on the database.
+    Restore(backup::RestoreArgs),
 }
 
 /// How a command that ran to its end came out.
@@ -82,7 +89,9 @@ fn is_bad_argument(e: &anyhow::Error) -> bool {
         Some(AccountError::Unexpected(_)) => false,
         Some(_) => true,
         None => {
-            e.downcast_ref::<AmountError>().is_some() || e.downcast_ref::<DateError>().is_some()
+            e.downcast_ref::<AmountError>().is_some()
+                || e.downcast_ref::<DateError>().is_some()
+                || e.downcast_ref::<backup::BadInput>().is_some()
         }
     }
 }
@@ -94,6 +103,8 @@ fn run(cli: Cli) -> anyhow::Result<Verdict> {
         Command::Key(command) => key::run(&cli.db, command),
         Command::Ledger(command) => ledger::run(&cli.db, command),
         Command::Usage(args) => usage::run(&cli.db, args),
+        Command::Backup(args) => backup::backup(&cli.db, args),
+        Command::Restore(args) => backup::restore(&cli.db, args),
     }
 }
 

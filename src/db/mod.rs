@@ -25,6 +25,7 @@
 //!   (SQLite gives the `-wal` and `-shm` files the database file's permissions).
 
 pub mod accounts;
+pub mod backup;
 pub mod dataset;
 pub mod gazetteer;
 pub mod keys;

@@ -1,6 +1,9 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Instant, SystemTime};
 
 use postal::billing::{Billing, BillingOptions, Caller};
 use postal::db::{self, accounts, keys};
@@ -54,6 +57,18 @@ impl TestDb {
         let path = dir.path().join("postal.db");
         db::open(&path).unwrap();
         TestDb { path, _dir: dir }
+    }
+
+    /// A path in a directory of its own where no file exists yet (a restore's target).
+    pub fn at_new_path() -> TestDb {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("postal.db");
+        TestDb { path, _dir: dir }
+    }
+
+    /// The directory the file is in.
+    pub fn dir(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     pub fn conn(&self) -> Connection {
@@ -353,4 +368,38 @@ fn post(agent: &ureq::Agent, url: &str, body: &Value) -> (u16, Value) {
         }
         Err(_) => (0, Value::Null),
     }
+}
+
+/// Clients hammering `/api/lookup` with `key` until `stop`; each 200 is recorded with
+/// the instant it was received.
+pub fn load(
+    server: &Server,
+    key: &str,
+    clients: usize,
+) -> (Arc<AtomicBool>, Vec<thread::JoinHandle<Vec<Instant>>>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = (0..clients)
+        .map(|_| {
+            let (client, key, stop) = (server.client(), key.to_string(), stop.clone());
+            thread::spawn(move || {
+                let mut answered = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    match client.lookup(&key).0 {
+                        200 => answered.push(Instant::now()),
+                        0 => break, // the server is gone
+                        _ => {}
+                    }
+                }
+                answered
+            })
+        })
+        .collect();
+    (stop, threads)
+}
+
+pub fn join(threads: Vec<thread::JoinHandle<Vec<Instant>>>) -> Vec<Instant> {
+    threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect()
 }

@@ -17,3 +17,7 @@ mod ledger;
 mod daily;
 /// `postal serve` as a process: stops, crashes, CLI under load, races, failing flushes.
 mod serve;
+
+/// `postal backup` under billed load (every charge answered before it is in the copy),
+/// `postal restore`, and each of their refusals.
+mod backup;

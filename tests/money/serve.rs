@@ -4,48 +4,14 @@
 //! modes, a failing flush answers 503 and recovers, and a flush kept waiting is logged
 //! as slow.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::helpers::{Client, Server, TestDb};
-
-/// Clients hammering `/api/lookup` with `key` until `stop`; each 200 is recorded with
-/// the instant it was received.
-fn load(
-    server: &Server,
-    key: &str,
-    clients: usize,
-) -> (Arc<AtomicBool>, Vec<thread::JoinHandle<Vec<Instant>>>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let threads = (0..clients)
-        .map(|_| {
-            let (client, key, stop) = (server.client(), key.to_string(), stop.clone());
-            thread::spawn(move || {
-                let mut answered = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    match client.lookup(&key).0 {
-                        200 => answered.push(Instant::now()),
-                        0 => break, // the server is gone
-                        _ => {}
-                    }
-                }
-                answered
-            })
-        })
-        .collect();
-    (stop, threads)
-}
-
-fn join(threads: Vec<thread::JoinHandle<Vec<Instant>>>) -> Vec<Instant> {
-    threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect()
-}
+use crate::helpers::{Client, TestDb, join, load};
 
 #[test]
 fn sigterm_under_load_keeps_every_answered_charge() {
