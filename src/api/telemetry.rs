@@ -24,6 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::domain::charge::Endpoint as ApiOperation;
 use crate::domain::money::PRICE_PER_QUERY;
 
 /// The header a request id comes in and goes out with.
@@ -231,10 +232,7 @@ impl Metrics {
         self.latency
             .get_or_create(&OperationLabel { operation })
             .observe(seconds);
-        let billed_api = matches!(
-            operation,
-            "lookup" | "city" | "metacode" | "metazip" | "validate" | "validate-bulk" | "aboutapi"
-        );
+        let billed_api = ApiOperation::parse(operation).is_some();
         match status {
             401 | 402 | 429 if billed_api => {
                 let reason = match status {
@@ -290,17 +288,13 @@ pub(crate) fn current_request_id() -> Arc<str> {
         .unwrap_or_else(|_| Arc::from("-"))
 }
 
-/// The operation a path belongs to, from a fixed list, so that a scan of random paths
-/// cannot make new series.
+/// The operation a path belongs to, from a fixed list (every API operation by its ledger
+/// name, `Endpoint`), so that a scan of random paths cannot make new series.
 fn operation(path: &str) -> &'static str {
+    if let Some(endpoint) = path.strip_prefix("/api/").and_then(ApiOperation::parse) {
+        return endpoint.as_str();
+    }
     match path {
-        "/api/lookup" => "lookup",
-        "/api/city" => "city",
-        "/api/metacode" => "metacode",
-        "/api/metazip" => "metazip",
-        "/api/validate" => "validate",
-        "/api/validate-bulk" => "validate-bulk",
-        "/api/aboutapi" => "aboutapi",
         "/healthz" => "healthz",
         "/readyz" => "readyz",
         "/metrics" => "metrics",
@@ -453,7 +447,11 @@ mod tests {
     #[test]
     fn unknown_paths_share_one_operation_label() {
         assert_eq!(operation("/api/lookup"), "lookup");
+        assert_eq!(operation("/api/nearest-bulk"), "nearest-bulk");
+        assert_eq!(operation("/api/verify"), "verify");
+        assert_eq!(operation("/api/countries"), "countries");
         assert_eq!(operation("/api/nope"), "other-api");
+        assert_eq!(operation("/api/Lookup"), "other-api");
         assert_eq!(operation("/wp-admin/x.php"), "other");
         assert_eq!(operation("/docs/"), "docs");
     }
