@@ -5,13 +5,12 @@
 //! them when missing, and a test without its tool fails saying which package to install.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::helpers::template;
+use crate::helpers::spawn_postal_serve;
 
 const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
 const UNITS: [&str; 3] = [
@@ -249,62 +248,6 @@ fn the_dashboard_reads_every_panel_from_the_datasource_variable_with_valid_promq
     );
 }
 
-/// `postal serve` (the binary) on a copy of the sample database; killed when dropped.
-struct Server {
-    child: Child,
-    address: String,
-    api_key: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn_postal_serve() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("postal.db");
-    std::fs::copy(template(), &db).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_postal"))
-        .arg("--db")
-        .arg(&db)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running postal serve");
-    // The sample database has no account: serve creates one and prints its key.
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let api_key = stdout
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            let rest = line.split("with API key ").nth(1)?;
-            Some(rest.split_whitespace().next()?.to_string())
-        })
-        .expect("postal serve printed no API key");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-    let address = stderr
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            let rest = line.split("listening on http://").nth(1)?;
-            Some(rest.split_whitespace().next()?.to_string())
-        })
-        .expect("postal serve stopped before listening");
-    // Keep draining the log so that the server never blocks on a full pipe.
-    std::thread::spawn(move || stderr.for_each(drop));
-    Server {
-        child,
-        address,
-        api_key,
-        _dir: dir,
-    }
-}
-
 /// The sample names a scrape holds, and those its families would hold once observed
 /// (a family without a sample yet still has its `# TYPE` line).
 fn exported_names(scrape: &str) -> BTreeSet<String> {
@@ -331,7 +274,7 @@ fn exported_names(scrape: &str) -> BTreeSet<String> {
 
 #[test]
 fn every_metric_the_alerts_and_the_dashboard_name_is_exported_by_postal_serve() {
-    let server = spawn_postal_serve();
+    let server = spawn_postal_serve(&[]);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()

@@ -1,8 +1,9 @@
 //! `spawn_app()`: the real server on a fresh database holding `sample.zip`, on a free
 //! port, with one method per endpoint; accounts are made with the real `postal` CLI.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
@@ -429,4 +430,71 @@ fn parse_raw(bytes: &[u8]) -> Option<RawReply> {
         body: serde_json::from_str(&rest[..length]).unwrap_or(Value::Null),
         head,
     })
+}
+
+/// `postal serve`, the binary (not in process), on a copy of the sample database, run
+/// through `wrapper` when it is not empty (`prlimit --nofile=1024:1024`); killed when
+/// dropped.
+pub struct ServeProcess {
+    child: Child,
+    pub address: String,
+    pub api_key: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn spawn_postal_serve(wrapper: &[&str]) -> ServeProcess {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("postal.db");
+    std::fs::copy(template(), &db).expect("copying the template");
+    let postal = env!("CARGO_BIN_EXE_postal");
+    let mut command = match wrapper {
+        [] => Command::new(postal),
+        [program, args @ ..] => {
+            let mut command = Command::new(program);
+            command.args(args).arg(postal);
+            command
+        }
+    };
+    let mut child = command
+        .arg("--db")
+        .arg(&db)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running postal serve");
+    // The sample database has no account: serve creates one and prints its key.
+    let api_key = BufReader::new(child.stdout.take().expect("stdout"))
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            let rest = line.split("with API key ").nth(1)?;
+            Some(rest.split_whitespace().next()?.to_string())
+        })
+        .expect("postal serve printed no API key");
+    assert!(api_key.starts_with("sk_"), "no API key printed");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let address = stderr
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            let rest = line.split("listening on http://").nth(1)?;
+            Some(rest.split_whitespace().next()?.to_string())
+        })
+        .expect("postal serve stopped before listening");
+    // Keep draining the log so that the server never blocks on a full pipe.
+    std::thread::spawn(move || stderr.for_each(drop));
+    ServeProcess {
+        child,
+        address,
+        api_key,
+        _dir: dir,
+    }
 }

@@ -8,14 +8,13 @@
 //! 100 body bytes: the 10 s body timeout). Timing bounds are generous (the machine is
 //! shared); the measured figures are printed.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::helpers::template;
+use crate::helpers::{ServeProcess, spawn_postal_serve};
 
 /// The server's timeouts (`postal::api::server::Limits::default()`).
 const IDLE: Duration = Duration::from_secs(5);
@@ -24,72 +23,9 @@ const BODY: Duration = Duration::from_secs(10);
 /// Room for a loaded machine on top of a timeout.
 const SLACK: Duration = Duration::from_secs(3);
 
-struct Server {
-    child: Child,
-    address: String,
-    api_key: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `prlimit --nofile=1024:1024 postal serve` on a copy of the sample database.
-fn spawn_limited_server() -> Server {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("postal.db");
-    std::fs::copy(template(), &db).expect("copying the template");
-    let mut child = Command::new("prlimit")
-        .arg("--nofile=1024:1024")
-        .arg(env!("CARGO_BIN_EXE_postal"))
-        .arg("--db")
-        .arg(&db)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running prlimit postal serve");
-    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut api_key = String::new();
-    for line in stdout.lines() {
-        let line = line.expect("server stdout");
-        if let Some(rest) = line.split("with API key ").nth(1) {
-            api_key = rest
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            break;
-        }
-    }
-    let stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut lines = stderr.lines();
-    let address = loop {
-        let line = lines
-            .next()
-            .expect("the server stopped before listening")
-            .expect("server stderr");
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_string();
-        }
-    };
-    // Keep draining the log so that the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    assert!(api_key.starts_with("sk_"), "no API key printed");
-    Server {
-        child,
-        address,
-        api_key,
-        _dir: dir,
-    }
+fn spawn_limited_server() -> ServeProcess {
+    spawn_postal_serve(&["prlimit", "--nofile=1024:1024"])
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -190,7 +126,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// Starts `count` slow clients of the three kinds, in equal parts.
 fn start_slow_clients(
-    server: &Server,
+    server: &ServeProcess,
     count: usize,
     stop: &Arc<AtomicBool>,
     lifetimes: &Arc<Lifetimes>,
