@@ -1,12 +1,11 @@
 //! `/api/validate-bulk`: up to 1,000 postal codes of any countries, from memory; 1 query
 //! per record, the whole batch or nothing.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use poem::web::Data;
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
-use poem_openapi::types::{Example, ParseFromJSON, ParseResult, ToJSON, Type};
+use poem_openapi::types::{Example, ParseFromJSON, ParseResult, ToJSON};
 use poem_openapi::{Enum, Object, OpenApi};
 use serde::Serialize;
 use serde_json::Value;
@@ -168,16 +167,10 @@ pub enum Reason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct NullableReason(pub Option<Reason>);
 
-impl Type for NullableReason {
-    const IS_REQUIRED: bool = true;
-    type RawValueType = Self;
-    type RawElementValueType = Self;
-
-    fn name() -> Cow<'static, str> {
-        "nullable_reason".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
+wrapper_type!(
+    NullableReason,
+    "nullable_reason",
+    {
         let mut schema = MetaSchema::new("string");
         schema.enum_items = [
             Reason::NotFound,
@@ -191,18 +184,9 @@ impl Type for NullableReason {
         .collect();
         schema.nullable = true;
         MetaSchemaRef::Inline(Box::new(schema))
-    }
-
-    fn as_raw_value(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn raw_element_iter<'a>(
-        &'a self,
-    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
-        Box::new(self.as_raw_value().into_iter())
-    }
-}
+    },
+    |_: &mut poem_openapi::registry::Registry| {}
+);
 
 impl ParseFromJSON for NullableReason {
     fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
