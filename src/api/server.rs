@@ -19,6 +19,8 @@
 //!   declared `Content-Length` over 1 MiB answers 413 at once, before any body byte.
 //! - **Errors**: hyper answers a malformed head itself (400, 414, 431) with an empty
 //!   body; `connection::Guarded` replaces those responses with the JSON error shape.
+//!   After those and a 413, the connection lingers (reads and drops what the client
+//!   still sends, 2 s at most) so that the client gets the answer, not a reset.
 //!
 //! HTTP/2 is not served (poem's server offered h2c with prior knowledge); every client of
 //! the contract speaks HTTP/1.1.
@@ -44,7 +46,7 @@ use tokio::task::JoinSet;
 
 use super::contract::MAX_BODY_BYTES;
 use super::json_error;
-use connection::{Guarded, InFlight};
+use connection::{Guarded, InFlight, Linger};
 
 /// Descriptors kept for everything but client connections: SQLite (two pools and the
 /// billing writer, each connection holding the database and its WAL), the listener,
@@ -194,13 +196,24 @@ async fn serve_connection<E: Endpoint + 'static>(
     mut stopping: watch::Receiver<bool>,
 ) {
     let in_flight = InFlight::default();
-    let io = Guarded::new(socket, limits.idle_timeout, in_flight.clone());
+    let linger = Linger::default();
+    let io = Guarded::new(
+        socket,
+        limits.idle_timeout,
+        in_flight.clone(),
+        linger.clone(),
+    );
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let app = app.clone();
         let (local, remote) = (local.clone(), remote.clone());
         let handling = in_flight.start();
+        let linger = linger.clone();
         async move {
             let response = respond(&*app, request, local, remote, limits).await;
+            // Answered before the body was read whole: the client may still be sending it.
+            if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                linger.set();
+            }
             drop(handling);
             Ok::<_, Infallible>(hyper::Response::from(response))
         }

@@ -322,6 +322,23 @@ fn a_body_over_one_mebibyte_is_a_413() {
     );
 }
 
+/// The 413 comes before the body is read; a client still sending it must get the answer,
+/// not a reset (the server drains what it sends before closing: a lingering close).
+#[test]
+fn a_client_still_sending_a_body_over_one_mebibyte_gets_its_413() {
+    let app = spawn_app();
+    let key = app.api_key();
+    for size in [2 << 20, 8 << 20, 2 << 20, 8 << 20, 2 << 20, 8 << 20] {
+        let padding = "x".repeat(size);
+        let body = json!({"apiKey": key, "zipcode": "90210", "padding": padding}).to_string();
+        assert_error(
+            app.post_raw("/api/lookup", body.as_bytes(), Some("application/json")),
+            413,
+            "Request body too large",
+        );
+    }
+}
+
 #[test]
 fn unknown_paths_are_404_and_other_methods_405() {
     let app = spawn_app();

@@ -134,6 +134,17 @@ pub fn spawn_app_on_with(source: &Path, settings: postal::api::Settings) -> Test
         .http_status_as_error(false)
         .build()
         .into();
+    // The listener is bound before the postal data is loaded (3 s for the sample, more on
+    // a loaded machine); connections wait in the backlog meanwhile. Tests that time their
+    // requests (raw sockets with a read timeout) start once the server answers.
+    let health = agent
+        .get(format!("http://{address}/healthz"))
+        .config()
+        .timeout_global(Some(std::time::Duration::from_secs(300)))
+        .build()
+        .call()
+        .expect("the server answering /healthz");
+    assert_eq!(health.status(), 200, "/healthz");
     TestApp {
         address: format!("http://{address}"),
         db,

@@ -1,5 +1,6 @@
-//! `Guarded`: a client connection's socket with an idle deadline, and JSON bodies on the
-//! error responses hyper writes by itself.
+//! `Guarded`: a client connection's socket with an idle deadline, JSON bodies on the
+//! error responses hyper writes by itself, and a lingering close after an answer given
+//! before the request was read whole.
 //!
 //! hyper answers a request head it cannot parse (bad request line, bad or duplicate
 //! `Content-Length`, a URI over 65,534 bytes, too many or too large headers) without
@@ -10,17 +11,45 @@
 //! end of its last write (hyper is told not to use vectored writes, so a write holds
 //! all the bytes hyper has buffered). That head is replaced with the same status and a
 //! JSON body `{"error": ...}`.
+//!
+//! Those answers, and a 413 for a body over the limit, come before the request has been
+//! read whole, and the connection closes after them. Closing a socket with unread bytes
+//! makes the kernel send a reset: the client, still sending, fails with "broken pipe" or
+//! "connection reset" and never reads the answer (ureq did, for a 2 MiB body). So such a
+//! connection [lingers](Linger): after the answer and the FIN, what the client still
+//! sends is read and dropped until it closes, for [`LINGER`] at most (nginx's
+//! `lingering_close`).
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
+
+/// The longest a connection lingers after the answer (module doc).
+pub(super) const LINGER: Duration = Duration::from_secs(2);
+/// Reads of a lingering connection per poll, before it yields to other tasks.
+const LINGER_READS_PER_POLL: usize = 32;
+
+/// Whether the connection lingers when it closes: set when it answered before reading the
+/// request whole.
+#[derive(Clone, Default)]
+pub(super) struct Linger(Arc<AtomicBool>);
+
+impl Linger {
+    pub(super) fn set(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
 
 /// How many requests of one connection are in the endpoint (their body being read or
 /// their answer being computed): the idle deadline does not run meanwhile.
@@ -56,10 +85,18 @@ pub(super) struct Guarded<S> {
     deadline: Pin<Box<Sleep>>,
     /// A rewritten error response not yet written to the socket.
     pending: Vec<u8>,
+    linger: Linger,
+    /// The write side is shut down (the FIN sent); lingering, if at all, since.
+    shut: bool,
 }
 
 impl<S> Guarded<S> {
-    pub(super) fn new(socket: S, idle_timeout: Duration, in_flight: InFlight) -> Guarded<S> {
+    pub(super) fn new(
+        socket: S,
+        idle_timeout: Duration,
+        in_flight: InFlight,
+        linger: Linger,
+    ) -> Guarded<S> {
         let now = Instant::now();
         Guarded {
             socket,
@@ -68,6 +105,8 @@ impl<S> Guarded<S> {
             last_activity: now,
             deadline: Box::pin(tokio::time::sleep_until(now + idle_timeout)),
             pending: Vec::new(),
+            linger,
+            shut: false,
         }
     }
 
@@ -128,7 +167,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -140,6 +179,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
             this.pending.extend_from_slice(&buf[..start]);
             this.pending
                 .extend_from_slice(&json_error_response(&buf[start..]));
+            this.linger.set();
             // Written on this call or the flush that follows; hyper sees it all taken.
             if let Poll::Ready(Err(e)) = this.poll_pending(cx) {
                 return Poll::Ready(Err(e));
@@ -168,8 +208,43 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        ready!(this.poll_pending(cx))?;
-        Pin::new(&mut this.socket).poll_shutdown(cx)
+        if !this.shut {
+            ready!(this.poll_pending(cx))?;
+            ready!(Pin::new(&mut this.socket).poll_shutdown(cx))?;
+            this.shut = true;
+            if !this.linger.is_set() {
+                return Poll::Ready(Ok(()));
+            }
+            this.deadline.as_mut().reset(Instant::now() + LINGER);
+        }
+        this.poll_linger(cx)
+    }
+}
+
+impl<S: AsyncRead + Unpin> Guarded<S> {
+    /// Reads and drops what the client still sends, until it closes (or fails) or the
+    /// lingering deadline passes; the connection is then closed without a reset.
+    fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut scratch = [0u8; 8192];
+        for _ in 0..LINGER_READS_PER_POLL {
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut self.socket).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(Ok(())),
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(_)) => return Poll::Ready(Ok(())),
+                Poll::Pending => {
+                    return match self.deadline.as_mut().poll(cx) {
+                        Poll::Ready(()) => Poll::Ready(Ok(())),
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+            }
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(()));
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
