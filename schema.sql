@@ -5,8 +5,9 @@
 -- adds a numbered migration in `src/db/mod.rs` rather than editing a released version.
 
 ---------------------------------------------------------------------------------------
--- Postal data. Owned by `postal-import`, which builds new copies of `postal_codes` and
--- `gazetteer` beside these (`<name>_next`, from the definitions below) and swaps them in,
+-- Postal data. Owned by `postal-import`, which builds new copies of `postal_codes`,
+-- `gazetteer` and `retired_codes` beside these (`<name>_next`, from the definitions
+-- below) and swaps them in,
 -- with the rows of `countries`, in one short transaction (`db::dataset`); nothing else
 -- writes them.
 ---------------------------------------------------------------------------------------
@@ -76,6 +77,93 @@ CREATE TABLE gazetteer (
     timezone        TEXT
 ) STRICT;
 CREATE INDEX gazetteer_by_country ON gazetteer (country);
+
+-- Codes that an import removed: `/api/lookup`, `/api/metacode`, `/api/places` still answer
+-- 404 but name the code's last place and the day it went; validation answers `retired`
+-- (docs/dataset.md). Owned by the import like `postal_codes` (rebuilt beside it and swapped
+-- in with it): the previous retired codes minus those the new data holds again, plus the
+-- codes this import removed. A code that comes back is no longer retired.
+CREATE TABLE retired_codes (
+    country     TEXT NOT NULL,
+    compact_key TEXT NOT NULL,
+    postal_code TEXT NOT NULL,    -- as the data wrote it
+    city        TEXT NOT NULL,    -- its first place when it was removed
+    since       INTEGER NOT NULL, -- unix seconds of the swap of the import that removed it
+    PRIMARY KEY (country, compact_key)
+) STRICT;
+
+---------------------------------------------------------------------------------------
+-- The dataset's history (docs/dataset.md). Written by `postal-import`, append-only: the
+-- rows of an import are written before its swap under its generation, and count once the
+-- swap has committed its `imports` row (an interrupted import's rows are removed by the
+-- next one).
+---------------------------------------------------------------------------------------
+
+-- One row per import that swapped a dataset in, committed in the swap transaction.
+CREATE TABLE imports (
+    generation   INTEGER PRIMARY KEY,      -- the `dataset.generation` it made
+    started_at   INTEGER NOT NULL,         -- unix seconds
+    finished_at  INTEGER NOT NULL,         -- the swap
+    records      INTEGER NOT NULL,
+    codes        INTEGER NOT NULL,
+    countries    INTEGER NOT NULL,
+    bad_lines    INTEGER NOT NULL,
+    allow_shrink INTEGER NOT NULL CHECK (allow_shrink IN (0, 1)),
+    overrides    INTEGER NOT NULL          -- override lines applied
+) STRICT;
+
+-- What each import read: every file (or zip entry) of every source.
+CREATE TABLE import_sources (
+    generation     INTEGER NOT NULL,
+    position       INTEGER NOT NULL,
+    role           TEXT NOT NULL CHECK (role IN ('postal', 'country_info', 'gazetteer', 'overrides')),
+    location       TEXT NOT NULL,          -- the path or URL as given
+    bytes          INTEGER NOT NULL,       -- of the file read (the whole zip)
+    sha256         TEXT NOT NULL,          -- lower-case hex, of the same bytes
+    last_modified  TEXT,                   -- the upstream answer's headers, when downloaded
+    etag           TEXT,
+    entry          TEXT,                   -- the zip entry read
+    entry_modified TEXT,                   -- its time as the zip stores it (no zone)
+    PRIMARY KEY (generation, position)
+) STRICT;
+
+-- Per import and country: records and codes imported, and the codes added, removed and
+-- moved against the dataset it replaced.
+CREATE TABLE import_countries (
+    generation INTEGER NOT NULL,
+    country    TEXT NOT NULL,
+    records    INTEGER NOT NULL,
+    codes      INTEGER NOT NULL,
+    added      INTEGER NOT NULL,
+    removed    INTEGER NOT NULL,
+    moved      INTEGER NOT NULL,
+    PRIMARY KEY (generation, country)
+) STRICT, WITHOUT ROWID;
+
+-- The codes each import added, removed or moved (its first record more than 1 km away, or
+-- another first place). A country's first import is counted in `import_countries`, its
+-- codes not listed one by one.
+CREATE TABLE code_changes (
+    generation         INTEGER NOT NULL,
+    country            TEXT NOT NULL,
+    postal_code        TEXT NOT NULL,
+    change             TEXT NOT NULL CHECK (change IN ('added', 'removed', 'moved')),
+    city               TEXT NOT NULL,      -- the first place: new (added, moved) or last (removed)
+    latitude           REAL,
+    longitude          REAL,
+    previous_city      TEXT,               -- moved: the first place before
+    previous_latitude  REAL,
+    previous_longitude REAL
+) STRICT;
+CREATE INDEX code_changes_by_generation ON code_changes (generation, country);
+
+-- The operator's corrections (`postal-import --overrides FILE`), applied by every import
+-- until replaced: a line of the postal format after `add` or `remove`.
+CREATE TABLE overrides (
+    line        INTEGER PRIMARY KEY,       -- its line in the file
+    action      TEXT NOT NULL CHECK (action IN ('add', 'remove')),
+    fields      TEXT NOT NULL              -- the line's 12 columns, tab-separated
+) STRICT;
 
 ---------------------------------------------------------------------------------------
 -- Money: accounts, API keys, ledger, rate-limit counters. Owned by `db::accounts` and
@@ -164,4 +252,4 @@ BEGIN
 END;
 
 
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;

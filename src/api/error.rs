@@ -19,6 +19,45 @@ impl poem_openapi::types::Example for ErrorBody {
     }
 }
 
+/// The body of a 404: the error text and, for a postal code an import removed, what it was.
+#[derive(Debug, Clone, Object)]
+pub struct NotFoundBody {
+    /// The contract's error text.
+    pub error: String,
+    /// Only for a code that an import of the dataset removed (docs/dataset.md): its last
+    /// place and the day it went. Absent for a code that never existed.
+    #[oai(skip_serializing_if_is_none)]
+    pub retired: Option<RetiredCode>,
+}
+
+/// A postal code an import removed from the dataset and none brought back.
+#[derive(Debug, Clone, PartialEq, Eq, Object, serde::Serialize)]
+#[oai(example)]
+pub struct RetiredCode {
+    /// The UTC day of the import that removed it (`YYYY-MM-DD`).
+    pub since: String,
+    /// Its (first) place before it was removed.
+    pub city: String,
+}
+
+impl poem_openapi::types::Example for RetiredCode {
+    fn example() -> Self {
+        RetiredCode {
+            since: "2026-11-25".to_string(),
+            city: "Beverly Hills".to_string(),
+        }
+    }
+}
+
+impl RetiredCode {
+    pub fn of(retired: &crate::index::history::Retired) -> RetiredCode {
+        RetiredCode {
+            since: crate::domain::date::UtcDate::of_unix(retired.since).to_string(),
+            city: retired.city.to_string(),
+        }
+    }
+}
+
 /// The body of a 429: the error text and the whole seconds to wait (also in `Retry-After`).
 #[derive(Debug, Clone, Object)]
 pub struct RateLimitedBody {
@@ -47,9 +86,10 @@ pub enum ApiError {
     /// a secret key from another site's page.
     #[oai(status = 403)]
     Forbidden(Json<ErrorBody>),
-    /// Postal code or city not found (lookup, metacode, city); nothing was charged.
+    /// Postal code or city not found (lookup, metacode, city); nothing was charged. A code
+    /// an import removed carries `retired`.
     #[oai(status = 404)]
-    NotFound(Json<ErrorBody>),
+    NotFound(Json<NotFoundBody>),
     /// The request body is larger than 1 MiB.
     #[oai(status = 413)]
     PayloadTooLarge(Json<ErrorBody>),
@@ -99,7 +139,18 @@ impl ApiError {
     }
 
     pub fn not_found(text: &str) -> ApiError {
-        ApiError::NotFound(body(text))
+        ApiError::NotFound(Json(NotFoundBody {
+            error: text.to_string(),
+            retired: None,
+        }))
+    }
+
+    /// `404 ZIP code not found`, with what the code was when an import removed it.
+    pub fn zip_not_found(retired: Option<&crate::index::history::Retired>) -> ApiError {
+        ApiError::NotFound(Json(NotFoundBody {
+            error: "ZIP code not found".to_string(),
+            retired: retired.map(RetiredCode::of),
+        }))
     }
 
     pub fn too_large() -> ApiError {

@@ -89,14 +89,15 @@ mod tests {
     #[test]
     fn api_paths_allow_post_the_form_reads_get_too_and_the_operator_routes_get() {
         let allowed = super::allowed_methods();
-        // 7 paths of the contract, 6 of geography, suggest, places, verify, verify-bulk;
-        // 5 GET routes.
-        assert_eq!(allowed.len(), 22, "{allowed:?}");
+        // 7 paths of the contract, 6 of geography, suggest, places, verify, verify-bulk,
+        // dataset; 5 GET routes.
+        assert_eq!(allowed.len(), 23, "{allowed:?}");
         for path in [
             "/api/validate-bulk",
             "/api/nearest",
             "/api/verify",
             "/api/verify-bulk",
+            "/api/dataset",
         ] {
             assert_eq!(allowed[path], "POST");
         }

@@ -147,6 +147,7 @@ mod tests {
     use crate::api::routes::autocomplete::AutocompleteResponse;
     use crate::api::routes::city::CityResponse;
     use crate::api::routes::countries::CountriesResponse;
+    use crate::api::routes::dataset::DatasetResponse;
     use crate::api::routes::distance::DistanceResponse;
     use crate::api::routes::lookup::LookupResponse;
     use crate::api::routes::metacode::MetaResponse;
@@ -187,5 +188,6 @@ mod tests {
         same::<PlacesResponse>();
         same::<VerifyResponse>();
         same::<VerifyBulkResponse>();
+        same::<DatasetResponse>();
     }
 }

@@ -28,6 +28,20 @@ struct Cli {
     /// not opened). Exit 1 when an import of them would fail.
     #[arg(long)]
     check: bool,
+    /// Import even when a country would lose more than 10% of its postal codes, or vanish
+    /// (without it such an import is refused and nothing changes).
+    #[arg(long)]
+    allow_shrink: bool,
+    /// A file of corrections (path or URL): lines of the postal format after a first
+    /// column `add` or `remove`. Stored, and applied by this import and every later one
+    /// until replaced (an empty file clears them).
+    #[arg(long, value_name = "FILE")]
+    overrides: Option<String>,
+    /// Do nothing when the postal sources have not changed since the last import that
+    /// read them: a conditional request (ETag, Last-Modified) for a URL, the SHA-256 for
+    /// a file.
+    #[arg(long)]
+    if_changed: bool,
     /// GeoNames postal-code files: .txt, .zip, a directory, or an http(s) URL
     /// (default: upstream allCountries.zip).
     sources: Vec<String>,
@@ -41,6 +55,9 @@ fn main() -> ExitCode {
         country_info: cli.country_info,
         gazetteer: cli.gazetteer,
         progress: std::io::stderr().is_terminal(),
+        allow_shrink: cli.allow_shrink,
+        overrides: cli.overrides,
+        if_changed: cli.if_changed,
     };
     if cli.check {
         return match postal::import::check(&options) {

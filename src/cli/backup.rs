@@ -13,7 +13,7 @@ use postal::billing::{ServeLock, lock, notify};
 use postal::db::backup::{self, Journal};
 use postal::db::{SCHEMA_VERSION, ledger};
 
-use super::{Verdict, print, usd_or_raw};
+use super::{BadInput, Verdict, print, usd_or_raw};
 
 #[derive(Args)]
 pub(super) struct BackupArgs {
@@ -31,12 +31,6 @@ pub(super) struct RestoreArgs {
     #[arg(value_name = "SRC")]
     source: PathBuf,
 }
-
-/// The user's mistake (exit 2): a missing or unfit source, a destination that exists.
-/// Nothing was changed.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(super) struct BadInput(String);
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -4,6 +4,7 @@
 mod access_log;
 mod account;
 mod backup;
+mod dataset;
 mod key;
 mod ledger;
 mod log_writer;
@@ -61,7 +62,16 @@ enum Command {
     /// Replace the database with the copy SRC once it is checked (integrity, every
     /// balance equal to its ledger); refused while a server runs on the database.
     Restore(backup::RestoreArgs),
+    /// The dataset's provenance and the codes imports added, removed or moved.
+    #[command(subcommand)]
+    Dataset(dataset::DatasetCommand),
 }
+
+/// The user's mistake (exit 2): a missing or unfit argument (a backup's source, a
+/// destination that exists, a country code). Nothing was changed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BadInput(String);
 
 /// How a command that ran to its end came out.
 enum Verdict {
@@ -91,7 +101,7 @@ fn is_bad_argument(e: &anyhow::Error) -> bool {
         None => {
             e.downcast_ref::<AmountError>().is_some()
                 || e.downcast_ref::<DateError>().is_some()
-                || e.downcast_ref::<backup::BadInput>().is_some()
+                || e.downcast_ref::<BadInput>().is_some()
         }
     }
 }
@@ -105,6 +115,7 @@ fn run(cli: Cli) -> anyhow::Result<Verdict> {
         Command::Usage(args) => usage::run(&cli.db, args),
         Command::Backup(args) => backup::backup(&cli.db, args),
         Command::Restore(args) => backup::restore(&cli.db, args),
+        Command::Dataset(command) => dataset::run(&cli.db, command),
     }
 }
 

@@ -78,6 +78,9 @@ pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
             country_info: None,
             gazetteer: None,
             progress: std::io::stderr().is_terminal(),
+            allow_shrink: false,
+            overrides: None,
+            if_changed: false,
         })?;
         eprintln!("{summary}");
     }

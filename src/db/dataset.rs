@@ -32,6 +32,7 @@ use anyhow::{Context, Result, bail};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::db::gazetteer::GazetteerRow;
+use crate::db::history::{self, History};
 use crate::domain::postal_code::shape;
 
 /// The most work one slice does while holding the write lock (its commit comes on top).
@@ -41,7 +42,7 @@ pub const SLICE: Duration = Duration::from_millis(25);
 pub const PAUSE: Duration = Duration::from_millis(30);
 
 /// The tables the import owns and replaces as a whole (`countries` is rewritten in the swap).
-const OWNED: [&str; 2] = ["postal_codes", "gazetteer"];
+const OWNED: [&str; 3] = ["postal_codes", "gazetteer", "retired_codes"];
 const NEXT: &str = "_next";
 const OLD: &str = "_old";
 
@@ -84,7 +85,9 @@ pub struct Replaced {
 }
 
 /// Replaces the whole dataset with `records` (in source order), the gazetteer with
-/// `gazetteer` (empty: none) and the country table's rows with `countries`, holding the write lock only in short slices (module doc).
+/// `gazetteer` (empty: none), the retired codes with `history.retired` and the country
+/// table's rows with `countries`, and records the import's history (`db::history`),
+/// holding the write lock only in short slices (module doc).
 /// `progress` is called with the number of records written so far, `phase` with the name
 /// of each step as it ends (for `POSTAL_IMPORT_TIMINGS`).
 pub fn replace(
@@ -92,6 +95,7 @@ pub fn replace(
     countries: &[CountryRow],
     records: &[PostalRecord],
     gazetteer: &[GazetteerRow],
+    history: &History,
     mut progress: impl FnMut(u64),
     mut phase: impl FnMut(&str),
 ) -> Result<Replaced> {
@@ -104,7 +108,9 @@ pub fn replace(
     discard(&mut writer, NEXT).context("removing the staging tables of an interrupted import")?;
     discard(&mut writer, OLD).context("removing the old tables of an interrupted import")?;
     let generation = writer.once(|tx| {
-        Ok(tx.query_row("SELECT generation FROM dataset", [], |r| r.get::<_, i64>(0))? + 1)
+        let current: i64 = tx.query_row("SELECT generation FROM dataset", [], |r| r.get(0))?;
+        history::discard_unfinished(tx, current)?;
+        Ok(current + 1)
     })?;
     writer
         .once(|tx| create_staging(tx, generation))
@@ -179,9 +185,24 @@ pub fn replace(
     })?;
     phase("gazetteer_next filled");
 
+    let table = format!("retired_codes{NEXT}");
+    sliced_inserts(&mut writer, &history.retired, |tx, r| {
+        history::insert_retired(tx, &table, r)
+    })?;
+    for (position, source) in history.sources.iter().enumerate() {
+        writer.once(|tx| history::insert_source(tx, generation, position, source))?;
+    }
+    sliced_inserts(&mut writer, &history.country_rows, |tx, c| {
+        history::insert_country(tx, generation, c)
+    })?;
+    sliced_inserts(&mut writer, &history.changes, |tx, c| {
+        history::insert_change(tx, generation, c)
+    })?;
+    phase("retired codes and the import's history written");
+
     writer.conn.pragma_update(None, "synchronous", "FULL")?;
     writer
-        .once(|tx| swap(tx, countries, &summary, generation))
+        .once(|tx| swap(tx, countries, &summary, generation, history))
         .context("swapping the new dataset in")?;
     writer.swap_hold = writer.last_hold;
     writer.conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -229,6 +250,7 @@ fn swap(
     countries: &[CountryRow],
     summary: &Summary,
     generation: i64,
+    history: &History,
 ) -> Result<()> {
     let stored: i64 = tx.query_row("SELECT generation FROM dataset", [], |r| r.get(0))?;
     if stored + 1 != generation {
@@ -268,7 +290,29 @@ fn swap(
         "UPDATE dataset SET generation = ?1, imported_at = ?2",
         params![generation, now],
     )?;
+    // The codes this import retired were written with `since` 0: they date from now.
+    tx.execute("UPDATE retired_codes SET since = ?1 WHERE since = 0", [now])?;
+    history::record_import(tx, generation, now, history)?;
     Ok(())
+}
+
+/// Inserts `rows` with `insert` in slices of the write lock.
+fn sliced_inserts<T>(
+    writer: &mut Sliced,
+    rows: &[T],
+    mut insert: impl FnMut(&Transaction, &T) -> Result<()>,
+) -> Result<()> {
+    let mut next = 0;
+    writer.slices(|tx, deadline| {
+        while next < rows.len() {
+            insert(tx, &rows[next])?;
+            next += 1;
+            if next % 64 == 0 && Instant::now() >= deadline {
+                break;
+            }
+        }
+        Ok(next < rows.len())
+    })
 }
 
 /// Creates `<table>_next` for every owned table, and the indexes of each, from the DDL of

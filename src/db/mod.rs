@@ -28,6 +28,7 @@ pub mod accounts;
 pub mod backup;
 pub mod dataset;
 pub mod gazetteer;
+pub mod history;
 pub mod keys;
 pub mod ledger;
 pub mod postal;
@@ -43,7 +44,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
 /// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
@@ -110,6 +111,72 @@ const MIGRATION_4: &str = "
     ALTER TABLE api_keys ADD COLUMN per_ip_minute INTEGER
         CHECK (per_ip_minute IS NULL OR per_ip_minute > 0);
     PRAGMA user_version = 4;";
+
+/// Version 4 to 5: the dataset's history (issue 23, docs/dataset.md): retired codes,
+/// each import's provenance and changes, the operator's overrides. Empty until the next
+/// import.
+const MIGRATION_5: &str = "
+    CREATE TABLE retired_codes (
+        country     TEXT NOT NULL,
+        compact_key TEXT NOT NULL,
+        postal_code TEXT NOT NULL,
+        city        TEXT NOT NULL,
+        since       INTEGER NOT NULL,
+        PRIMARY KEY (country, compact_key)
+    ) STRICT;
+    CREATE TABLE imports (
+        generation   INTEGER PRIMARY KEY,
+        started_at   INTEGER NOT NULL,
+        finished_at  INTEGER NOT NULL,
+        records      INTEGER NOT NULL,
+        codes        INTEGER NOT NULL,
+        countries    INTEGER NOT NULL,
+        bad_lines    INTEGER NOT NULL,
+        allow_shrink INTEGER NOT NULL CHECK (allow_shrink IN (0, 1)),
+        overrides    INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE import_sources (
+        generation     INTEGER NOT NULL,
+        position       INTEGER NOT NULL,
+        role           TEXT NOT NULL CHECK (role IN ('postal', 'country_info', 'gazetteer', 'overrides')),
+        location       TEXT NOT NULL,
+        bytes          INTEGER NOT NULL,
+        sha256         TEXT NOT NULL,
+        last_modified  TEXT,
+        etag           TEXT,
+        entry          TEXT,
+        entry_modified TEXT,
+        PRIMARY KEY (generation, position)
+    ) STRICT;
+    CREATE TABLE import_countries (
+        generation INTEGER NOT NULL,
+        country    TEXT NOT NULL,
+        records    INTEGER NOT NULL,
+        codes      INTEGER NOT NULL,
+        added      INTEGER NOT NULL,
+        removed    INTEGER NOT NULL,
+        moved      INTEGER NOT NULL,
+        PRIMARY KEY (generation, country)
+    ) STRICT, WITHOUT ROWID;
+    CREATE TABLE code_changes (
+        generation         INTEGER NOT NULL,
+        country            TEXT NOT NULL,
+        postal_code        TEXT NOT NULL,
+        change             TEXT NOT NULL CHECK (change IN ('added', 'removed', 'moved')),
+        city               TEXT NOT NULL,
+        latitude           REAL,
+        longitude          REAL,
+        previous_city      TEXT,
+        previous_latitude  REAL,
+        previous_longitude REAL
+    ) STRICT;
+    CREATE INDEX code_changes_by_generation ON code_changes (generation, country);
+    CREATE TABLE overrides (
+        line        INTEGER PRIMARY KEY,
+        action      TEXT NOT NULL CHECK (action IN ('add', 'remove')),
+        fields      TEXT NOT NULL
+    ) STRICT;
+    PRAGMA user_version = 5;";
 
 /// How long a statement waits for another connection's write lock before failing. Every
 /// writer holds it for milliseconds (the import too: `dataset`); this bounds the
@@ -234,7 +301,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     match version {
         0 => tx.execute_batch(SCHEMA).context("applying schema.sql")?,
-        1..=3 => {
+        1..=4 => {
             if version == 1 {
                 tx.execute_batch(MIGRATION_2)
                     .context("migrating the schema to version 2")?;
@@ -242,8 +309,12 @@ fn migrate(conn: &mut Connection) -> Result<()> {
             if version <= 2 {
                 migration_3(&tx).context("migrating the schema to version 3")?;
             }
-            tx.execute_batch(MIGRATION_4)
-                .context("migrating the schema to version 4")?;
+            if version <= 3 {
+                tx.execute_batch(MIGRATION_4)
+                    .context("migrating the schema to version 4")?;
+            }
+            tx.execute_batch(MIGRATION_5)
+                .context("migrating the schema to version 5")?;
         }
         SCHEMA_VERSION => {}
         other => {

@@ -31,10 +31,12 @@ pub enum Endpoint {
     Countries,
     /// Free: never charged.
     Aboutapi,
+    /// Free: the dataset's provenance and changes.
+    Dataset,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 17] = [
+    pub const ALL: [Endpoint; 18] = [
         Endpoint::Lookup,
         Endpoint::City,
         Endpoint::Metacode,
@@ -52,6 +54,7 @@ impl Endpoint {
         Endpoint::VerifyBulk,
         Endpoint::Countries,
         Endpoint::Aboutapi,
+        Endpoint::Dataset,
     ];
 
     /// The name stored in `ledger.endpoint`.
@@ -74,6 +77,7 @@ impl Endpoint {
             Endpoint::VerifyBulk => "verify-bulk",
             Endpoint::Countries => "countries",
             Endpoint::Aboutapi => "aboutapi",
+            Endpoint::Dataset => "dataset",
         }
     }
 
@@ -84,7 +88,10 @@ impl Endpoint {
 
     /// Free operations are never charged nor counted in rate-limit windows.
     pub const fn is_free(self) -> bool {
-        matches!(self, Endpoint::Countries | Endpoint::Aboutapi)
+        matches!(
+            self,
+            Endpoint::Countries | Endpoint::Aboutapi | Endpoint::Dataset
+        )
     }
 
     /// The operations a checkout form needs, the only ones a publishable key reaches

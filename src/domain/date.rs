@@ -44,6 +44,25 @@ impl UtcDate {
     pub fn start_unix(self) -> i64 {
         self.days * 86_400
     }
+
+    /// The UTC day of a unix second.
+    pub fn of_unix(seconds: i64) -> UtcDate {
+        UtcDate {
+            days: seconds.div_euclid(86_400),
+        }
+    }
+}
+
+/// A unix second as RFC 3339 in UTC: `2026-11-25T16:53:21Z`.
+pub fn rfc3339(seconds: i64) -> String {
+    let (y, m, d) = civil_from_days(seconds.div_euclid(86_400));
+    let s = seconds.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
 }
 
 impl fmt::Display for UtcDate {
@@ -106,6 +125,16 @@ mod tests {
             UtcDate::parse("2024-02-29").unwrap().start_unix(),
             1_709_164_800
         );
+    }
+
+    #[test]
+    fn a_unix_second_prints_as_its_utc_day_and_rfc_3339_time() {
+        assert_eq!(
+            UtcDate::of_unix(1_795_305_600 + 86_399).to_string(),
+            "2026-11-22"
+        );
+        assert_eq!(UtcDate::of_unix(0).to_string(), "1970-01-01");
+        assert_eq!(rfc3339(1_795_305_600 + 3_723), "2026-11-22T01:02:03Z");
     }
 
     #[test]

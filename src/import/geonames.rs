@@ -13,7 +13,7 @@ use crate::domain::postal_code::compact;
 use crate::domain::text::fold;
 
 /// The columns of a line (`../shared/geonames/README.md`).
-const COLUMNS: usize = 12;
+pub const COLUMNS: usize = 12;
 
 /// Timezone polygons (tzf-rs, bundled data): built once, about 70 ms.
 static TIMEZONES: LazyLock<DefaultFinder> = LazyLock::new(DefaultFinder::new);
@@ -127,10 +127,19 @@ fn parse_line(line: &csv::ByteRecord, known: &HashSet<String>) -> Result<PostalR
     }
     let mut fields = [""; COLUMNS];
     for (i, raw) in line.iter().enumerate() {
-        fields[i] = std::str::from_utf8(raw)
-            .map_err(|_| format!("column {} is not UTF-8", i + 1))?
-            .trim();
+        fields[i] =
+            std::str::from_utf8(raw).map_err(|_| format!("column {} is not UTF-8", i + 1))?;
     }
+    parse_fields(fields, known)
+}
+
+/// A record from the 12 columns of a line (trimmed here); `known`: the country codes of
+/// countryInfo.txt.
+pub fn parse_fields(
+    fields: [&str; COLUMNS],
+    known: &HashSet<String>,
+) -> Result<PostalRecord, String> {
+    let fields = fields.map(str::trim);
     let [
         country,
         postal_code,

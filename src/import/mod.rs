@@ -1,16 +1,21 @@
 //! The GeoNames formats and where they come from; `postal-import` and `postal serve` run it.
 //!
 //! [`run`] reads every source into memory (parsing, folding place names, the timezone of
-//! each record's coordinates), checks the share of bad lines, then hands the whole
-//! dataset to `db::dataset::replace`, which writes it beside the live data in short
-//! slices and swaps it in with one brief transaction; then it empties the WAL.
+//! each record's coordinates), checks the share of bad lines, applies the operator's
+//! overrides, compares the result with the live data (what it adds, removes and moves;
+//! refused when a country would lose more than a tenth of its codes), then hands the
+//! whole dataset and its history to `db::dataset::replace`, which writes it beside the
+//! live data in short slices and swaps it in with one brief transaction; then it empties
+//! the WAL. docs/dataset.md tells the history and the guards.
 
 pub mod country_info;
 pub mod gazetteer;
 pub mod geonames;
+pub mod history;
+pub mod overrides;
 pub mod source;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -42,6 +47,30 @@ pub struct Options {
     pub gazetteer: Option<String>,
     /// Draw progress bars on stderr (they are hidden anyway when it is not a terminal).
     pub progress: bool,
+    /// Import even when a country would lose more than a tenth of its codes, or vanish.
+    pub allow_shrink: bool,
+    /// An overrides file (path or URL) to store and apply from this import on; `None`:
+    /// apply the stored ones.
+    pub overrides: Option<String>,
+    /// Do nothing when the postal sources have not changed since the last import that read
+    /// them (a conditional request for a URL, the SHA-256 for a file).
+    pub if_changed: bool,
+}
+
+impl Options {
+    /// Import `sources` into `db`, with everything else as the command line defaults it.
+    pub fn new(db: PathBuf, sources: Vec<String>) -> Options {
+        Options {
+            db,
+            sources,
+            country_info: None,
+            gazetteer: None,
+            progress: false,
+            allow_shrink: false,
+            overrides: None,
+            if_changed: false,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -50,10 +79,18 @@ pub struct Summary {
     pub countries: usize,
     pub bad_lines: usize,
     pub seconds: f64,
+    /// `--if-changed` found nothing new: nothing was imported.
+    pub unchanged: bool,
 }
 
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.unchanged {
+            return write!(
+                f,
+                "unchanged: the postal sources are those of the last import; nothing imported"
+            );
+        }
         write!(
             f,
             "imported {} records, {} countries in {:.1} s",
@@ -69,16 +106,34 @@ const TRUNCATE_WAIT: Duration = Duration::from_millis(20);
 
 /// Imports `options.sources` into `options.db`, replacing the postal data with one brief
 /// swap. Bad lines are reported on stderr; over [`MAX_BAD_SHARE`] of them the import fails
-/// and the database keeps its old data.
+/// and the database keeps its old data, as it does when a country would shrink
+/// (`history::SHRINK_KEPT`) without `allow_shrink`.
 pub fn run(options: &Options) -> Result<Summary> {
     let started = Instant::now();
+    let started_at = unix_now();
     let mut clock = PhaseClock::from_env();
     let mut conn = db::open(&options.db)?;
     let _lock = lock(&options.db)?;
     // A large page cache keeps the index rebuild of 1.6 M rows in memory.
     conn.pragma_update(None, "cache_size", -1_000_000)?;
     clock.lap("database opened");
-    let (countries, parsed) = parse_sources(options, &mut clock)?;
+    let staging = tempfile::tempdir().context("creating a directory for downloads")?;
+    let changed = if options.if_changed {
+        Some(&conn)
+    } else {
+        None
+    };
+    let Some(inputs) = postal_inputs(options, staging.path(), changed)? else {
+        return Ok(Summary {
+            records: 0,
+            countries: 0,
+            bad_lines: 0,
+            seconds: started.elapsed().as_secs_f64(),
+            unchanged: true,
+        });
+    };
+    let (countries, mut sources, mut parsed) = parse_sources(options, staging.path(), &inputs)?;
+    clock.lap("sources read and parsed (timezones, folding)");
     report_bad_lines(&parsed);
     let lines = parsed.records.len() + parsed.bad_count;
     if too_many_bad(&parsed) {
@@ -95,9 +150,51 @@ pub fn run(options: &Options) -> Result<Summary> {
         );
     }
 
-    let gazetteer = read_gazetteer(options, &countries_of(&parsed));
+    let known: HashSet<String> = countries.iter().map(|c| c.code.clone()).collect();
+    let (stored, new_overrides) =
+        read_overrides(options, staging.path(), &conn, &known, &mut sources)?;
+    let applied = overrides::apply(&mut parsed.records, &stored);
+    for (o, (line, matched)) in stored.iter().zip(&applied.matched) {
+        if o.remove && *matched == 0 {
+            eprintln!("overrides line {line}: remove matched no record");
+        }
+    }
+    if parsed.records.is_empty() {
+        bail!(
+            "the overrides removed every record: import abandoned, the database keeps its old data"
+        );
+    }
+    clock.lap("overrides applied");
+
+    let diff = history::diff(&conn, &parsed.records)?;
+    clock.lap("compared with the live data");
+    let shrinks = diff.shrinks();
+    if !shrinks.is_empty() && !options.allow_shrink {
+        let list: Vec<String> = shrinks.iter().map(ToString::to_string).collect();
+        bail!(
+            "import refused: {}; the database keeps its old data (--allow-shrink imports anyway)",
+            list.join(", ")
+        );
+    }
+
+    let record_countries = countries_of(&parsed);
+    let gazetteer = read_gazetteer(options, staging.path(), &record_countries, &mut sources);
     clock.lap("gazetteer read");
 
+    let history = db::history::History {
+        started_at,
+        records: parsed.records.len() as i64,
+        codes: diff.codes,
+        countries: record_countries.len() as i64,
+        bad_lines: parsed.bad_count as i64,
+        allow_shrink: options.allow_shrink,
+        sources,
+        country_rows: diff.countries,
+        changes: diff.changes,
+        retired: diff.retired,
+        new_overrides,
+        overrides_applied: stored.len() as i64,
+    };
     let bar = bar(
         options.progress,
         parsed.records.len() as u64,
@@ -108,6 +205,7 @@ pub fn run(options: &Options) -> Result<Summary> {
         &countries,
         &parsed.records,
         &gazetteer,
+        &history,
         |n| bar.set_position(n),
         |phase| clock.lap(phase),
     )?;
@@ -128,10 +226,141 @@ pub fn run(options: &Options) -> Result<Summary> {
     clock.report("total", started.elapsed());
     Ok(Summary {
         records: parsed.records.len(),
-        countries: parsed.countries,
+        countries: record_countries.len(),
         bad_lines: parsed.bad_count,
         seconds: started.elapsed().as_secs_f64(),
+        unchanged: false,
     })
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The postal sources as given, or upstream's.
+fn postal_sources(options: &Options) -> Vec<String> {
+    if options.sources.is_empty() {
+        vec![UPSTREAM_POSTAL_CODES.to_string()]
+    } else {
+        options.sources.clone()
+    }
+}
+
+/// The postal-code files of the sources, on local disk. With `if_changed` (the database
+/// of `--if-changed`), `None` when every postal source is the one the last import read
+/// from the same place: upstream answers 304 Not Modified to a request with the
+/// validators it sent then, or the file (downloaded or local) has the same SHA-256.
+fn postal_inputs(
+    options: &Options,
+    staging: &std::path::Path,
+    if_changed: Option<&rusqlite::Connection>,
+) -> Result<Option<Vec<source::Input>>> {
+    let sources = postal_sources(options);
+    let mut fetched: HashMap<String, source::Fetched> = HashMap::new();
+    if let Some(conn) = if_changed {
+        let mut changed = options.overrides.is_some();
+        for s in &sources {
+            let Some(last) = db::history::last_read(conn, &source::location(s))? else {
+                changed = true;
+                continue;
+            };
+            let validators = source::Validators {
+                last_modified: last.last_modified,
+                etag: last.etag,
+            };
+            let conditional = source::is_url(s).then_some(&validators);
+            match source::fetch(s, staging, options.progress, conditional)? {
+                None => {} // 304 Not Modified
+                Some(file) => {
+                    let same = file.path.is_file() && source::digest(&file.path)?.1 == last.sha256;
+                    changed |= !same;
+                    fetched.insert(s.clone(), file);
+                }
+            }
+        }
+        if !changed {
+            return Ok(None);
+        }
+    }
+    let mut inputs = Vec::new();
+    for s in &sources {
+        let file = match fetched.remove(s) {
+            Some(file) => file,
+            None => source::fetch(s, staging, options.progress, None)?
+                .context("an unconditional download")?,
+        };
+        inputs.extend(source::resolve(s, file)?);
+    }
+    if inputs.is_empty() {
+        bail!(
+            "no postal-code files (.txt or .zip) found in {}",
+            sources.join(", ")
+        );
+    }
+    Ok(Some(inputs))
+}
+
+/// A provenance row for each file (or zip entry) read.
+fn source_rows(
+    role: &'static str,
+    origin: &source::Origin,
+    path: &std::path::Path,
+    entries: &[source::EntryRead],
+) -> Result<Vec<db::history::SourceRow>> {
+    let (bytes, sha256) = source::digest(path)?;
+    let row = |entry: Option<&source::EntryRead>| db::history::SourceRow {
+        role,
+        location: origin.location.clone(),
+        bytes,
+        sha256: sha256.clone(),
+        last_modified: origin.last_modified.clone(),
+        etag: origin.etag.clone(),
+        entry: entry.map(|e| e.0.clone()),
+        entry_modified: entry.and_then(|e| e.1.clone()),
+    };
+    Ok(if entries.is_empty() {
+        vec![row(None)]
+    } else {
+        entries.iter().map(|e| row(Some(e))).collect()
+    })
+}
+
+/// The overrides this import applies: `--overrides FILE`'s (then also stored, in the swap),
+/// else the stored ones.
+fn read_overrides(
+    options: &Options,
+    staging: &std::path::Path,
+    conn: &rusqlite::Connection,
+    known: &HashSet<String>,
+    sources: &mut Vec<db::history::SourceRow>,
+) -> Result<(
+    Vec<overrides::Override>,
+    Option<Vec<db::history::OverrideRow>>,
+)> {
+    let Some(from) = &options.overrides else {
+        let stored = db::history::overrides(conn)?
+            .iter()
+            .map(|row| {
+                overrides::parse(row, known).with_context(|| {
+                    format!(
+                        "the stored overrides, line {} (replace them with --overrides FILE)",
+                        row.line
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        return Ok((stored, None));
+    };
+    let file = source::fetch(from, staging, options.progress, None)?
+        .context("an unconditional download")?;
+    let mut reader =
+        std::fs::File::open(&file.path).with_context(|| format!("opening the overrides {from}"))?;
+    let read = overrides::read(from, &mut reader, known)?;
+    sources.extend(source_rows("overrides", &file.origin, &file.path, &[])?);
+    let rows = read.iter().map(overrides::Override::row).collect();
+    Ok((read, Some(rows)))
 }
 
 /// Holds `<db>.import-lock` for the import's life: two imports at once would remove each
@@ -192,8 +421,9 @@ impl std::fmt::Display for CheckReport {
 /// stderr, as an import does), without opening the database.
 pub fn check(options: &Options) -> Result<CheckReport> {
     let started = Instant::now();
-    let mut clock = PhaseClock::from_env();
-    let (_, parsed) = parse_sources(options, &mut clock)?;
+    let staging = tempfile::tempdir().context("creating a directory for downloads")?;
+    let inputs = postal_inputs(options, staging.path(), None)?.context("no sources")?;
+    let (_, _, parsed) = parse_sources(options, staging.path(), &inputs)?;
     report_bad_lines(&parsed);
     Ok(CheckReport {
         records: parsed.records.len(),
@@ -204,47 +434,33 @@ pub fn check(options: &Options) -> Result<CheckReport> {
     })
 }
 
-/// Reads countryInfo.txt and every postal-code file of the sources into memory.
+/// Reads countryInfo.txt and every postal-code file of `inputs` into memory, with a
+/// provenance row for each file read.
 fn parse_sources(
     options: &Options,
-    clock: &mut PhaseClock,
-) -> Result<(Vec<db::dataset::CountryRow>, geonames::Parsed)> {
-    let sources = if options.sources.is_empty() {
-        vec![UPSTREAM_POSTAL_CODES.to_string()]
-    } else {
-        options.sources.clone()
-    };
-    let staging = tempfile::tempdir().context("creating a directory for downloads")?;
-    let mut inputs = Vec::new();
-    for s in &sources {
-        inputs.extend(source::resolve(s, staging.path(), options.progress)?);
-    }
-    if inputs.is_empty() {
-        bail!(
-            "no postal-code files (.txt or .zip) found in {}",
-            sources.join(", ")
-        );
-    }
+    staging: &std::path::Path,
+    inputs: &[source::Input],
+) -> Result<(
+    Vec<db::dataset::CountryRow>,
+    Vec<db::history::SourceRow>,
+    geonames::Parsed,
+)> {
+    let mut sources = Vec::new();
     let country_info_source = match &options.country_info {
         Some(s) => s.clone(),
-        None => source::country_info_beside(&sources[0])
+        None => source::country_info_beside(&postal_sources(options)[0])
             .unwrap_or_else(|| UPSTREAM_COUNTRY_INFO.to_string()),
     };
-    let countries = country_info::read(&mut source::open_text(
-        &country_info_source,
-        staging.path(),
-        options.progress,
-    )?)
-    .with_context(|| format!("reading {country_info_source}"))?;
-    clock.lap("countryInfo.txt read");
-
+    let (mut text, file) = source::open_text(&country_info_source, staging, options.progress)?;
+    let countries =
+        country_info::read(&mut text).with_context(|| format!("reading {country_info_source}"))?;
     let mut reader = geonames::Reader::new(&countries);
-    for input in &inputs {
-        input.read_each(options.progress, |name, r| reader.read(name, r))?;
+    for input in inputs {
+        let entries = input.read_each(options.progress, |name, r| reader.read(name, r))?;
+        sources.extend(source_rows("postal", &input.origin, &input.path, &entries)?);
     }
-    let parsed = reader.finish();
-    clock.lap("postal-code files read and parsed (timezones, folding)");
-    Ok((countries, parsed))
+    sources.extend(source_rows("country_info", &file.origin, &file.path, &[])?);
+    Ok((countries, sources, reader.finish()))
 }
 
 /// The countries the records hold.
@@ -274,7 +490,9 @@ fn gazetteer_source(options: &Options) -> Option<String> {
 /// then answers from the postal data alone); it never fails the import.
 fn read_gazetteer(
     options: &Options,
+    staging: &std::path::Path,
     countries: &HashSet<String>,
+    sources: &mut Vec<db::history::SourceRow>,
 ) -> Vec<db::gazetteer::GazetteerRow> {
     let Some(from) = gazetteer_source(options) else {
         eprintln!(
@@ -284,12 +502,8 @@ fn read_gazetteer(
         );
         return Vec::new();
     };
-    let read = tempfile::tempdir()
-        .context("creating a directory for downloads")
-        .and_then(|staging| {
-            source::read_gazetteer(&from, staging.path(), options.progress, countries)
-        });
-    let gazetteer = match read {
+    let read = source::read_gazetteer(&from, staging, options.progress, countries);
+    let (gazetteer, file) = match read {
         Ok(g) => g,
         Err(e) => {
             eprintln!(
@@ -312,6 +526,10 @@ fn read_gazetteer(
             "gazetteer {from}: {} bad lines skipped",
             gazetteer.bad_count
         );
+    }
+    match source_rows("gazetteer", &file.origin, &file.path, &[]) {
+        Ok(rows) => sources.extend(rows),
+        Err(e) => eprintln!("gazetteer {from}: not in the provenance: {e:#}"),
     }
     gazetteer.places
 }

@@ -7,60 +7,146 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-/// One postal-code file to read, on local disk (URLs are downloaded first).
-#[derive(Debug)]
-pub enum Input {
-    Text(PathBuf),
-    Zip(PathBuf),
+/// Where a file came from (the import's provenance, docs/dataset.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// The path or URL as given.
+    pub location: String,
+    /// Upstream's `Last-Modified` and `ETag`, when downloaded.
+    pub last_modified: Option<String>,
+    pub etag: Option<String>,
 }
+
+/// What an earlier import recorded of a download, to ask upstream whether it changed.
+#[derive(Debug, Clone, Default)]
+pub struct Validators {
+    pub last_modified: Option<String>,
+    pub etag: Option<String>,
+}
+
+/// A file on local disk (URLs are downloaded first) and where it came from.
+#[derive(Debug)]
+pub struct Fetched {
+    pub path: PathBuf,
+    pub origin: Origin,
+}
+
+/// One postal-code file to read, on local disk.
+#[derive(Debug)]
+pub struct Input {
+    pub path: PathBuf,
+    zip: bool,
+    pub origin: Origin,
+}
+
+/// A zip entry read: its name and its time as the zip stores it (`2026-03-01T03:14:00`,
+/// no zone).
+pub type EntryRead = (String, Option<String>);
 
 impl Input {
     /// Calls `read` with a display name and a reader for each postal-code file of this
-    /// input (every `.txt` entry of a zip but its `readme.txt`), in order.
+    /// input (every `.txt` entry of a zip but its `readme.txt`), in order; answers the zip
+    /// entries read (none for a `.txt`).
     pub fn read_each(
         &self,
         progress: bool,
         mut read: impl FnMut(&str, &mut dyn Read) -> Result<()>,
-    ) -> Result<()> {
-        match self {
-            Input::Text(path) => {
-                let file =
-                    File::open(path).with_context(|| format!("opening {}", path.display()))?;
-                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-                let bar = super::bar(progress, len, "reading {bytes}/{total_bytes}");
-                let mut reader = BufReader::with_capacity(1 << 20, bar.wrap_read(file));
-                read(&path.display().to_string(), &mut reader)?;
-                bar.finish_and_clear();
-            }
-            Input::Zip(path) => {
-                let file =
-                    File::open(path).with_context(|| format!("opening {}", path.display()))?;
-                let mut archive = zip::ZipArchive::new(BufReader::new(file))
-                    .with_context(|| format!("reading zip {}", path.display()))?;
-                for i in 0..archive.len() {
-                    let entry = archive.by_index(i)?;
-                    let entry_name = entry.name().context("zip entry name")?.to_string();
-                    if !is_postal_file(&entry_name) {
-                        continue;
-                    }
-                    let bar = super::bar(progress, entry.size(), "reading {bytes}/{total_bytes}");
-                    let mut reader = BufReader::with_capacity(1 << 20, bar.wrap_read(entry));
-                    read(&format!("{}:{entry_name}", path.display()), &mut reader)?;
-                    bar.finish_and_clear();
-                }
-            }
+    ) -> Result<Vec<EntryRead>> {
+        let path = &self.path;
+        let mut entries = Vec::new();
+        if !self.zip {
+            let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let bar = super::bar(progress, len, "reading {bytes}/{total_bytes}");
+            let mut reader = BufReader::with_capacity(1 << 20, bar.wrap_read(file));
+            read(&path.display().to_string(), &mut reader)?;
+            bar.finish_and_clear();
+            return Ok(entries);
         }
-        Ok(())
+        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let mut archive = zip::ZipArchive::new(BufReader::new(file))
+            .with_context(|| format!("reading zip {}", path.display()))?;
+        for i in 0..archive.len() {
+            let entry = archive.by_index(i)?;
+            let entry_name = entry.name().context("zip entry name")?.to_string();
+            if !is_postal_file(&entry_name) {
+                continue;
+            }
+            entries.push((entry_name.clone(), entry.last_modified().map(zip_time)));
+            let bar = super::bar(progress, entry.size(), "reading {bytes}/{total_bytes}");
+            let mut reader = BufReader::with_capacity(1 << 20, bar.wrap_read(entry));
+            read(&format!("{}:{entry_name}", path.display()), &mut reader)?;
+            bar.finish_and_clear();
+        }
+        Ok(entries)
     }
 }
 
-/// The postal-code files named by one SOURCE argument of `postal-import`.
-pub fn resolve(source: &str, staging: &Path, progress: bool) -> Result<Vec<Input>> {
-    let path = if is_url(source) {
-        download(source, staging, progress)?
-    } else {
-        PathBuf::from(source)
-    };
+/// A zip entry's time, as stored (local time of whoever zipped it; the format has no zone).
+fn zip_time(t: zip::DateTime) -> String {
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+/// The size and lower-case hex SHA-256 of a file.
+pub fn digest(path: &Path) -> Result<(i64, String)> {
+    use sha2::Digest;
+    let mut file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut bytes = 0i64;
+    loop {
+        let n = file
+            .read(&mut buffer)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        bytes += n as i64;
+    }
+    Ok((bytes, hex::encode(hasher.finalize())))
+}
+
+/// How the provenance names a source: a URL as given, a local path made absolute.
+pub fn location(source: &str) -> String {
+    if is_url(source) {
+        return source.to_string();
+    }
+    std::fs::canonicalize(source).map_or_else(|_| source.to_string(), |p| p.display().to_string())
+}
+
+/// `source` on local disk: the path itself, or the URL downloaded into `staging`; `None`
+/// when `conditional` is given and upstream answers that the file has not changed.
+pub fn fetch(
+    source: &str,
+    staging: &Path,
+    progress: bool,
+    conditional: Option<&Validators>,
+) -> Result<Option<Fetched>> {
+    if !is_url(source) {
+        return Ok(Some(Fetched {
+            path: PathBuf::from(source),
+            origin: Origin {
+                location: location(source),
+                ..Origin::default()
+            },
+        }));
+    }
+    download(source, staging, progress, conditional)
+}
+
+/// The postal-code files named by one SOURCE argument of `postal-import`, once
+/// [fetched](fetch).
+pub fn resolve(source: &str, fetched: Fetched) -> Result<Vec<Input>> {
+    let path = fetched.path;
     if path.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(&path)
             .with_context(|| format!("listing {}", path.display()))?
@@ -71,13 +157,19 @@ pub fn resolve(source: &str, staging: &Path, progress: bool) -> Result<Vec<Input
             .into_iter()
             .filter(|p| p.is_file())
             .filter(|p| !p.to_str().is_some_and(is_gazetteer_file))
-            .filter_map(|p| classify(&p).ok())
+            .filter_map(|p| {
+                let origin = Origin {
+                    location: location(&p.display().to_string()),
+                    ..Origin::default()
+                };
+                classify(&p, origin).ok()
+            })
             .collect());
     }
     if !path.exists() {
         bail!("{source}: no such file or directory");
     }
-    Ok(vec![classify(&path)?])
+    Ok(vec![classify(&path, fetched.origin)?])
 }
 
 /// `countryInfo.txt` in the directory of a local source (or in the directory itself).
@@ -106,27 +198,31 @@ pub fn gazetteer_beside(source: &str) -> Option<String> {
 }
 
 /// Reads a gazetteer: a `.zip` holding one `.txt` (upstream's `cities500.zip`), or the
-/// `.txt` itself, from a path or URL.
+/// `.txt` itself, from a path or URL; and the file it read.
 pub fn read_gazetteer(
     source: &str,
     staging: &Path,
     progress: bool,
     countries: &HashSet<String>,
+) -> Result<(super::gazetteer::Gazetteer, Fetched)> {
+    let fetched = fetch(source, staging, progress, None)?.context("not downloaded")?;
+    let gazetteer = read_gazetteer_file(&fetched.path, countries)?;
+    Ok((gazetteer, fetched))
+}
+
+fn read_gazetteer_file(
+    path: &Path,
+    countries: &HashSet<String>,
 ) -> Result<super::gazetteer::Gazetteer> {
-    let path = if is_url(source) {
-        download(source, staging, progress)?
-    } else {
-        PathBuf::from(source)
-    };
     if !path.is_file() {
         bail!("no such file");
     }
     let name = path.display().to_string();
     if !name.to_ascii_lowercase().ends_with(".zip") {
-        let mut file = File::open(&path).with_context(|| format!("opening {name}"))?;
+        let mut file = File::open(path).with_context(|| format!("opening {name}"))?;
         return super::gazetteer::read(&name, &mut file, countries);
     }
-    let file = File::open(&path).with_context(|| format!("opening {name}"))?;
+    let file = File::open(path).with_context(|| format!("opening {name}"))?;
     let mut archive = zip::ZipArchive::new(BufReader::new(file))
         .with_context(|| format!("reading zip {name}"))?;
     for i in 0..archive.len() {
@@ -139,28 +235,30 @@ pub fn read_gazetteer(
     bail!("the zip holds no .txt file")
 }
 
-/// A whole text file from a path or URL.
-pub fn open_text(source: &str, staging: &Path, progress: bool) -> Result<Box<dyn Read>> {
-    let path = if is_url(source) {
-        download(source, staging, progress)?
-    } else {
-        PathBuf::from(source)
-    };
-    let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    Ok(Box::new(BufReader::new(file)))
+/// A whole text file from a path or URL, and the file it is.
+pub fn open_text(source: &str, staging: &Path, progress: bool) -> Result<(Box<dyn Read>, Fetched)> {
+    let fetched = fetch(source, staging, progress, None)?.context("not downloaded")?;
+    let path = &fetched.path;
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    Ok((Box::new(BufReader::new(file)), fetched))
 }
 
-fn is_url(source: &str) -> bool {
+pub fn is_url(source: &str) -> bool {
     source.starts_with("http://") || source.starts_with("https://")
 }
 
-fn classify(path: &Path) -> Result<Input> {
+fn classify(path: &Path, origin: Origin) -> Result<Input> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let lower = name.to_ascii_lowercase();
+    let input = |zip| Input {
+        path: path.to_path_buf(),
+        zip,
+        origin,
+    };
     if lower.ends_with(".zip") {
-        Ok(Input::Zip(path.to_path_buf()))
+        Ok(input(true))
     } else if is_postal_file(name) {
-        Ok(Input::Text(path.to_path_buf()))
+        Ok(input(false))
     } else {
         bail!("{}: not a postal-code file (.txt or .zip)", path.display())
     }
@@ -185,21 +283,55 @@ fn is_gazetteer_file(name: &str) -> bool {
     })
 }
 
-/// Downloads `url` into `staging`, with a byte progress bar.
-fn download(url: &str, staging: &Path, progress: bool) -> Result<PathBuf> {
+/// Downloads `url` into `staging`, with a byte progress bar; with `conditional`, asks
+/// with `If-None-Match` / `If-Modified-Since` and answers `None` on 304 Not Modified.
+fn download(
+    url: &str,
+    staging: &Path,
+    progress: bool,
+    conditional: Option<&Validators>,
+) -> Result<Option<Fetched>> {
     let name = url
         .rsplit('/')
         .next()
         .filter(|n| !n.is_empty())
         .unwrap_or("download.txt");
     let target = staging.join(name);
-    let mut response = ureq::get(url)
+    let mut request = ureq::get(url);
+    if let Some(v) = conditional {
+        if let Some(etag) = &v.etag {
+            request = request.header("If-None-Match", etag);
+        }
+        if let Some(date) = &v.last_modified {
+            request = request.header("If-Modified-Since", date);
+        }
+    }
+    let mut response = request
+        .config()
+        .http_status_as_error(false)
+        .build()
         .call()
         .with_context(|| format!("downloading {url}"))?;
-    let len = response
-        .headers()
-        .get("content-length")
-        .and_then(|v| v.to_str().ok())
+    let status = response.status().as_u16();
+    if status == 304 && conditional.is_some() {
+        return Ok(None);
+    }
+    if !(200..300).contains(&status) {
+        bail!("downloading {url}: HTTP {status}");
+    }
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let origin = Origin {
+        location: url.to_string(),
+        last_modified: header("last-modified"),
+        etag: header("etag"),
+    };
+    let len = header("content-length")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let bar = super::bar(progress, len, "downloading {bytes}/{total_bytes}");
@@ -208,5 +340,8 @@ fn download(url: &str, staging: &Path, progress: bool) -> Result<PathBuf> {
     let mut body = bar.wrap_read(response.body_mut().as_reader());
     std::io::copy(&mut body, &mut out).with_context(|| format!("downloading {url}"))?;
     bar.finish_and_clear();
-    Ok(target)
+    Ok(Some(Fetched {
+        path: target,
+        origin,
+    }))
 }

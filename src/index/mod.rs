@@ -5,10 +5,12 @@
 //!   other two, so that one swap replaces all three;
 //! - [`city`]: place names (city search, suggestions);
 //! - [`geo`]: coordinates in k-d trees (nearest, radius, distance, autocomplete, countries);
+//! - [`history`]: retired codes, the live import's provenance, the latest changes;
 //! - [`loader`]: the thread that builds, swaps and frees them.
 
 pub mod city;
 pub mod geo;
+pub mod history;
 pub mod loader;
 pub mod postal;
 pub mod verify;

@@ -20,6 +20,7 @@ use rusqlite::Connection;
 
 use super::city::CityIndex;
 use super::geo::{GeoIndex, GeoSource};
+use super::history::{DatasetHistory, Retired};
 use crate::db;
 use crate::db::postal::{CountryData, Coverage, PlaceRecord, RecordRow};
 use crate::domain::postal_code::{ZipInput, canonical};
@@ -50,6 +51,8 @@ pub struct PostalIndex {
     imported_at: Option<i64>,
     /// Place names for /api/city and /api/suggest, loaded and swapped with the rest.
     city: CityIndex,
+    /// Retired codes, provenance and the latest changes (docs/dataset.md).
+    history: DatasetHistory,
 }
 
 /// One place of a postal code (`/api/places`): its name, region (admin name1/code1),
@@ -497,6 +500,7 @@ impl PostalIndex {
             &levels,
         )?;
         let city = CityIndex::load(&tx)?;
+        let history = DatasetHistory::load(&tx, generation)?;
         tx.finish().context("reading the postal data")?;
         // The full scans filled this connection's page cache (up to 64 MB, `db::configure`),
         // which nothing reads again: give it back.
@@ -512,7 +516,28 @@ impl PostalIndex {
             loaded_at: std::time::SystemTime::now(),
             imported_at,
             city,
+            history,
         })
+    }
+
+    /// Retired codes, provenance and the latest changes.
+    pub fn history(&self) -> &DatasetHistory {
+        &self.history
+    }
+
+    /// The retired code `zipcode` names (an import removed it, none brought it back).
+    pub fn retired(&self, country: CountryCode, zipcode: &ZipInput) -> Option<&Retired> {
+        let shapes = self
+            .countries
+            .get(&country)
+            .map_or("", |d| d.key_shapes.as_str());
+        self.retired_text(country, &zipcode.text(shapes))
+    }
+
+    /// [`PostalIndex::retired`] of a code given as text (`/api/validate-bulk`).
+    pub fn retired_text(&self, country: CountryCode, input: &str) -> Option<&Retired> {
+        let query = PostalQuery::parse(country, input)?;
+        self.history.retired(country, &query)
     }
 
     /// The generation this index was loaded at.

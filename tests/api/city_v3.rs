@@ -271,6 +271,9 @@ fn without_a_usable_gazetteer_city_search_answers_as_before() {
         // A postal-code file: not the gazetteer format, so not used.
         gazetteer: Some(pl.into()),
         progress: false,
+        allow_shrink: false,
+        overrides: None,
+        if_changed: false,
     })
     .unwrap();
     let app = spawn_app_on(&db);

@@ -57,6 +57,9 @@ fn imported(sources: &[&str]) -> PathBuf {
         country_info: Some(COUNTRY_INFO.to_string()),
         gazetteer: None,
         progress: false,
+        allow_shrink: false,
+        overrides: None,
+        if_changed: false,
     })
     .expect("importing the sample");
     db

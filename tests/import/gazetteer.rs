@@ -72,7 +72,11 @@ fn a_gazetteer_given_by_flag_is_imported_and_a_later_import_without_one_empties_
     let us = "US\t97201\tPortland\tOregon\tOR\tMultnomah\t051\t\t\t45.5079\t-122.69\t4\n";
     std::fs::write(source.join("US.txt"), us).unwrap();
     let us_file = source.join("US.txt").display().to_string();
-    let run = import(&db, args(&["--gazetteer", &gazetteer], &us_file));
+    // PL is replaced by US: a shrink, allowed.
+    let run = import(
+        &db,
+        args(&["--gazetteer", &gazetteer, "--allow-shrink"], &us_file),
+    );
     run.assert_success();
     let conn = open(&db);
     // Every US line of the fixture (Portland OR and ME, Springfields), nothing else.

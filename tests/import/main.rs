@@ -21,6 +21,10 @@ mod replace;
 // The gazetteer (cities500.zip): beside the source, by flag, missing or malformed.
 mod gazetteer;
 
+// The dataset's history: provenance, changes, retired codes, the shrink guard,
+// --if-changed against a local HTTP server, overrides.
+mod history;
+
 // The kinds of SOURCE: a .txt file, a directory with its countryInfo.txt, a missing file.
 mod sources;
 

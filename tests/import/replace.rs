@@ -53,7 +53,14 @@ fn a_reader_polling_during_a_reimport_sees_the_old_count_then_the_new_one_and_no
     };
     wait_for_polls(1);
 
-    let child = spawn_import(&db, [geonames("sample.zip")]);
+    // The sample replaces PL: a shrink, allowed.
+    let child = spawn_import(
+        &db,
+        [
+            geonames("sample.zip").into_os_string(),
+            "--allow-shrink".into(),
+        ],
+    );
     let before = polls.load(Ordering::SeqCst);
     let output = child.wait_with_output().unwrap();
     assert!(
@@ -90,7 +97,13 @@ fn a_table_the_import_does_not_own_keeps_its_rows_through_a_reimport() {
         )
         .unwrap();
 
-    let run = import(&db, [geonames("sample.zip")]);
+    let run = import(
+        &db,
+        [
+            geonames("sample.zip").into_os_string(),
+            "--allow-shrink".into(),
+        ],
+    );
     run.assert_success();
 
     let conn = open(&db);

@@ -191,6 +191,9 @@ fn postal_template() -> &'static std::path::Path {
             ),
             gazetteer: None,
             progress: false,
+            allow_shrink: false,
+            overrides: None,
+            if_changed: false,
         })
         .expect("importing the sample");
         db

@@ -120,10 +120,10 @@ pub(super) fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiEr
 }
 
 pub(super) async fn first_record(state: &State, query: CodeQuery) -> Result<FirstRecord, ApiError> {
-    let record = state
-        .postal()
+    let postal = state.postal();
+    let record = postal
         .lookup(query.country, &query.zipcode)
-        .ok_or_else(|| ApiError::not_found("ZIP code not found"))?;
+        .ok_or_else(|| ApiError::zip_not_found(postal.retired(query.country, &query.zipcode)))?;
     Ok(FirstRecord {
         country: query.country,
         record,

@@ -14,6 +14,7 @@ pub mod about;
 pub mod autocomplete;
 pub mod city;
 pub mod countries;
+pub mod dataset;
 pub mod distance;
 pub mod geo;
 pub mod lookup;
@@ -31,18 +32,18 @@ pub mod verify_bulk;
 /// `Apis`, the type of every route, and `apis()`, its value (unit structs: the state
 /// reaches the handlers as request data).
 macro_rules! routes {
-    ($($api:path),* $(,)?) => {
-        pub type Apis = ($($api,)*);
+    ($($api:path),* ; $($more:path),* $(,)?) => {
+        pub type Apis = ($($api,)* ($($more,)*),);
 
         pub fn apis() -> Apis {
-            ($($api,)*)
+            ($($api,)* ($($more,)*),)
         }
     };
 }
 
 // Every route, in the order of the OpenAPI document's paths (poem-openapi writes them in
-// this order; `openapi.yaml` is compared byte for byte). At most 16: poem-openapi
-// implements `OpenApi` for tuples up to that size (nest a tuple beyond).
+// this order; `openapi.yaml` is compared byte for byte). poem-openapi implements `OpenApi`
+// for tuples of up to 16: the routes after the `;` are a tuple nested as the last.
 routes!(
     lookup::LookupApi,
     city::CityApi,
@@ -57,7 +58,8 @@ routes!(
     countries::CountriesApi,
     nearest_bulk::NearestBulkApi,
     suggest::SuggestApi,
-    places::PlacesApi,
+    places::PlacesApi;
     verify::VerifyApi,
     verify_bulk::VerifyBulkApi,
+    dataset::DatasetApi,
 );

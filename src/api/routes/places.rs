@@ -110,11 +110,11 @@ impl Operation for Places {
     }
 
     async fn work(state: &State, query: CodeQuery) -> Result<Vec<CodePlace>, ApiError> {
-        state
-            .postal()
+        let postal = state.postal();
+        postal
             .places(query.country, &query.zipcode)
             .map(|code| code.places)
-            .ok_or_else(|| ApiError::not_found("ZIP code not found"))
+            .ok_or_else(|| ApiError::zip_not_found(postal.retired(query.country, &query.zipcode)))
     }
 }
 

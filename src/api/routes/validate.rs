@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::lookup::CodeQuery;
 use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
 use crate::api::contract::ContractJson;
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, RetiredCode};
 use crate::api::reply::Reply;
 use crate::api::types::*;
 use crate::api::{ApiTags, State};
@@ -42,6 +42,7 @@ impl ValidateApi {
         } = state.0.billed::<Validate>(&body).await?;
         Ok(Reply(ValidateResponse {
             valid: answer.valid,
+            retired: answer.retired,
             zipcode: ZipCodeValue(answer.zipcode_echo),
             response_time: envelope.performance.total_time,
             envelope,
@@ -55,6 +56,8 @@ pub struct Validate;
 pub struct Validity {
     pub zipcode_echo: Value,
     pub valid: bool,
+    /// Not valid because an import removed it.
+    pub retired: Option<RetiredCode>,
 }
 
 impl Operation for Validate {
@@ -76,8 +79,15 @@ impl Operation for Validate {
     }
 
     async fn work(state: &State, (query, echo): (CodeQuery, Value)) -> Result<Validity, ApiError> {
+        let postal = state.postal();
+        let valid = postal.exists(query.country, &query.zipcode);
+        let retired = (!valid)
+            .then(|| postal.retired(query.country, &query.zipcode))
+            .flatten()
+            .map(RetiredCode::of);
         Ok(Validity {
-            valid: state.postal().exists(query.country, &query.zipcode),
+            valid,
+            retired,
             zipcode_echo: echo,
         })
     }
@@ -90,6 +100,11 @@ impl Operation for Validate {
 pub struct ValidateResponse {
     /// The postal code exists.
     pub valid: bool,
+    /// For a code an import removed (`valid` false): its last place and the day it went;
+    /// absent otherwise.
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retired: Option<RetiredCode>,
     /// The validated code, echoed as sent.
     pub zipcode: ZipCodeValue,
     /// Same as `performance.totalTime`.
@@ -105,6 +120,7 @@ impl Example for ValidateResponse {
     fn example() -> Self {
         ValidateResponse {
             valid: true,
+            retired: None,
             zipcode: ZipCodeValue(Value::String("SW1A 1AA".into())),
             response_time: Millis(std::time::Duration::from_micros(262)),
             envelope: example_envelope(4.999972),

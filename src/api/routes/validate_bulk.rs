@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
 use crate::api::contract::{BulkRecord, ContractJson, DocumentedBody};
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, RetiredCode};
 use crate::api::reply::Reply;
 use crate::api::types::*;
 use crate::api::{ApiTags, State};
@@ -48,7 +48,7 @@ impl ValidateBulkApi {
         } = state.0.billed::<ValidateBulk>(&body).await?;
         let results = answer
             .into_iter()
-            .map(|(record, verdict)| {
+            .map(|(record, verdict, retired_since)| {
                 let (normalized, reason) = match verdict {
                     Verdict::Valid(key) => (Some(key), None),
                     Verdict::NotFound => (None, Some(Reason::NotFound)),
@@ -61,6 +61,7 @@ impl ValidateBulkApi {
                     valid: normalized.is_some(),
                     normalized,
                     reason: NullableReason(reason),
+                    retired_since,
                 }
             })
             .collect();
@@ -78,7 +79,8 @@ impl Operation for ValidateBulk {
     const ENDPOINT: Endpoint = Endpoint::ValidateBulk;
     type Body = ContractJson<BulkRequest>;
     type Parsed = Vec<BulkRecord>;
-    type Answer = Vec<(BulkRecord, Verdict)>;
+    /// Each record, its verdict, and for a code an import removed the day it went.
+    type Answer = Vec<(BulkRecord, Verdict, Option<String>)>;
 
     fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
         body.api_key(MISSING_API_KEY)
@@ -95,13 +97,24 @@ impl Operation for ValidateBulk {
     async fn work(
         state: &State,
         records: Vec<BulkRecord>,
-    ) -> Result<Vec<(BulkRecord, Verdict)>, ApiError> {
+    ) -> Result<Vec<(BulkRecord, Verdict, Option<String>)>, ApiError> {
         let codes: Vec<(CountryCode, String)> = records
             .iter()
             .map(|r| (r.country, r.postal_code.clone()))
             .collect();
-        let verdicts = state.postal().check_codes(&codes);
-        Ok(records.into_iter().zip(verdicts).collect())
+        let postal = state.postal();
+        let verdicts = postal.check_codes(&codes);
+        Ok(records
+            .into_iter()
+            .zip(verdicts)
+            .map(|(record, verdict)| {
+                let retired_since = (verdict == Verdict::NotFound)
+                    .then(|| postal.retired_text(record.country, &record.postal_code))
+                    .flatten()
+                    .map(|r| RetiredCode::of(r).since);
+                (record, verdict, retired_since)
+            })
+            .collect())
     }
 }
 
@@ -225,6 +238,11 @@ pub struct BulkResult {
     pub normalized: Option<String>,
     /// Why the record is not valid; null when valid.
     pub reason: NullableReason,
+    /// With `reason` not_found, for a code an import removed: the UTC day it went
+    /// (`YYYY-MM-DD`); absent otherwise.
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retired_since: Option<String>,
 }
 
 /// 200 of /api/validate-bulk.
@@ -253,6 +271,7 @@ impl Example for BulkResponse {
             valid: normalized.is_some(),
             normalized: normalized.map(String::from),
             reason: NullableReason(reason),
+            retired_since: None,
         };
         BulkResponse {
             results: vec![
