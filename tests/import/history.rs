@@ -38,7 +38,7 @@ fn sample_text() -> &'static str {
 fn edited_sample(
     dir: &Path,
     name: &str,
-    edit: impl Fn(&mut Vec<String>) -> bool,
+    edit: impl Fn(&mut [String]) -> bool,
     extra: &[&str],
 ) -> PathBuf {
     let mut out = String::new();
@@ -60,7 +60,7 @@ fn edited_sample(
 
 /// The edits of the "second import": US 90209 and 90211 removed, US 90210's first record
 /// 12 km north, DE 80331's first record another place, US 99999 added.
-fn second_edit(c: &mut Vec<String>) -> bool {
+fn second_edit(c: &mut [String]) -> bool {
     match (c[0].as_str(), c[1].as_str()) {
         ("US", "90209" | "90211") => return false,
         ("US", "90210") => c[9] = "34.2".into(),
