@@ -431,9 +431,9 @@ impl Upstream {
                     head.push_str(&line);
                 }
                 let (body, etag) = served.lock().unwrap().clone();
-                let not_modified = head.lines().any(|l| {
-                    l.to_ascii_lowercase() == format!("if-none-match: {etag}").to_ascii_lowercase()
-                });
+                let not_modified = head
+                    .lines()
+                    .any(|l| l.eq_ignore_ascii_case(&format!("if-none-match: {etag}")));
                 seen.lock().unwrap().push(head);
                 let validators = format!(
                     "ETag: {etag}\r\nLast-Modified: Sun, 22 Nov 2026 03:14:27 GMT\r\nConnection: close\r\n"
