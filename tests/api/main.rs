@@ -12,6 +12,9 @@ mod city;
 mod city_full;
 /// /api/city v3 on the sample with the gazetteer: admin cities, other languages, forms.
 mod city_v3;
+/// The dataset's history: retired codes on every operation after a live import,
+/// /api/dataset.
+mod dataset;
 /// deploy/: systemd units, alert rules and dashboard checked with systemd-analyze and
 /// promtool; every metric they name is exported.
 mod deploy;
