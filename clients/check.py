@@ -9,7 +9,7 @@ from postal_client.api.postal_codes import places as code_places
 from postal_client.api.cities import find_city, suggest
 from postal_client.api.geography import nearest
 from postal_client.api.validation import validate, validate_bulk, verify, verify_bulk
-from postal_client.api.service import about_api, countries
+from postal_client.api.service import about_api, countries, dataset
 from postal_client.models import (
     AboutRequest,
     AutocompleteRequest,
@@ -18,8 +18,10 @@ from postal_client.models import (
     CityRequest,
     CodeRequest,
     CountriesRequest,
+    DatasetRequest,
     ErrorBody,
     NearestRequest,
+    NotFoundBody,
     SuggestRequest,
     VerifyBulkRequest,
     VerifyRecordRequest,
@@ -92,10 +94,16 @@ assert places.results[0].city == "Beverly Hills", places
 listed = call(countries, CountriesRequest(api_key=key), 200)
 assert "US" in [c.code for c in listed.countries], listed
 
+provenance = call(dataset, DatasetRequest(api_key=key), 200)
+assert provenance.dataset.generation >= 1, provenance
+roles = [s.role for s in provenance.dataset.provenance.sources]
+assert "postal" in roles and "country_info" in roles, roles
+
 denied = call(lookup, CodeRequest(zipcode="90210", api_key="pk_not_a_key"), 401)
 assert isinstance(denied, ErrorBody) and denied.error == "Invalid API key", denied
 missing = call(lookup, CodeRequest(zipcode="00000", api_key=key), 404)
-assert isinstance(missing, ErrorBody) and missing.error == "ZIP code not found", missing
+assert isinstance(missing, NotFoundBody) and missing.error == "ZIP code not found", missing
+assert isinstance(missing.retired, Unset), missing
 
 # Checkout forms: every place of a code, a typed city against it, GET with the key.
 every = call(code_places, CodeRequest(zipcode="77716", country="DE", api_key=key), 200)
@@ -123,4 +131,4 @@ got = lookup_get.sync_detailed(client=client, zipcode="90210", key=key)
 assert got.status_code == 200 and got.parsed.city == "Beverly Hills", got
 untyped(got.parsed, "lookup_get")
 
-print("python client: 17 calls, every field typed")
+print("python client: 18 calls, every field typed")

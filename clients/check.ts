@@ -100,6 +100,11 @@ const listed = await client.POST("/api/countries", { body: { apiKey: key } });
 check("/api/countries", 200, listed.response, listed.data, 200);
 assert(listed.data?.countries.some((c) => c.code === "US") === true, "countries has US");
 
+const provenance = await client.POST("/api/dataset", { body: { apiKey: key } });
+check("/api/dataset", 200, provenance.response, provenance.data, 200);
+assert((provenance.data?.dataset.generation ?? 0) >= 1, "dataset generation");
+assert(provenance.data?.dataset.provenance?.sources.some((s) => s.role === "postal") === true, "dataset sources");
+
 const denied = await client.POST("/api/lookup", { body: { zipcode: "90210", apiKey: "pk_not_a_key" } });
 check("/api/lookup", 401, denied.response, denied.error, 401);
 assert(denied.error?.error === "Invalid API key", "401 as a typed error");
@@ -107,6 +112,7 @@ assert(denied.error?.error === "Invalid API key", "401 as a typed error");
 const missing = await client.POST("/api/lookup", { body: { zipcode: "00000", apiKey: key } });
 check("/api/lookup", 404, missing.response, missing.error, 404);
 assert(missing.error?.error === "ZIP code not found", "404 as a typed error");
+assert(missing.error !== undefined && !("retired" in missing.error), "404 of a code that never existed has no retired");
 
 // Checkout forms: every place of a code, a typed city against it, GET with the key.
 const every = await client.POST("/api/places", { body: { zipcode: "77716", country: "DE", apiKey: key } });
@@ -135,4 +141,4 @@ const got = await client.GET("/api/lookup", { params: { query: { zipcode: "90210
 check("/api/lookup", 200, got.response, got.data, 200, "get");
 assert(got.data?.city === "Beverly Hills", "GET lookup");
 
-console.log("typescript client: 17 calls, every field declared");
+console.log("typescript client: 18 calls, every field declared");

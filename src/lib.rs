@@ -42,8 +42,10 @@
 //! - [`billing`]: the books in memory, their writer thread, the `ChargeStore` trait and
 //!   its SQLite implementation, the serve lock, the CLI-to-server notifier (changes and
 //!   flush requests).
-//! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt) and
-//!   their sources (file, zip, directory, URL); writes through `db::dataset`.
+//! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt, the
+//!   gazetteer) and their sources (file, zip, directory, URL), the diff of an import
+//!   against the live data (changes, retired codes, the shrink guard) and the operator's
+//!   overrides; writes through `db::dataset`.
 //! - [`api`]: HTTP, JSON shapes, OpenAPI, status codes, one file per operation in
 //!   `api::routes`; what operations share (the billed path, the envelope, the one error
 //!   type, the app and its state) beside them; the operator's routes (`/healthz`,
