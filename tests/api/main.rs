@@ -12,6 +12,8 @@ mod city;
 mod city_full;
 /// /api/city v3 on the sample with the gazetteer: admin cities, other languages, forms.
 mod city_v3;
+/// gzip of answers over 1 KiB, read off the wire.
+mod compression;
 /// deploy/: systemd units, alert rules and dashboard checked with systemd-analyze and
 /// promtool; every metric they name is exported.
 mod deploy;
