@@ -190,6 +190,17 @@ impl TestApp {
         }
     }
 
+    /// Stops the server, runs `offline` on its database file, and starts a new server
+    /// on the same file (default settings, another port).
+    pub fn restart_after(&mut self, offline: impl FnOnce(&Path)) {
+        self.stop();
+        offline(&self.db);
+        let (address, shutdown, server) = start_server(&self.db, postal::api::Settings::default());
+        self.address = format!("http://{address}");
+        self.shutdown = Some(shutdown);
+        self.server = Some(server);
+    }
+
     /// POSTs raw bytes with `headers` over a socket of its own and reads the answer
     /// whole, as it came on the wire (no decoding: ureq would gunzip it).
     pub fn post_wire(&self, path: &str, body: &[u8], headers: &[(&str, &str)]) -> Wire {

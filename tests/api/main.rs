@@ -29,6 +29,8 @@ mod geo;
 mod geo_full;
 /// The HTTP layer: JSON errors from hyper and the router, 405 Allow, 413 at once.
 mod http;
+/// `Idempotency-Key` on the bulk operations: replays uncharged, reused keys refused.
+mod idempotency;
 /// What is charged and when; 402 and 429.
 mod money;
 /// The normalisation table of decisions.md.
