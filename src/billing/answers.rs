@@ -253,8 +253,9 @@ impl Answers {
             })
     }
 
-    /// Keys in memory (for tests and metrics).
-    pub(super) fn len(&self) -> usize {
+    /// Keys in memory.
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.entries.len()
     }
 

@@ -397,11 +397,6 @@ impl Billing {
         })
     }
 
-    /// Idempotency keys in memory: running, and answered in the last 24 hours.
-    pub fn idempotency_keys(&self) -> usize {
-        self.books().answers.len()
-    }
-
     /// Waits until the flush that holds `charged` has committed (durable mode answers
     /// after this); `Unavailable` when flushes are failing.
     pub async fn committed(&self, charged: &Charged) -> Result<(), BillingError> {
