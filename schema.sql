@@ -251,5 +251,24 @@ BEGIN
     SELECT RAISE(ABORT, 'the ledger is append-only');
 END;
 
+-- The answers of bulk requests sent with an `Idempotency-Key` (docs/money.md, "Idempotent
+-- bulk requests"), so that a retry within 24 hours replays the answer instead of running
+-- and charging again. Only 200 answers are kept. The billing writer inserts a row in the
+-- transaction that writes the request's charge, so after any crash an answer is here
+-- exactly when its charge is in the ledger; it deletes rows a day old.
+CREATE TABLE idempotent_answers (
+    id              INTEGER PRIMARY KEY,
+    account_id      INTEGER NOT NULL REFERENCES accounts (id),
+    idempotency_key TEXT NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+    endpoint        TEXT NOT NULL,                   -- 'validate-bulk', 'nearest-bulk'
+    -- SHA-256 of the request body's canonical JSON without `apiKey`
+    fingerprint     BLOB NOT NULL CHECK (length(fingerprint) = 32),
+    body            BLOB NOT NULL,                   -- the 200's JSON, byte for byte
+    created_at      INTEGER NOT NULL,                -- when it was answered
+    UNIQUE (account_id, idempotency_key)
+) STRICT;
 
-PRAGMA user_version = 5;
+CREATE INDEX idempotent_answers_by_age ON idempotent_answers (created_at);
+
+
+PRAGMA user_version = 6;

@@ -9,7 +9,11 @@
 # then (m) postal write-behind on random codes of every country, (g) the same server
 # answering what a checkout page sends: GET /api/lookup?zipcode=..&key=pub_.. with an
 # Origin header (a publishable key: origin check, per-IP count, CORS headers, Cache-Control),
-# and (c) the median server time of a 1,000-record /api/validate-bulk.
+# and (c) bulk answers: a 1,000-record /api/validate-bulk and a 1,000-point
+# /api/nearest-bulk (10 codes a point), each sent BULK_REQUESTS times (default 300) one
+# after the other without and with `Accept-Encoding: gzip`: the median server totalTime,
+# the bytes of an answer on the wire (head and body as sent) and the server's CPU time per
+# request (from /proc, as below: serializing and compressing the answer included).
 # With BASE=<commit>, (p) that version of postal (write-behind) runs beside them: the
 # previous version of our own code, on a copy of the same database.
 # Prints per server (medians of ROUNDS paired rounds) requests/s, p50, p99, non-2xx and
@@ -76,7 +80,8 @@ key, out, pub_key = sys.argv[1], sys.argv[2], sys.argv[3]
 with zipfile.ZipFile("../shared/geonames/allCountries.zip") as z:
     lines = z.read("allCountries.txt").decode().splitlines()
 random.seed(7)
-pairs = [l.split("\t")[:2] for l in random.sample(lines, 20000)]
+sampled = [l.split("\t") for l in random.sample(lines, 20000)]
+pairs = [f[:2] for f in sampled]
 first_us = {}
 for l in lines:
     f = l.split("\t")
@@ -114,6 +119,9 @@ lua(f"{out}/us-get-pub.lua", [f"/api/lookup?zipcode={c}&key={pub_key}" for c in 
 records = [{"postalCode": code, "countryCode": country} for country, code in pairs[:1000]]
 with open(f"{out}/bulk.json", "w") as f:
     json.dump({"apiKey": key, "records": records}, f)
+points = [{"latitude": float(f[9]), "longitude": float(f[10])} for f in sampled if f[9] and f[10]][:1000]
+with open(f"{out}/nearest-bulk.json", "w") as f:
+    json.dump({"apiKey": key, "records": points, "limit": 10}, f)
 PY
 
 cat >"$OUT/nginx.conf" <<CONF
@@ -225,19 +233,56 @@ for round in $(seq "$ROUNDS"); do
   echo "round $round: nginx $n | nginx+log $l | bare $a | write-behind $w | durable $d | mixed $m | GET pub $g${p:+ | $BASE $p} (rps p50 p99 non-2xx cpu-us/req)"
 done
 
-# (c): 30 sequential bulk requests of 1,000 records; the server's own totalTime.
-bulk_median=$(for _ in $(seq 30); do
-  curl -s -X POST -H 'Content-Type: application/json' --data-binary @"$OUT/bulk.json" \
-    http://127.0.0.1:18080/api/validate-bulk
-  echo
-done | python3 -c '
-import json, statistics, sys
-times = [float(json.loads(l)["performance"]["totalTime"][:-2]) for l in sys.stdin if l.strip()]
-print(f"{statistics.median(times):.3f}")')
+# (c): bulk requests one after the other on one keep-alive connection, without and with
+# gzip: median totalTime, bytes on the wire per answer, server CPU per request.
+bulk_rows=$(python3 - "$server" "${BULK_REQUESTS:-300}" "$OUT" "$TICKS_PER_SECOND" <<'PY'
+import gzip, json, socket, statistics, sys
+pid, n, out, ticks_per_second = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+def cpu_ticks():
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15)
+def run(path, body, encoding):
+    conn = socket.create_connection(("127.0.0.1", 18080))
+    stream = conn.makefile("rb")
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n" + (f"Accept-Encoding: {encoding}\r\n" if encoding else "")
+            + "\r\n").encode()
+    times, wire, before = [], [], cpu_ticks()
+    for _ in range(n):
+        conn.sendall(head + body)
+        size, length, gzipped = 0, 0, False
+        status = stream.readline()
+        assert b" 200 " in status, status
+        size += len(status)
+        while True:
+            line = stream.readline()
+            size += len(line)
+            if line == b"\r\n":
+                break
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+            if name.lower() == "content-encoding":
+                gzipped = value.strip() == "gzip"
+        answer = stream.read(length)
+        wire.append(size + length)
+        text = gzip.decompress(answer) if gzipped else answer
+        times.append(float(json.loads(text)["performance"]["totalTime"][:-2]))
+    cpu_ms = (cpu_ticks() - before) / ticks_per_second / n * 1e3
+    conn.close()
+    assert gzipped == bool(encoding), (path, encoding, gzipped)
+    return f"{statistics.median(times):.3f} {statistics.median(wire):.0f} {cpu_ms:.2f}"
+for name, path, file in [("validate-bulk", "/api/validate-bulk", "bulk.json"),
+                         ("nearest-bulk", "/api/nearest-bulk", "nearest-bulk.json")]:
+    body = open(f"{out}/{file}", "rb").read()
+    for encoding in ["", "gzip"]:
+        print(name, encoding or "identity", run(path, body, encoding))
+PY
+)
 
 slow() { grep -c "slow billing flush" "$1" || true; }
-python3 - "$OUT/rounds.txt" "$CONNECTIONS" "$SECONDS_PER_RUN" "$bulk_median" "$BASE" \
-  "$(slow "$OUT/server.log")" "$(slow "$OUT/server-durable.log")" <<'PY'
+python3 - "$OUT/rounds.txt" "$CONNECTIONS" "$SECONDS_PER_RUN" "$bulk_rows" "$BASE" \
+  "$(slow "$OUT/server.log")" "$(slow "$OUT/server-durable.log")" "${BULK_REQUESTS:-300}" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
 names = ["(n) nginx, file per code", "(l) nginx, + access log", "(a) bare poem handler",
@@ -253,7 +298,11 @@ for i, name in enumerate(names):
           f"  p99 {statistics.median(col(2)):6.3f} ms (worst round {max(col(2)):7.3f})"
           f"  non-2xx {sum(col(3)):.0f}  x nginx {ratio(0):.2f}  x nginx+log {ratio(1):.2f}"
           f"  server CPU {statistics.median(col(4)):5.2f} us/req")
-print(f"(c) bulk of 1,000 records      : median server totalTime {sys.argv[4]} ms (30 requests)")
+for row in sys.argv[4].splitlines():
+    name, encoding, total, wire, cpu = row.split()
+    label = "1,000 records" if name == "validate-bulk" else "1,000 points x 10"
+    print(f"(c) {name} {label}, {encoding:8}: median server totalTime {total} ms, {int(wire):9,} bytes"
+          f" on the wire, server CPU {cpu} ms/request ({sys.argv[8]} requests)")
 print(f"billing flushes of 100 ms or more (warm-ups included): write-behind server (w, m, c)"
       f" {sys.argv[6]}, durable server (d) {sys.argv[7]}")
 PY

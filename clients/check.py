@@ -20,6 +20,7 @@ from postal_client.models import (
     CountriesRequest,
     DatasetRequest,
     ErrorBody,
+    KeyReusedBody,
     NearestRequest,
     NotFoundBody,
     SuggestRequest,
@@ -79,6 +80,20 @@ assert [r.valid for r in bulk.results] == [True, True, False], bulk
 assert reasons[2] == "not_found", reasons
 assert bulk.total_cost == 0.000084, bulk.total_cost
 
+# The same bulk request retried with its Idempotency-Key: the first answer, not charged again.
+keyed = BulkRequest(api_key=key, records=records)
+first = validate_bulk.sync_detailed(client=client, body=keyed, idempotency_key="clients-py-1")
+again = validate_bulk.sync_detailed(client=client, body=keyed, idempotency_key="clients-py-1")
+assert first.status_code == 200 and again.status_code == 200, (first, again)
+assert "Idempotent-Replayed" not in first.headers, first.headers
+assert again.headers["Idempotent-Replayed"] == "true" and again.content == first.content, again
+untyped(again.parsed, "validate_bulk replay")
+reused = validate_bulk.sync_detailed(
+    client=client, body=BulkRequest(api_key=key, records=records[:1]), idempotency_key="clients-py-1"
+)
+assert reused.status_code == 422 and isinstance(reused.parsed, KeyReusedBody), reused
+assert reused.parsed.error == "Idempotency-Key already used with a different request body", reused
+
 about = call(about_api, AboutRequest(api_key=key), 200)
 assert "GeoNames" in about.coverage, about
 
@@ -131,4 +146,4 @@ got = lookup_get.sync_detailed(client=client, zipcode="90210", key=key)
 assert got.status_code == 200 and got.parsed.city == "Beverly Hills", got
 untyped(got.parsed, "lookup_get")
 
-print("python client: 18 calls, every field typed")
+print("python client: 21 calls, every field typed")

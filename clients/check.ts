@@ -78,6 +78,22 @@ check("/api/validate-bulk", 200, bulk.response, bulk.data, 200);
 assert(bulk.data?.results.map((r) => r.reason ?? null).join() === ",,not_found", "bulk reasons");
 assert(bulk.data?.totalCost === 0.000084, "bulk totalCost");
 
+// The same bulk request retried with its Idempotency-Key: the first answer, not charged again.
+const keyed = { params: { header: { "Idempotency-Key": "clients-ts-1" } } };
+const records = [
+  { postalCode: "90210", countryCode: "US" as const },
+  { postalCode: "SW1A 1AA", countryCode: "GB" as const },
+];
+const first = await client.POST("/api/validate-bulk", { ...keyed, body: { apiKey: key, records } });
+const again = await client.POST("/api/validate-bulk", { ...keyed, body: { apiKey: key, records } });
+check("/api/validate-bulk", 200, again.response, again.data, 200);
+assert(first.response.headers.get("Idempotent-Replayed") === null, "first answer not replayed");
+assert(again.response.headers.get("Idempotent-Replayed") === "true", "retry replayed");
+assert(JSON.stringify(again.data) === JSON.stringify(first.data), "replay equal to the first answer");
+const reused = await client.POST("/api/validate-bulk", { ...keyed, body: { apiKey: key, records: records.slice(1) } });
+check("/api/validate-bulk", 422, reused.response, reused.error, 422);
+assert(reused.error?.error === "Idempotency-Key already used with a different request body", "422 as a typed error");
+
 const about = await client.POST("/api/aboutapi", { body: { apiKey: key } });
 check("/api/aboutapi", 200, about.response, about.data, 200);
 assert(about.data?.coverage.includes("GeoNames") === true, "aboutapi coverage");
@@ -141,4 +157,4 @@ const got = await client.GET("/api/lookup", { params: { query: { zipcode: "90210
 check("/api/lookup", 200, got.response, got.data, 200, "get");
 assert(got.data?.city === "Beverly Hills", "GET lookup");
 
-console.log("typescript client: 18 calls, every field declared");
+console.log("typescript client: 21 calls, every field declared");

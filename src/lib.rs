@@ -22,9 +22,13 @@
 //! 5. **bill**: `billing` charges the account in memory, exactly, and a writer thread
 //!    commits the charges behind (deltas, one ledger row per account and endpoint per
 //!    flush; `billing::store`, SQL in `db::ledger`). Nothing is charged for an error. The
-//!    order of steps 2-6 lives once, in `api::billed`.
+//!    order of steps 2-6 lives once, in `api::billed`. The bulk operations add one step
+//!    there (`api::once`): with an `Idempotency-Key`, a retry replays the stored answer,
+//!    uncharged; the first answer is stored in the flush that writes its charge
+//!    (`billing::answers`, SQL in `db::idempotency`).
 //! 6. **respond**: `api` maps the result and the envelope (balance, performance,
-//!    rateLimit) to JSON; every error leaves through one `ApiError`.
+//!    rateLimit) to JSON; every error leaves through one `ApiError`. On the way out,
+//!    `api::server::gzip` compresses any answer over 1 KiB for a client that accepts gzip.
 //!
 //! Modules (rooms), each using only the ones to its right:
 //!

@@ -1,7 +1,9 @@
-//! The one billed-request path: authenticate -> parse -> pre-check -> work -> charge ->
-//! envelope, in the contract's order of checks (decisions.md), for every billed
-//! operation. An operation states only how it reads its request, what it costs in
-//! queries, and its work (`Operation`); `State::billed` does the rest.
+//! The one billed-request path: authenticate -> parse -> (idempotency key) -> pre-check ->
+//! work -> charge -> envelope, in the contract's order of checks (decisions.md), for every
+//! billed operation. An operation states only how it reads its request, what it costs in
+//! queries, and its work (`Operation`); `State::billed` does the rest. The bulk operations
+//! enter it through `State::billed_once` (`api::once`), which adds the idempotency step:
+//! a stored answer replayed, or the key claimed and the charge held on it.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,8 +14,9 @@ use super::access::{self, RequestMeta};
 use super::contract::Requested;
 use super::envelope::Timings;
 use super::error::ApiError;
+use super::once::{IdempotencyHeader, Keyed};
 use super::types::Envelope;
-use crate::billing::{BillingError, KeyEntry};
+use crate::billing::{BillingError, ClaimedKey, KeyEntry};
 use crate::domain::api_key::hash_presented_key;
 use crate::domain::charge::{Endpoint, Refusal};
 
@@ -55,18 +58,59 @@ pub struct Billed<A> {
     pub total_cost: f64,
 }
 
+/// How the billed path ended. Matched at once by its caller, so its size costs a move;
+/// boxing the large variant would cost an allocation on every billed request.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "moved once per request; a Box would allocate on the hot path"
+)]
+pub(super) enum Path<A> {
+    /// Worked and charged; with an idempotency key, the charge is held on the key until
+    /// the answer is stored with it (`State::billed_once`).
+    Answered(Billed<A>, Option<ClaimedKey>),
+    /// The stored answer of the same request, sent with the same key: nothing charged.
+    Replayed(Vec<u8>),
+}
+
 impl State {
     /// Runs operation `O` on `body` through the one billed path.
     pub async fn billed<O: Operation>(
         &self,
         body: &O::Body,
     ) -> Result<Billed<O::Answer>, ApiError> {
+        match self.billed_path::<O>(body, None).await? {
+            Path::Answered(billed, _) => Ok(billed),
+            // Only a request with an Idempotency-Key is replayed.
+            Path::Replayed(_) => Err(ApiError::internal(anyhow::anyhow!(
+                "a replay without an Idempotency-Key"
+            ))),
+        }
+    }
+
+    /// The path itself. With `once` (the `Idempotency-Key` header of a bulk operation),
+    /// the key is read after the other parameters, then a stored answer is replayed, or
+    /// a conflict refused, before any pre-check (a replay is neither charged nor counted
+    /// in a window, so neither a balance spent since nor a full window refuses it); or
+    /// the key is claimed and the charge held on it.
+    pub(super) async fn billed_path<O: Operation>(
+        &self,
+        body: &O::Body,
+        once: Option<&IdempotencyHeader>,
+    ) -> Result<Path<O::Answer>, ApiError> {
         let _slot = self.admit()?;
         let mut timings = Timings::start();
         let key = self.authenticate(O::api_key(body)?, &mut timings)?;
         self.check_access(body.meta(), &key, O::ENDPOINT)?;
         let caller = key.caller;
+        let idempotency_key = once.map(IdempotencyHeader::key).transpose()?.flatten();
         let parsed = O::parse(body)?;
+        let claimed = match idempotency_key {
+            None => None,
+            Some(key) => match self.claim_key(caller, &key, O::ENDPOINT, body).await? {
+                Keyed::Run(claimed) => Some(claimed),
+                Keyed::Replay(stored) => return Ok(Path::Replayed(stored)),
+            },
+        };
         let queries = O::queries(&parsed);
         let t = Instant::now();
         let checked = self.billing.precheck(caller, queries);
@@ -74,11 +118,15 @@ impl State {
         checked.map_err(|e| refused(e, O::ENDPOINT))?;
         let answer = timings.processing_async(O::work(self, parsed)).await?;
         let t = Instant::now();
-        let charged = self
-            .billing
-            .charge(caller, queries, O::ENDPOINT)
-            .map_err(|e| refused(e, O::ENDPOINT))?;
-        if self.billing.options().durable {
+        let charged = match &claimed {
+            None => self.billing.charge(caller, queries, O::ENDPOINT),
+            Some(claimed) => self
+                .billing
+                .charge_held(caller, queries, O::ENDPOINT, claimed),
+        }
+        .map_err(|e| refused(e, O::ENDPOINT))?;
+        // A held charge is committed with its answer: `billed_once` waits for that flush.
+        if self.billing.options().durable && claimed.is_none() {
             self.billing
                 .committed(&charged)
                 .await
@@ -86,11 +134,12 @@ impl State {
         }
         timings.balance += t.elapsed();
         super::telemetry::count_charge(queries);
-        Ok(Billed {
+        let billed = Billed {
             answer,
             envelope: Envelope::billed(charged.balance, &charged.rate, &timings),
             total_cost: charged.cost.to_usd(),
-        })
+        };
+        Ok(Path::Answered(billed, claimed))
     }
 
     /// The key behind `api_key` (401 when unknown or revoked), from memory.
@@ -146,7 +195,7 @@ impl Drop for InFlight<'_> {
 }
 
 /// The contract's answer to a refused charge (texts of postal-api.md 7.2).
-fn refused(error: BillingError, endpoint: Endpoint) -> ApiError {
+pub(super) fn refused(error: BillingError, endpoint: Endpoint) -> ApiError {
     let bulk = endpoint.is_bulk();
     match error {
         BillingError::Refused(Refusal::InvalidKey) => ApiError::invalid_api_key(),

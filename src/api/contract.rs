@@ -48,14 +48,20 @@ pub struct ContractJson<T> {
     documented: PhantomData<T>,
 }
 
-/// A request whose head the billed path reads (`Operation::Body`).
+/// A request whose head and fields the billed path reads (`Operation::Body`).
 pub trait Requested {
     fn meta(&self) -> &RequestMeta;
+    /// The body's fields, as parsed (the fingerprint of an idempotent request).
+    fn fields(&self) -> &Map<String, Value>;
 }
 
 impl<T> Requested for ContractJson<T> {
     fn meta(&self) -> &RequestMeta {
         &self.meta
+    }
+
+    fn fields(&self) -> &Map<String, Value> {
+        &self.fields
     }
 }
 

@@ -1,6 +1,8 @@
 //! `ApiError`: the one way an error leaves the API, with the contract's status and text.
 
+use poem::{IntoResponse, Response};
 use poem_openapi::payload::Json;
+use poem_openapi::registry::{MetaResponses, Registry};
 use poem_openapi::{ApiResponse, Object};
 
 /// Every non-2xx body: `{"error": "<text of postal-api.md>"}`.
@@ -58,6 +60,39 @@ impl RetiredCode {
     }
 }
 
+/// The body of a 409: `{"error": ...}`, as every error's.
+#[derive(Debug, Clone, Object)]
+#[oai(example)]
+pub struct InProgressBody {
+    /// `A request with this Idempotency-Key is still in progress; retry shortly`.
+    pub error: String,
+}
+
+impl poem_openapi::types::Example for InProgressBody {
+    fn example() -> Self {
+        InProgressBody {
+            error: super::once::IN_PROGRESS.to_string(),
+        }
+    }
+}
+
+/// The body of a 422: `{"error": ...}`, as every error's.
+#[derive(Debug, Clone, Object)]
+#[oai(example)]
+pub struct KeyReusedBody {
+    /// `Idempotency-Key already used with a different request body`, or `Idempotency-Key
+    /// already used on /api/<operation>`.
+    pub error: String,
+}
+
+impl poem_openapi::types::Example for KeyReusedBody {
+    fn example() -> Self {
+        KeyReusedBody {
+            error: super::once::OTHER_BODY.to_string(),
+        }
+    }
+}
+
 /// The body of a 429: the error text and the whole seconds to wait (also in `Retry-After`).
 #[derive(Debug, Clone, Object)]
 pub struct RateLimitedBody {
@@ -68,9 +103,17 @@ pub struct RateLimitedBody {
     pub retry_after: u64,
 }
 
-/// Every error response of the API.
+/// Every error response of the API, and what the OpenAPI document says of each: an
+/// operation documents all of them but [`IDEMPOTENCY_STATUSES`], which only the operations
+/// that take an `Idempotency-Key` answer (`ApiError::idempotency_meta`).
+#[derive(Debug)]
+pub struct ApiError(Status);
+
+/// The statuses only a request with an `Idempotency-Key` gets.
+const IDEMPOTENCY_STATUSES: [u16; 2] = [409, 422];
+
 #[derive(Debug, ApiResponse)]
-pub enum ApiError {
+enum Status {
     /// Missing or invalid parameters, or a body that is not a JSON object.
     #[oai(status = 400)]
     BadRequest(Json<ErrorBody>),
@@ -90,9 +133,19 @@ pub enum ApiError {
     /// an import removed carries `retired`.
     #[oai(status = 404)]
     NotFound(Json<NotFoundBody>),
+    /// A request with this `Idempotency-Key` is still being answered (`A request with this
+    /// Idempotency-Key is still in progress; retry shortly`); nothing was charged. Retry it
+    /// once the first has its answer: you then get that answer.
+    #[oai(status = 409)]
+    Conflict(Json<InProgressBody>),
     /// The request body is larger than 1 MiB.
     #[oai(status = 413)]
     PayloadTooLarge(Json<ErrorBody>),
+    /// The `Idempotency-Key` was used in the last 24 hours for another request (`Idempotency-Key
+    /// already used with a different request body`, or `Idempotency-Key already used on
+    /// /api/<operation>`); nothing was charged. Send a new key for a new request.
+    #[oai(status = 422)]
+    UnprocessableEntity(Json<KeyReusedBody>),
     /// A rate-limit window of the account is full; nothing was charged.
     #[oai(status = 429)]
     TooManyRequests(
@@ -123,60 +176,125 @@ fn body(text: &str) -> Json<ErrorBody> {
 
 impl ApiError {
     pub fn bad_request(text: impl AsRef<str>) -> ApiError {
-        ApiError::BadRequest(body(text.as_ref()))
+        ApiError(Status::BadRequest(body(text.as_ref())))
     }
 
     pub fn invalid_api_key() -> ApiError {
-        ApiError::Unauthorized(body("Invalid API key"))
+        ApiError(Status::Unauthorized(body("Invalid API key")))
     }
 
     pub fn payment_required(text: &str) -> ApiError {
-        ApiError::PaymentRequired(body(text))
+        ApiError(Status::PaymentRequired(body(text)))
     }
 
     pub fn forbidden(text: &str) -> ApiError {
-        ApiError::Forbidden(body(text))
+        ApiError(Status::Forbidden(body(text)))
     }
 
     pub fn not_found(text: &str) -> ApiError {
-        ApiError::NotFound(Json(NotFoundBody {
+        ApiError(Status::NotFound(Json(NotFoundBody {
             error: text.to_string(),
             retired: None,
-        }))
+        })))
     }
 
     /// `404 ZIP code not found`, with what the code was when an import removed it.
     pub fn zip_not_found(retired: Option<&crate::index::history::Retired>) -> ApiError {
-        ApiError::NotFound(Json(NotFoundBody {
+        ApiError(Status::NotFound(Json(NotFoundBody {
             error: "ZIP code not found".to_string(),
             retired: retired.map(RetiredCode::of),
-        }))
+        })))
+    }
+
+    /// 409: another request holds the `Idempotency-Key` (`api::once`).
+    pub fn conflict(text: &str) -> ApiError {
+        ApiError(Status::Conflict(Json(InProgressBody {
+            error: text.to_string(),
+        })))
+    }
+
+    /// 422: the `Idempotency-Key` was used for another request (`api::once`).
+    pub fn unprocessable(text: impl AsRef<str>) -> ApiError {
+        ApiError(Status::UnprocessableEntity(Json(KeyReusedBody {
+            error: text.as_ref().to_string(),
+        })))
     }
 
     pub fn too_large() -> ApiError {
-        ApiError::PayloadTooLarge(body("Request body too large"))
+        ApiError(Status::PayloadTooLarge(body("Request body too large")))
     }
 
     pub fn rate_limited(text: &str, retry_after: u64) -> ApiError {
         let retry_after = retry_after.max(1);
-        ApiError::TooManyRequests(
+        ApiError(Status::TooManyRequests(
             Json(RateLimitedBody {
                 error: text.to_string(),
                 retry_after,
             }),
             retry_after,
-        )
+        ))
     }
 
     /// 503 with `Retry-After`: overloaded, or billing cannot record charges for now.
     pub fn unavailable(text: &str, retry_after: u64) -> ApiError {
-        ApiError::ServiceUnavailable(body(text), retry_after.max(1))
+        ApiError(Status::ServiceUnavailable(body(text), retry_after.max(1)))
     }
 
     /// A failure of the service itself: logged with its cause, answered without it.
     pub fn internal(cause: anyhow::Error) -> ApiError {
         let request_id = super::telemetry::current_request_id();
         tracing::error!(request_id = %request_id, "internal error: {cause:#}");
-        ApiError::Internal(body("Internal server error"))
+        ApiError(Status::Internal(body("Internal server error")))
+    }
+
+    /// The error's text (`{"error": ...}`).
+    pub fn text(&self) -> &str {
+        match &self.0 {
+            Status::BadRequest(b)
+            | Status::Unauthorized(b)
+            | Status::PaymentRequired(b)
+            | Status::Forbidden(b)
+            | Status::PayloadTooLarge(b)
+            | Status::Internal(b)
+            | Status::ServiceUnavailable(b, _) => &b.0.error,
+            Status::NotFound(b) => &b.0.error,
+            Status::Conflict(b) => &b.0.error,
+            Status::UnprocessableEntity(b) => &b.0.error,
+            Status::TooManyRequests(b, _) => &b.0.error,
+        }
+    }
+
+    /// The documented responses of the statuses only an `Idempotency-Key` gets (409, 422),
+    /// for the operations that take one.
+    pub(super) fn idempotency_meta() -> MetaResponses {
+        let mut meta = Status::meta();
+        meta.responses
+            .retain(|r| r.status.is_some_and(|s| IDEMPOTENCY_STATUSES.contains(&s)));
+        meta
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.0.into_response()
+    }
+}
+
+impl ApiResponse for ApiError {
+    fn meta() -> MetaResponses {
+        let mut meta = Status::meta();
+        meta.responses
+            .retain(|r| !r.status.is_some_and(|s| IDEMPOTENCY_STATUSES.contains(&s)));
+        meta
+    }
+
+    fn register(registry: &mut Registry) {
+        Status::register(registry);
+    }
+}
+
+impl From<ApiError> for poem::Error {
+    fn from(error: ApiError) -> poem::Error {
+        error.0.into()
     }
 }

@@ -22,6 +22,7 @@ mod envelope;
 mod error;
 mod get;
 mod http_errors;
+pub mod once;
 pub mod ops;
 mod reply;
 pub mod routes;

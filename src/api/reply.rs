@@ -54,6 +54,12 @@ pub(crate) use enveloped;
 fn json_response<T: Serialize + Enveloped + Send>(body: T) -> Response {
     let headers = body.envelope().rate_limit_headers(SystemTime::now);
     let mut response = poem::web::Json(body).into_response();
+    set_rate_limit_headers(&mut response, headers);
+    response
+}
+
+/// `RateLimit-Policy` and `RateLimit` (`Envelope::rate_limit_headers`), when there are.
+pub(super) fn set_rate_limit_headers(response: &mut Response, headers: Option<(String, String)>) {
     if let Some((policy, state)) = headers
         && let (Ok(policy), Ok(state)) =
             (HeaderValue::try_from(policy), HeaderValue::try_from(state))
@@ -61,7 +67,6 @@ fn json_response<T: Serialize + Enveloped + Send>(body: T) -> Response {
         response.headers_mut().insert("ratelimit-policy", policy);
         response.headers_mut().insert("ratelimit", state);
     }
-    response
 }
 
 impl<T: Type, const CACHED: bool> Payload for Reply<T, CACHED> {

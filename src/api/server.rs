@@ -21,11 +21,14 @@
 //!   body; `connection::Guarded` replaces those responses with the JSON error shape.
 //!   After those and a 413, the connection lingers (reads and drops what the client
 //!   still sends, 2 s at most) so that the client gets the answer, not a reset.
+//! - **Compression**: every answer leaves through `gzip::encode`: over 1 KiB and to a
+//!   client whose `Accept-Encoding` admits it, gzip-encoded (`gzip`: the rules).
 //!
 //! HTTP/2 is not served (poem's server offered h2c with prior knowledge); every client of
 //! the contract speaks HTTP/1.1.
 
 mod connection;
+pub mod gzip;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -208,14 +211,16 @@ async fn serve_connection<E: Endpoint + 'static>(
         let (local, remote) = (local.clone(), remote.clone());
         let handling = in_flight.start();
         let linger = linger.clone();
+        let accepts_gzip = gzip::accepts_gzip(request.headers());
         async move {
             let response = respond(&*app, request, local, remote, limits).await;
             // Answered before the body was read whole: the client may still be sending it.
             if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 linger.set();
             }
+            let response = gzip::encode(hyper::Response::from(response), accepts_gzip).await;
             drop(handling);
-            Ok::<_, Infallible>(hyper::Response::from(response))
+            Ok::<_, Infallible>(response)
         }
     });
     let mut http = hyper::server::conn::http1::Builder::new();

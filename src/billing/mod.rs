@@ -24,7 +24,12 @@
 //!   pending, with `synchronous=FULL`, and a request is answered only once the flush that
 //!   holds its charge has committed (group commit: a flush carries everything charged
 //!   during the previous one).
+//! - **Idempotent requests** (`answers`): the charge of a request sent with an
+//!   `Idempotency-Key` is held on its key until its answer is rendered, then made pending
+//!   with the answer, so one commit writes both: a stored answer never stands for a
+//!   charge that is not in the file, nor a charge for an answer a retry cannot replay.
 
+pub mod answers;
 pub mod lock;
 pub mod notify;
 pub mod per_ip;
@@ -40,12 +45,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
+pub use answers::Claim;
+use answers::{Answers, Held};
 pub use lock::ServeLock;
 use sqlite::SqliteStore;
-use store::{Batch, ChargeRow, ChargeStore, Snapshot};
+use store::{Batch, ChargeRow, ChargeStore, Snapshot, StoredAnswer};
 
 use crate::domain::api_key::{KeyHash, Publishable};
 use crate::domain::charge::{AccountState, AccountStatus, Endpoint, Refusal};
+use crate::domain::idempotency::{ANSWER_TTL, Fingerprint, IdempotencyKey};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::RateStatus;
 
@@ -166,6 +174,8 @@ struct Books {
     active_keys: HashSet<i64>,
     accounts: HashMap<i64, AccountState>,
     pending: Pending,
+    /// Idempotency keys: requests running under them (and charges held on them), answers.
+    answers: Answers,
     /// The batch number charges go into now (the next flush).
     batch: u64,
     /// Set while flushes fail: billed requests get 503.
@@ -180,11 +190,13 @@ struct Pending {
     rows: HashMap<(i64, Endpoint), (u64, Micros)>,
     /// Accounts whose window counters changed.
     counters: HashSet<i64>,
+    /// Answers of idempotent requests whose charges are in `rows`.
+    answers: Vec<StoredAnswer>,
 }
 
 impl Pending {
     fn is_empty(&self) -> bool {
-        self.rows.is_empty() && self.counters.is_empty()
+        self.rows.is_empty() && self.counters.is_empty() && self.answers.is_empty()
     }
 
     fn amount_of(&self, account_id: i64) -> Micros {
@@ -223,8 +235,15 @@ impl Billing {
         lock: Option<ServeLock>,
     ) -> anyhow::Result<Billing> {
         let snapshot = store.load().context("loading accounts and keys")?;
+        let since = SystemTime::now()
+            .checked_sub(ANSWER_TTL)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let answered = store
+            .load_answers(since)
+            .context("loading the idempotency keys")?;
         let mut books = Books {
             batch: 1,
+            answers: Answers::from_index(answered),
             ..Books::default()
         };
         books.replace(snapshot);
@@ -287,6 +306,29 @@ impl Billing {
         queries: u64,
         endpoint: Endpoint,
     ) -> Result<Charged, BillingError> {
+        self.decide(caller, queries, endpoint, None)
+    }
+
+    /// As `charge`, for the request that claimed `key`: the charge is decided at once
+    /// (balance and windows) but held on the key, and written with the answer
+    /// (`ClaimedKey::answer`), or alone if the request ends without one.
+    pub fn charge_held(
+        &self,
+        caller: Caller,
+        queries: u64,
+        endpoint: Endpoint,
+        key: &ClaimedKey,
+    ) -> Result<Charged, BillingError> {
+        self.decide(caller, queries, endpoint, Some(key))
+    }
+
+    fn decide(
+        &self,
+        caller: Caller,
+        queries: u64,
+        endpoint: Endpoint,
+        hold_on: Option<&ClaimedKey>,
+    ) -> Result<Charged, BillingError> {
         let now = SystemTime::now();
         let mut books = self.books();
         let verdict = books.check(caller, queries, now).and_then(|_| {
@@ -297,9 +339,21 @@ impl Billing {
             let cost = account.charge(queries, now)?;
             let status = account.status(now);
             if queries > 0 && !endpoint.is_free() {
-                books
-                    .pending
-                    .add(caller.account_id, endpoint, queries, cost);
+                let charge = Held {
+                    endpoint,
+                    queries,
+                    amount: cost,
+                };
+                let held = hold_on.is_some_and(|claimed| {
+                    books
+                        .answers
+                        .hold(claimed.account_id, &claimed.key, claimed.ticket, charge)
+                });
+                if !held {
+                    books
+                        .pending
+                        .add(caller.account_id, endpoint, queries, cost);
+                }
             }
             Ok(Charged {
                 balance: status.balance,
@@ -309,8 +363,8 @@ impl Billing {
             })
         });
         drop(books);
-        if verdict.is_ok() && self.shared.options.durable {
-            self.shared.wake.notify_all();
+        if verdict.is_ok() && hold_on.is_none() {
+            self.wake_durable();
         }
         if let Ok(charged) = &verdict {
             self.shared.counts.charges.fetch_add(1, Ordering::Relaxed);
@@ -320,15 +374,43 @@ impl Billing {
         verdict
     }
 
+    /// What a request of `endpoint` with the body `fingerprint` finds under `key` of
+    /// `account_id` (`answers::Answers::claim`); when nothing live, the key is claimed for
+    /// it until the returned `ClaimedKey` answers or is dropped.
+    pub fn claim(
+        &self,
+        account_id: i64,
+        key: &IdempotencyKey,
+        endpoint: Endpoint,
+        fingerprint: Fingerprint,
+    ) -> Claim<ClaimedKey> {
+        let claim =
+            self.books()
+                .answers
+                .claim(account_id, key, endpoint, fingerprint, SystemTime::now());
+        claim.map_run(|ticket| ClaimedKey {
+            billing: self.clone(),
+            account_id,
+            key: key.clone(),
+            ticket,
+            open: true,
+        })
+    }
+
     /// Waits until the flush that holds `charged` has committed (durable mode answers
     /// after this); `Unavailable` when flushes are failing.
     pub async fn committed(&self, charged: &Charged) -> Result<(), BillingError> {
+        self.flushed_to(charged.flush).await
+    }
+
+    /// Waits until batch `flush` has committed (`committed`, `ClaimedKey::answer`).
+    pub async fn flushed_to(&self, flush: u64) -> Result<(), BillingError> {
         let mut state = self.shared.flushed.subscribe();
         let reached = state
-            .wait_for(|s| s.done >= charged.flush || s.failing.is_some())
+            .wait_for(|s| s.done >= flush || s.failing.is_some())
             .await
             .map_err(|_| BillingError::Unavailable("billing stopped".into()))?;
-        if reached.done >= charged.flush {
+        if reached.done >= flush {
             return Ok(());
         }
         let why = reached.failing.clone().unwrap_or_default();
@@ -440,6 +522,13 @@ impl Billing {
         }
     }
 
+    /// In durable mode, a pending charge is flushed at once.
+    fn wake_durable(&self) {
+        if self.shared.options.durable {
+            self.shared.wake.notify_all();
+        }
+    }
+
     fn count<T>(&self, verdict: &Result<T, BillingError>) {
         let counter = match verdict {
             Ok(_) => return,
@@ -484,7 +573,11 @@ impl Books {
             if let Some(known) = self.accounts.get(&id) {
                 stored.counters = known.counters;
             }
-            let unflushed = self.pending.amount_of(id);
+            let unflushed = self
+                .pending
+                .amount_of(id)
+                .checked_add(self.answers.held_of(id))
+                .unwrap_or(Micros::MAX);
             stored.balance = stored
                 .balance
                 .checked_sub(unflushed)
@@ -517,6 +610,7 @@ impl Books {
             .iter()
             .filter_map(|id| Some((*id, self.accounts.get(id)?.counters)))
             .collect();
+        let answers = pending.answers;
         let mut charges: Vec<ChargeRow> = pending
             .rows
             .into_iter()
@@ -533,6 +627,7 @@ impl Books {
             at: SystemTime::now(),
             charges,
             counters,
+            answers,
         }
     }
 
@@ -545,6 +640,65 @@ impl Books {
         self.pending
             .counters
             .extend(batch.counters.into_iter().map(|(id, _)| id));
+        self.pending.answers.extend(batch.answers);
+    }
+}
+
+/// An idempotency key claimed by the request running under it (`Billing::claim`). Its
+/// charge (`Billing::charge_held`) waits on it; `answer` makes both pending. Dropped
+/// without an answer (an error, a panic, a client gone), it frees the key, and a charge
+/// it held is made pending alone: the work was done and billed, nothing is replayed.
+pub struct ClaimedKey {
+    billing: Billing,
+    account_id: i64,
+    key: IdempotencyKey,
+    ticket: u64,
+    open: bool,
+}
+
+impl ClaimedKey {
+    /// The request answered `body`: the key replays it from now on, and its charge and
+    /// the answer go into the same pending batch, whose number this returns (durable mode
+    /// waits for it).
+    pub fn answer(mut self, body: Arc<[u8]>) -> u64 {
+        self.open = false;
+        let mut books = self.billing.books();
+        let (held, stored) = books.answers.answer(
+            self.account_id,
+            &self.key,
+            self.ticket,
+            body,
+            SystemTime::now(),
+        );
+        if let Some(held) = held {
+            books
+                .pending
+                .add(self.account_id, held.endpoint, held.queries, held.amount);
+        }
+        books.pending.answers.extend(stored);
+        let batch = books.batch;
+        drop(books);
+        self.billing.wake_durable();
+        batch
+    }
+}
+
+impl Drop for ClaimedKey {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        let mut books = self.billing.books();
+        let held = books
+            .answers
+            .release(self.account_id, &self.key, self.ticket);
+        if let Some(held) = held {
+            books
+                .pending
+                .add(self.account_id, held.endpoint, held.queries, held.amount);
+        }
+        drop(books);
+        self.billing.wake_durable();
     }
 }
 
@@ -558,15 +712,41 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 const RETRY_MAX: Duration = Duration::from_secs(1);
 /// How long a clean stop keeps retrying a failing flush.
 const STOP_RETRY: Duration = Duration::from_secs(60);
+/// How often the writer forgets expired idempotency keys and deletes their answers.
+const PURGE_EVERY: Duration = Duration::from_secs(60);
+/// Answers are deleted from the file this long after they stop being replayable, so that
+/// a replay decided just before then still finds its body.
+const PURGE_GRACE: Duration = Duration::from_secs(60);
 /// A flush at least this slow is logged: in durable mode every request of its batch waited
 /// for it (bench/api.sh counts them beside its p99). Not rate-limited: a disk that stays
 /// slow gives at most one line per flush, about ten a second.
 const SLOW_FLUSH: Duration = Duration::from_millis(100);
 
+/// Forgets the idempotency keys no longer replayable and deletes their answers from the
+/// file (at most `db::idempotency::PURGE_ROWS`); how long until the next purge: at once
+/// when that bound was reached.
+fn purge_answers(store: &mut dyn ChargeStore, shared: &Shared) -> Duration {
+    let now = SystemTime::now();
+    lock(&shared.books).answers.expire(now);
+    let before = now
+        .checked_sub(ANSWER_TTL + PURGE_GRACE)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    match store.purge_answers(before) {
+        Ok(deleted) if deleted >= crate::db::idempotency::PURGE_ROWS => Duration::ZERO,
+        Ok(_) => PURGE_EVERY,
+        Err(e) => {
+            tracing::error!("deleting expired idempotent answers: {e:#}");
+            PURGE_EVERY
+        }
+    }
+}
+
 fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
     let options = shared.options;
     let mut retry = options.flush_interval;
     let mut stop_deadline: Option<Instant> = None;
+    // The first purge at once: answers may have expired while no server ran.
+    let mut next_purge = Instant::now();
     loop {
         // Wait for the interval (write-behind) or for charges (durable), a reload
         // request or stop.
@@ -616,7 +796,11 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                     counts
                         .last_commit_unix_micros
                         .store(now.as_micros() as u64, Ordering::Relaxed);
-                    let recovered = lock(&shared.books).failing.take();
+                    let recovered = {
+                        let mut books = lock(&shared.books);
+                        books.answers.written(&batch.answers);
+                        books.failing.take()
+                    };
                     if recovered.is_some() {
                         tracing::warn!("billing flushes work again: charges are answered");
                     }
@@ -653,6 +837,10 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                     retry = (retry * 2).clamp(Duration::from_millis(10), RETRY_MAX);
                 }
             }
+        }
+
+        if Instant::now() >= next_purge {
+            next_purge = Instant::now() + purge_answers(store.as_mut(), shared);
         }
 
         // Outside changes (CLI): reload after our own flush so that the stored balances

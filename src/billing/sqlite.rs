@@ -1,14 +1,15 @@
 //! The `ChargeStore` of one SQLite file: the server's own connection, its flushes in
 //! `BEGIN IMMEDIATE` transactions, and `PRAGMA data_version` to notice what the CLI
-//! changed. The SQL itself is `db`'s (`accounts`, `keys`, `ledger`).
+//! changed. The SQL itself is `db`'s (`accounts`, `keys`, `ledger`, `idempotency`).
 
 use std::path::Path;
+use std::time::SystemTime;
 
 use anyhow::Context;
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::store::{Batch, ChargeStore, Snapshot};
-use crate::db::{self, accounts, keys, ledger};
+use super::store::{AnswerIndex, Batch, ChargeStore, Snapshot};
+use crate::db::{self, accounts, idempotency, keys, ledger};
 
 /// The SQLite file, through one connection of its own.
 pub struct SqliteStore {
@@ -56,8 +57,17 @@ impl ChargeStore for SqliteStore {
             .context("taking the write lock for a flush")?;
         ledger::append_charges(&tx, &batch.charges, batch.at)?;
         accounts::store_counters(&tx, &batch.counters)?;
+        idempotency::store(&tx, &batch.answers)?;
         tx.commit().context("committing a flush")?;
         Ok(())
+    }
+
+    fn load_answers(&mut self, since: SystemTime) -> anyhow::Result<Vec<AnswerIndex>> {
+        idempotency::load_index(&self.conn, since)
+    }
+
+    fn purge_answers(&mut self, before: SystemTime) -> anyhow::Result<usize> {
+        idempotency::purge(&self.conn, before)
     }
 
     fn changes(&mut self) -> anyhow::Result<Option<Snapshot>> {

@@ -29,6 +29,7 @@ pub mod backup;
 pub mod dataset;
 pub mod gazetteer;
 pub mod history;
+pub mod idempotency;
 pub mod keys;
 pub mod ledger;
 pub mod postal;
@@ -44,7 +45,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
 /// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
@@ -178,6 +179,21 @@ const MIGRATION_5: &str = "
     ) STRICT;
     PRAGMA user_version = 5;";
 
+/// Version 5 to 6: the stored answers of idempotent bulk requests (`Idempotency-Key`).
+const MIGRATION_6: &str = "
+    CREATE TABLE idempotent_answers (
+        id              INTEGER PRIMARY KEY,
+        account_id      INTEGER NOT NULL REFERENCES accounts (id),
+        idempotency_key TEXT NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+        endpoint        TEXT NOT NULL,
+        fingerprint     BLOB NOT NULL CHECK (length(fingerprint) = 32),
+        body            BLOB NOT NULL,
+        created_at      INTEGER NOT NULL,
+        UNIQUE (account_id, idempotency_key)
+    ) STRICT;
+    CREATE INDEX idempotent_answers_by_age ON idempotent_answers (created_at);
+    PRAGMA user_version = 6;";
+
 /// How long a statement waits for another connection's write lock before failing. Every
 /// writer holds it for milliseconds (the import too: `dataset`); this bounds the
 /// pathological cases.
@@ -301,7 +317,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     match version {
         0 => tx.execute_batch(SCHEMA).context("applying schema.sql")?,
-        1..=4 => {
+        1..=5 => {
             if version == 1 {
                 tx.execute_batch(MIGRATION_2)
                     .context("migrating the schema to version 2")?;
@@ -313,8 +329,12 @@ fn migrate(conn: &mut Connection) -> Result<()> {
                 tx.execute_batch(MIGRATION_4)
                     .context("migrating the schema to version 4")?;
             }
-            tx.execute_batch(MIGRATION_5)
-                .context("migrating the schema to version 5")?;
+            if version <= 4 {
+                tx.execute_batch(MIGRATION_5)
+                    .context("migrating the schema to version 5")?;
+            }
+            tx.execute_batch(MIGRATION_6)
+                .context("migrating the schema to version 6")?;
         }
         SCHEMA_VERSION => {}
         other => {
@@ -488,5 +508,56 @@ mod tests {
             conn.execute("UPDATE api_keys SET origins = ''", [])
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_version_5_file_gets_the_idempotent_answers_table_of_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        // A version 5 file: a new file without the version 6 table.
+        open(&path)
+            .unwrap()
+            .execute_batch(
+                "DROP TABLE idempotent_answers; PRAGMA user_version = 5;
+                 INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);",
+            )
+            .unwrap();
+        let conn = open(&path).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let shape = |conn: &Connection| -> Vec<String> {
+            conn.prepare(
+                "SELECT 'column ' || name || ' ' || type || ' ' || \"notnull\" || ' ' || pk
+                     FROM pragma_table_info('idempotent_answers')
+                 UNION ALL
+                 SELECT 'index ' || il.name || ' ' || il.\"unique\" || ' ' || ii.name
+                     FROM pragma_index_list('idempotent_answers') il,
+                          pragma_index_info(il.name) ii
+                 ORDER BY 1",
+            )
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(shape(&conn), shape(&fresh));
+        assert_eq!(shape(&conn).len(), 7 + 3, "{:?}", shape(&conn));
+        // The migrated table refuses what the new file's refuses.
+        let insert = |key: &str, fingerprint_len: usize| {
+            conn.execute(
+                "INSERT INTO idempotent_answers
+                     (account_id, idempotency_key, endpoint, fingerprint, body, created_at)
+                 VALUES (1, ?1, 'validate-bulk', zeroblob(?2), x'7b7d', 0)",
+                rusqlite::params![key, fingerprint_len as i64],
+            )
+        };
+        assert!(insert("k", 31).is_err());
+        assert!(insert("", 32).is_err());
+        insert("k", 32).unwrap();
+        assert!(insert("k", 32).is_err());
     }
 }

@@ -107,9 +107,34 @@ pub fn spawn_app_on_with(source: &Path, settings: postal::api::Settings) -> Test
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("postal.db");
     std::fs::copy(source, &db).expect("copying the template database");
+    let (address, shutdown, server) = start_server(&db, settings);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    TestApp {
+        address: format!("http://{address}"),
+        db,
+        agent,
+        shutdown: Some(shutdown),
+        server: Some(server),
+        _dir: dir,
+    }
+}
+
+/// A server on `db` answering /healthz: its address (`host:port`), its stop signal, its
+/// thread.
+fn start_server(
+    db: &Path,
+    settings: postal::api::Settings,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
     let (tx, rx) = std::sync::mpsc::channel();
     let (shutdown, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
-    let server_db = db.clone();
+    let server_db = db.to_path_buf();
     let server = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -148,18 +173,18 @@ pub fn spawn_app_on_with(source: &Path, settings: postal::api::Settings) -> Test
         .call()
         .expect("the server answering /healthz");
     assert_eq!(health.status(), 200, "/healthz");
-    TestApp {
-        address: format!("http://{address}"),
-        db,
-        agent,
-        shutdown: Some(shutdown),
-        server: Some(server),
-        _dir: dir,
-    }
+    (address, shutdown, server)
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl TestApp {
+    /// Stops the server cleanly (every charge flushed) and waits for it.
+    fn stop(&mut self) {
         if let Some(s) = self.shutdown.take() {
             let _ = s.send(());
         }
@@ -167,9 +192,36 @@ impl Drop for TestApp {
             let _ = h.join();
         }
     }
-}
 
-impl TestApp {
+    /// Stops the server, runs `offline` on its database file, and starts a new server
+    /// on the same file (default settings, another port).
+    pub fn restart_after(&mut self, offline: impl FnOnce(&Path)) {
+        self.stop();
+        offline(&self.db);
+        let (address, shutdown, server) = start_server(&self.db, postal::api::Settings::default());
+        self.address = format!("http://{address}");
+        self.shutdown = Some(shutdown);
+        self.server = Some(server);
+    }
+
+    /// POSTs raw bytes with `headers` over a socket of its own and reads the answer
+    /// whole, as it came on the wire (no decoding: ureq would gunzip it).
+    pub fn post_wire(&self, path: &str, body: &[u8], headers: &[(&str, &str)]) -> Wire {
+        let address = self.address.trim_start_matches("http://");
+        let mut request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n",
+            body.len()
+        );
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        let mut request = request.into_bytes();
+        request.extend_from_slice(body);
+        raw_bytes(address, &request)
+    }
+
     /// POSTs raw bytes to `path`.
     pub fn post_raw(&self, path: &str, body: &[u8], content_type: Option<&str>) -> Reply {
         let mut request = self.agent.post(format!("{}{path}", self.address));
@@ -309,6 +361,82 @@ impl TestApp {
             ]);
         }
         assert_eq!(self.balance_micros(account), micros);
+    }
+}
+
+/// Writes `request` (which asks `Connection: close`) to `address` (`host:port`) and reads
+/// the answer until the server closes: the bytes as they came.
+pub fn raw_bytes(address: &str, request: &[u8]) -> Wire {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).expect("connecting");
+    stream.write_all(request).expect("sending the request");
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).expect("reading the answer");
+    let split = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let head = String::from_utf8_lossy(&bytes[..split]).to_string();
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap_or("")[9..12].parse().expect("a status");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Wire {
+        status,
+        headers,
+        body: bytes[split + 4..].to_vec(),
+    }
+}
+
+/// A response as it came on the wire: status, headers (names lower-cased, in order),
+/// body bytes.
+#[derive(Debug)]
+pub struct Wire {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Wire {
+    /// The values of header `name`, in order.
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    /// The only value of header `name`.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        match self.all(name)[..] {
+            [] => None,
+            [one] => Some(one),
+            _ => panic!("several {name} headers: {:?}", self.headers),
+        }
+    }
+
+    /// The body, gunzipped when `Content-Encoding: gzip`.
+    pub fn decoded(&self) -> Vec<u8> {
+        use std::io::Read;
+        match self.header("content-encoding") {
+            None => self.body.clone(),
+            Some("gzip") => {
+                let mut plain = Vec::new();
+                flate2::read::GzDecoder::new(&self.body[..])
+                    .read_to_end(&mut plain)
+                    .expect("a gzip body");
+                plain
+            }
+            Some(other) => panic!("unexpected Content-Encoding {other}"),
+        }
+    }
+
+    /// The decoded body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.decoded()).expect("a JSON body")
     }
 }
 

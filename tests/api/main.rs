@@ -12,6 +12,8 @@ mod city;
 mod city_full;
 /// /api/city v3 on the sample with the gazetteer: admin cities, other languages, forms.
 mod city_v3;
+/// gzip of answers over 1 KiB, read off the wire.
+mod compression;
 /// The dataset's history: retired codes on every operation after a live import,
 /// /api/dataset.
 mod dataset;
@@ -30,6 +32,8 @@ mod geo;
 mod geo_full;
 /// The HTTP layer: JSON errors from hyper and the router, 405 Allow, 413 at once.
 mod http;
+/// `Idempotency-Key` on the bulk operations: replays uncharged, reused keys refused.
+mod idempotency;
 /// What is charged and when; 402 and 429.
 mod money;
 /// The normalisation table of decisions.md.

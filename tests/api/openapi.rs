@@ -77,3 +77,44 @@ fn the_get_forms_of_a_form_s_reads_are_documented_with_their_parameters_and_cach
         }
     }
 }
+
+#[test]
+fn only_the_bulk_operations_take_an_idempotency_key_and_document_409_and_422() {
+    let spec: serde_json::Value =
+        serde_json::from_str(&postal::api::spec_json()).expect("spec JSON");
+    let mut keyed = Vec::new();
+    for (path, operations) in spec["paths"].as_object().expect("paths") {
+        for (method, operation) in operations.as_object().expect("operations") {
+            let responses = &operation["responses"];
+            let takes_key = operation["parameters"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|p| p["name"] == "Idempotency-Key"));
+            let replays = responses["200"]["headers"]
+                .get("Idempotent-Replayed")
+                .is_some();
+            let refuses = responses.get("409").is_some() && responses.get("422").is_some();
+            assert_eq!(
+                (takes_key, replays, refuses),
+                (takes_key, takes_key, takes_key),
+                "{method} {path}"
+            );
+            if takes_key {
+                keyed.push(path.as_str());
+                let body = &responses["422"]["content"]["application/json; charset=utf-8"]["schema"]
+                    ["$ref"];
+                assert_eq!(body, "#/components/schemas/KeyReusedBody");
+            }
+        }
+    }
+    keyed.sort_unstable();
+    assert_eq!(keyed, ["/api/nearest-bulk", "/api/validate-bulk"]);
+    let parameter = &spec["paths"]["/api/validate-bulk"]["post"]["parameters"][0];
+    assert_eq!(parameter["in"], "header");
+    assert_eq!(parameter["required"], false);
+    assert_eq!(parameter["schema"]["maxLength"], 255);
+    assert!(parameter["schema"]["example"].is_string());
+    assert_eq!(
+        spec["components"]["schemas"]["KeyReusedBody"]["example"]["error"],
+        "Idempotency-Key already used with a different request body"
+    );
+}

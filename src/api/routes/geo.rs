@@ -271,9 +271,6 @@ pub(super) mod tests {
     }
 
     pub(in crate::api::routes) fn text(e: ApiError) -> String {
-        match e {
-            ApiError::BadRequest(b) => b.0.error,
-            other => format!("{other:?}"),
-        }
+        e.text().to_owned()
     }
 }

@@ -14,7 +14,7 @@ use super::geo::*;
 use crate::api::billed::Billed;
 use crate::api::contract::{ContractJson, DocumentedBody, records_array};
 use crate::api::error::ApiError;
-use crate::api::reply::Reply;
+use crate::api::once::{IdempotencyHeader, Replayable};
 use crate::api::types::example_envelope;
 use crate::api::types::json_value;
 use crate::api::types::{CountryField, Envelope, MAX_ZIPCODE_INTEGER};
@@ -33,7 +33,8 @@ impl NearestBulkApi {
     ///
     /// As /api/nearest for each point (`limit`, `country`, `maxKm` apply to all). Billed
     /// 0.000028 USD per point; when the balance or a rate window cannot take the whole
-    /// batch, nothing is charged (402 / 429).
+    /// batch, nothing is charged (402 / 429). With an `Idempotency-Key`, a retry of a
+    /// request whose answer was lost is never billed twice.
     #[oai(
         path = "/api/nearest-bulk",
         method = "post",
@@ -44,17 +45,24 @@ impl NearestBulkApi {
         &self,
         state: Data<&Arc<State>>,
         body: ContractJson<NearestBulkRequest>,
-    ) -> Result<Reply<NearestBulkResponse>, ApiError> {
-        let Billed {
-            answer,
-            envelope,
-            total_cost,
-        } = state.0.billed::<NearestBulk>(&body).await?;
-        Ok(Reply(NearestBulkResponse {
-            results: answer,
-            total_cost,
-            envelope,
-        }))
+        /// Makes retrying this request safe: a key of yours, 1 to 255 visible ASCII
+        /// characters (a UUID), new for each request. A retry with the same key and body
+        /// within 24 hours gets the first 200 again, byte for byte, with
+        /// `Idempotent-Replayed: true`, charged nothing; the same key with another body
+        /// is 422, and 409 while the first request is still running. Keys are per
+        /// account; only 200s are kept (an error charges nothing: retry it as it is).
+        #[oai(name = "Idempotency-Key", example = "crate::api::once::example_key")]
+        idempotency_key: IdempotencyHeader,
+    ) -> Result<Replayable<NearestBulkResponse>, ApiError> {
+        let respond = |billed: Billed<Vec<PointResult>>| NearestBulkResponse {
+            results: billed.answer,
+            total_cost: billed.total_cost,
+            envelope: billed.envelope,
+        };
+        state
+            .0
+            .billed_once::<NearestBulk, _>(&body, &idempotency_key, respond)
+            .await
     }
 }
 

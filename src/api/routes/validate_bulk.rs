@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
 use crate::api::contract::{BulkRecord, ContractJson, DocumentedBody};
 use crate::api::error::{ApiError, RetiredCode};
-use crate::api::reply::Reply;
+use crate::api::once::{IdempotencyHeader, Replayable};
 use crate::api::types::*;
 use crate::api::{ApiTags, State};
 use crate::domain::CountryCode;
@@ -29,7 +29,9 @@ impl ValidateBulkApi {
     ///
     /// Per-record problems are results (`reason`: not_found, invalid_format,
     /// unknown_country), never errors. Billed per record; when the balance or a rate
-    /// window cannot take the whole batch, nothing is charged (402 / 429).
+    /// window cannot take the whole batch, nothing is charged (402 / 429). With an
+    /// `Idempotency-Key`, a retry of a request whose answer was lost is never billed
+    /// twice.
     #[oai(
         path = "/api/validate-bulk",
         method = "post",
@@ -40,36 +42,52 @@ impl ValidateBulkApi {
         &self,
         state: Data<&Arc<State>>,
         body: ContractJson<BulkRequest>,
-    ) -> Result<Reply<BulkResponse>, ApiError> {
-        let Billed {
-            answer,
-            envelope,
-            total_cost,
-        } = state.0.billed::<ValidateBulk>(&body).await?;
-        let results = answer
-            .into_iter()
-            .map(|(record, verdict, retired_since)| {
-                let (normalized, reason) = match verdict {
-                    Verdict::Valid(key) => (Some(key), None),
-                    Verdict::NotFound => (None, Some(Reason::NotFound)),
-                    Verdict::InvalidFormat => (None, Some(Reason::InvalidFormat)),
-                    Verdict::UnknownCountry => (None, Some(Reason::UnknownCountry)),
-                };
-                BulkResult {
-                    postal_code: record.postal_code,
-                    country_code: record.country_input,
-                    valid: normalized.is_some(),
-                    normalized,
-                    reason: NullableReason(reason),
-                    retired_since,
-                }
-            })
-            .collect();
-        Ok(Reply(BulkResponse {
-            results,
-            total_cost,
-            envelope,
-        }))
+        /// Makes retrying this request safe: a key of yours, 1 to 255 visible ASCII
+        /// characters (a UUID), new for each request. A retry with the same key and body
+        /// within 24 hours gets the first 200 again, byte for byte, with
+        /// `Idempotent-Replayed: true`, charged nothing; the same key with another body
+        /// is 422, and 409 while the first request is still running. Keys are per
+        /// account; only 200s are kept (an error charges nothing: retry it as it is).
+        #[oai(name = "Idempotency-Key", example = "crate::api::once::example_key")]
+        idempotency_key: IdempotencyHeader,
+    ) -> Result<Replayable<BulkResponse>, ApiError> {
+        state
+            .0
+            .billed_once::<ValidateBulk, _>(&body, &idempotency_key, respond)
+            .await
+    }
+}
+
+/// The 200 of what the work found.
+fn respond(billed: Billed<Vec<(BulkRecord, Verdict, Option<String>)>>) -> BulkResponse {
+    let Billed {
+        answer,
+        envelope,
+        total_cost,
+    } = billed;
+    let results = answer
+        .into_iter()
+        .map(|(record, verdict, retired_since)| {
+            let (normalized, reason) = match verdict {
+                Verdict::Valid(key) => (Some(key), None),
+                Verdict::NotFound => (None, Some(Reason::NotFound)),
+                Verdict::InvalidFormat => (None, Some(Reason::InvalidFormat)),
+                Verdict::UnknownCountry => (None, Some(Reason::UnknownCountry)),
+            };
+            BulkResult {
+                postal_code: record.postal_code,
+                country_code: record.country_input,
+                valid: normalized.is_some(),
+                normalized,
+                reason: NullableReason(reason),
+                retired_since,
+            }
+        })
+        .collect();
+    BulkResponse {
+        results,
+        total_cost,
+        envelope,
     }
 }
 
