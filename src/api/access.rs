@@ -48,7 +48,7 @@ impl RequestMeta {
         RequestMeta::from_head(request.headers(), peer)
     }
 
-    fn from_head(headers: &HeaderMap, peer: Option<IpAddr>) -> RequestMeta {
+    pub(super) fn from_head(headers: &HeaderMap, peer: Option<IpAddr>) -> RequestMeta {
         let bearer = headers
             .get(header::AUTHORIZATION)
             .filter(|v| bearer_token(v).is_some());
@@ -254,14 +254,19 @@ impl<E: Endpoint> Endpoint for CorsEndpoint<E> {
             Ok(output) => output.into_response(),
             Err(error) => error.into_response(),
         };
-        let headers = response.headers_mut();
-        allow(headers, origin);
-        headers.insert(
-            header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static(EXPOSE_HEADERS),
-        );
+        cors_answer(origin, response.headers_mut());
         Ok(response)
     }
+}
+
+/// The CORS headers of an answer to an API request that came with `origin` (every
+/// answer, errors too, so that a page can read why).
+pub(super) fn cors_answer(origin: HeaderValue, headers: &mut HeaderMap) {
+    allow(headers, origin);
+    headers.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static(EXPOSE_HEADERS),
+    );
 }
 
 fn allow(headers: &mut HeaderMap, origin: HeaderValue) {

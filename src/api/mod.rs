@@ -21,6 +21,7 @@ pub mod contract;
 mod envelope;
 mod error;
 mod get;
+pub mod hot;
 mod http_errors;
 pub mod once;
 pub mod ops;
@@ -203,17 +204,26 @@ pub fn spec_json() -> String {
 /// `/readyz` and `/metrics`, the checkout widget `/widget.js`, JSON bodies for every
 /// error (`http_errors`); every request observed by `telemetry` (request id, access log,
 /// metrics).
+///
+/// And the same application's answers to its hottest operation before poem's routing
+/// (`hot`), with the same state and observer.
 fn app(
     state: State,
     operations: ops::Operations,
     access_log: Arc<dyn telemetry::AccessLog>,
-) -> impl Endpoint {
+) -> (impl Endpoint, hot::Hot) {
     let metrics = Arc::new(telemetry::Metrics::new());
     let ops = ops::Ops::new(&state, operations, metrics.clone());
     let api = service();
     let docs = api.swagger_ui();
     let spec = api.spec_endpoint();
-    Route::new()
+    let state = Arc::new(state);
+    let observer = telemetry::Observer {
+        metrics,
+        access_log,
+    };
+    let hot = hot::Hot::new(state.clone(), observer.clone());
+    let endpoint = Route::new()
         .nest("/", api)
         .nest("/docs", docs)
         .at("/openapi.json", spec)
@@ -221,13 +231,11 @@ fn app(
         .at("/readyz", get(ops::readyz).data(ops.clone()))
         .at("/metrics", get(ops::scrape).data(ops))
         .at("/widget.js", get(widget::widget))
-        .data(Arc::new(state))
+        .data(state)
         .around(http_errors::json_errors)
         .with(access::Cors)
-        .with(telemetry::Telemetry {
-            metrics,
-            access_log,
-        })
+        .with(telemetry::Telemetry(observer));
+    (endpoint, hot)
 }
 
 fn json_error(status: StatusCode, text: &str) -> Response {
@@ -247,6 +255,9 @@ pub struct Settings {
     pub access_log: Option<Arc<dyn telemetry::AccessLog>>,
     /// Peers whose `X-Forwarded-For` names the client (`--trusted-proxy`).
     pub trusted_proxies: Vec<Cidr>,
+    /// Answer every request through poem's routing, the hot operations too (`hot`): the
+    /// tests compare the two ways of answering.
+    pub without_hot_path: bool,
 }
 
 /// Serves the API on `listen` until Ctrl-C or SIGTERM.
@@ -296,10 +307,11 @@ async fn run(
         let access_log = settings
             .access_log
             .unwrap_or_else(|| Arc::new(telemetry::TracingAccessLog));
-        let app = app(state, settings.operations, access_log);
+        let (app, hot) = app(state, settings.operations, access_log);
         server::run(
             acceptor,
             app,
+            (!settings.without_hot_path).then_some(hot),
             server::Limits::default(),
             shutdown,
             Duration::from_secs(30),

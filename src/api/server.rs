@@ -48,6 +48,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::contract::MAX_BODY_BYTES;
+use super::hot::{self, Hot};
 use super::json_error;
 use connection::{Guarded, InFlight, Linger};
 
@@ -98,6 +99,7 @@ impl Default for Limits {
 pub async fn run<A, E>(
     mut acceptor: A,
     app: E,
+    hot: Option<Hot>,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
@@ -107,6 +109,7 @@ where
     E: Endpoint + 'static,
 {
     let app = Arc::new(app);
+    let hot = hot.map(Arc::new);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let (stop, stopping) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -161,10 +164,10 @@ where
                 continue;
             }
         };
-        let app = app.clone();
+        let (app, hot) = (app.clone(), hot.clone());
         let stopping = stopping.clone();
         connections.spawn(async move {
-            serve_connection(socket, local, remote, app, limits, stopping).await;
+            serve_connection(socket, local, remote, app, hot, limits, stopping).await;
             drop(slot);
         });
     }
@@ -195,6 +198,7 @@ async fn serve_connection<E: Endpoint + 'static>(
     local: LocalAddr,
     remote: RemoteAddr,
     app: Arc<E>,
+    hot: Option<Arc<Hot>>,
     limits: Limits,
     mut stopping: watch::Receiver<bool>,
 ) {
@@ -207,13 +211,13 @@ async fn serve_connection<E: Endpoint + 'static>(
         linger.clone(),
     );
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let app = app.clone();
+        let (app, hot) = (app.clone(), hot.clone());
         let (local, remote) = (local.clone(), remote.clone());
         let handling = in_flight.start();
         let linger = linger.clone();
         let accepts_gzip = gzip::accepts_gzip(request.headers());
         async move {
-            let response = respond(&*app, request, local, remote, limits).await;
+            let response = respond(&*app, hot.as_deref(), request, local, remote, limits).await;
             // Answered before the body was read whole: the client may still be sending it.
             if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 linger.set();
@@ -242,6 +246,7 @@ async fn serve_connection<E: Endpoint + 'static>(
 /// One request: the body read whole under its limits, then the endpoint.
 async fn respond<E: Endpoint>(
     app: &E,
+    hot: Option<&Hot>,
     request: hyper::Request<Incoming>,
     local: LocalAddr,
     remote: RemoteAddr,
@@ -258,40 +263,79 @@ async fn respond<E: Endpoint>(
             "Request body too large",
         ));
     }
+    if let Some(hot) = hot
+        && let Some(op) = hot::Op::of(request.method(), request.uri().path())
+    {
+        let (head, body) = request.into_parts();
+        let read = tokio::time::timeout(
+            limits.body_timeout,
+            http_body_util::BodyExt::collect(http_body_util::Limited::new(body, MAX_BODY_BYTES)),
+        )
+        .await;
+        let bytes = match read {
+            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+                return body_refused(BodyRefusal::TooLarge);
+            }
+            Ok(Err(_)) => return body_refused(BodyRefusal::Broken),
+            Err(_) => return body_refused(BodyRefusal::Late),
+        };
+        let peer = remote.as_socket_addr().map(|a| a.ip());
+        return match AssertUnwindSafe(hot.answer(op, &head, &bytes, peer))
+            .catch_unwind()
+            .await
+        {
+            Ok(response) => response,
+            Err(_) => panicked(),
+        };
+    }
     let scheme = poem::http::uri::Scheme::HTTP;
     let mut request = Request::from((request, local, remote, scheme));
     let body = request.take_body();
     match tokio::time::timeout(limits.body_timeout, body.into_bytes_limit(MAX_BODY_BYTES)).await {
         Ok(Ok(bytes)) => request.set_body(bytes),
         Ok(Err(poem::error::ReadBodyError::PayloadTooLarge)) => {
-            return closing(json_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "Request body too large",
-            ));
+            return body_refused(BodyRefusal::TooLarge);
         }
-        Ok(Err(_)) => {
-            return closing(json_error(
-                StatusCode::BAD_REQUEST,
-                super::contract::INVALID_JSON,
-            ));
-        }
-        Err(_) => {
-            return closing(json_error(
-                StatusCode::REQUEST_TIMEOUT,
-                "Request body not received in time",
-            ));
-        }
+        Ok(Err(_)) => return body_refused(BodyRefusal::Broken),
+        Err(_) => return body_refused(BodyRefusal::Late),
     }
     match AssertUnwindSafe(app.get_response(request))
         .catch_unwind()
         .await
     {
         Ok(response) => response,
-        Err(_) => {
-            tracing::error!("internal error: a handler panicked");
-            json_error(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error")
-        }
+        Err(_) => panicked(),
     }
+}
+
+/// Why a request's body was not read whole.
+enum BodyRefusal {
+    /// Over [`MAX_BODY_BYTES`].
+    TooLarge,
+    /// The connection failed or the framing was wrong.
+    Broken,
+    /// Not complete within the body timeout.
+    Late,
+}
+
+/// The answer to a body not read whole; the connection closes after it.
+fn body_refused(why: BodyRefusal) -> Response {
+    closing(match why {
+        BodyRefusal::TooLarge => {
+            json_error(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large")
+        }
+        BodyRefusal::Broken => json_error(StatusCode::BAD_REQUEST, super::contract::INVALID_JSON),
+        BodyRefusal::Late => json_error(
+            StatusCode::REQUEST_TIMEOUT,
+            "Request body not received in time",
+        ),
+    })
+}
+
+fn panicked() -> Response {
+    tracing::error!("internal error: a handler panicked");
+    json_error(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error")
 }
 
 /// The response, and the connection closed after it (its body was not read whole).

@@ -11,11 +11,12 @@
 //! whatever server the current request belongs to. Everything else (requests, statuses,
 //! refusals, shed requests, latency) is read off the response here.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
-use poem::http::HeaderValue;
+use poem::http::{HeaderMap, HeaderValue, Method};
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -308,8 +309,8 @@ fn operation(path: &str) -> &'static str {
 /// A request id as sent by the client when it is reasonable (1 to 128 visible ASCII
 /// characters), else a new one. Kept as the header value it goes out as: the client's is
 /// shared, not copied.
-fn request_id(req: &Request) -> HeaderValue {
-    req.headers()
+fn request_id(headers: &HeaderMap) -> HeaderValue {
+    headers
         .get(REQUEST_ID)
         .filter(|v| {
             let v = v.as_bytes();
@@ -377,11 +378,80 @@ impl AccessLog for TracingAccessLog {
     }
 }
 
-/// The middleware: request id, access log line, metrics.
-pub struct Telemetry {
+/// Where a server's requests are told: its metrics and its access log. One per server,
+/// shared by the middleware ([`Telemetry`]) and the routes answered before poem
+/// (`api::hot`), so that both observe a request the same way.
+#[derive(Clone)]
+pub struct Observer {
     pub metrics: Arc<Metrics>,
     pub access_log: Arc<dyn AccessLog>,
 }
+
+/// A request being answered: when it came, its id, its operation.
+pub(crate) struct Observed {
+    started: Instant,
+    id: HeaderValue,
+    operation: &'static str,
+}
+
+impl Observer {
+    /// Starts observing a request with these headers and path.
+    pub(crate) fn begin(&self, headers: &HeaderMap, path: &str) -> Observed {
+        Observed {
+            started: Instant::now(),
+            id: request_id(headers),
+            operation: operation(path),
+        }
+    }
+
+    /// `answer` run with the request's scope: [`count_charge`] counts on this server and
+    /// [`current_request_id`] is the request's id.
+    ///
+    /// No tracing span around the request: entering and leaving one at every poll cost
+    /// about a sixth of the lookup throughput (bench/api.sh, docs/money.md). The id is a
+    /// field of the access line, and `current_request_id` gives it to the few lines
+    /// written while a request is answered.
+    pub(crate) fn scope<F: Future>(
+        &self,
+        observed: &Observed,
+        answer: F,
+    ) -> impl Future<Output = F::Output> {
+        CURRENT.scope(
+            RequestScope {
+                metrics: self.metrics.clone(),
+                id: observed.id.clone(),
+            },
+            answer,
+        )
+    }
+
+    /// The request answered with `response`: its id on the response, its metrics, its
+    /// access line.
+    pub(crate) fn end(
+        &self,
+        observed: Observed,
+        method: &Method,
+        path: &str,
+        response: &mut Response,
+    ) {
+        let status = response.status().as_u16();
+        let elapsed = observed.started.elapsed();
+        self.metrics
+            .observe(observed.operation, status, elapsed.as_secs_f64());
+        self.access_log.record(&AccessLine {
+            // Visible ASCII only (`request_id`).
+            request_id: observed.id.to_str().unwrap_or("-"),
+            method: method.as_str(),
+            path,
+            status,
+            micros: elapsed.as_micros() as u64,
+        });
+        response.headers_mut().insert(REQUEST_ID, observed.id);
+    }
+}
+
+/// The middleware: request id, access log line, metrics.
+pub struct Telemetry(pub Observer);
 
 impl<E: Endpoint> Middleware<E> for Telemetry {
     type Output = TelemetryEndpoint<E>;
@@ -389,53 +459,29 @@ impl<E: Endpoint> Middleware<E> for Telemetry {
     fn transform(&self, inner: E) -> Self::Output {
         TelemetryEndpoint {
             inner,
-            metrics: self.metrics.clone(),
-            access_log: self.access_log.clone(),
+            observer: self.0.clone(),
         }
     }
 }
 
 pub struct TelemetryEndpoint<E> {
     inner: E,
-    metrics: Arc<Metrics>,
-    access_log: Arc<dyn AccessLog>,
+    observer: Observer,
 }
 
 impl<E: Endpoint> Endpoint for TelemetryEndpoint<E> {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
-        let started = Instant::now();
-        let id = request_id(&req);
-        let operation = operation(req.uri().path());
+        let observed = self.observer.begin(req.headers(), req.uri().path());
         let method = req.method().clone();
         let path = req.uri().path().to_owned();
-        // No tracing span around the request: entering and leaving one at every poll cost
-        // about a sixth of the lookup throughput (bench/api.sh, docs/money.md). The id
-        // is a field of the access line, and `current_request_id` gives it to the few
-        // lines written while a request is answered.
-        let scope = RequestScope {
-            metrics: self.metrics.clone(),
-            id: id.clone(),
-        };
-        let answered = CURRENT.scope(scope, self.inner.call(req)).await;
+        let answered = self.observer.scope(&observed, self.inner.call(req)).await;
         let mut response = match answered {
             Ok(output) => output.into_response(),
             Err(e) => e.into_response(),
         };
-        let status = response.status().as_u16();
-        let elapsed = started.elapsed();
-        self.metrics
-            .observe(operation, status, elapsed.as_secs_f64());
-        response.headers_mut().insert(REQUEST_ID, id.clone());
-        self.access_log.record(&AccessLine {
-            // Visible ASCII only (`request_id`).
-            request_id: id.to_str().unwrap_or("-"),
-            method: method.as_str(),
-            path: &path,
-            status,
-            micros: elapsed.as_micros() as u64,
-        });
+        self.observer.end(observed, &method, &path, &mut response);
         Ok(response)
     }
 }

@@ -41,6 +41,10 @@ pub(super) struct ServeArgs {
     #[arg(long = "trusted-proxy", value_name = "CIDR", env = "POSTAL_TRUSTED_PROXIES",
           value_delimiter = ',', num_args = 1..)]
     trusted_proxies: Vec<postal::domain::cidr::Cidr>,
+    /// Benchmarks only: answer the hot operations through poem's routing too (the way
+    /// they were answered before `api::hot`), to compare the two in one binary.
+    #[arg(long, hide = true)]
+    without_hot_path: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -110,6 +114,7 @@ pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
         },
         access_log: Some(access_log),
         trusted_proxies: args.trusted_proxies,
+        without_hot_path: args.without_hot_path,
     };
     runtime.block_on(postal::api::serve(db_path, &args.listen, settings))?;
     Ok(Verdict::Success)

@@ -254,6 +254,15 @@ impl TestApp {
         raw(request.call().expect("sending the request"))
     }
 
+    /// POSTs `body` as it is to `path` with `headers` (no content type unless given).
+    pub fn post_bytes_with(&self, path: &str, body: &[u8], headers: &[(&str, &str)]) -> Raw {
+        let mut request = self.agent.post(format!("{}{path}", self.address));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        raw(request.send(body).expect("sending the request"))
+    }
+
     /// POSTs JSON to `path` with `headers`.
     pub fn post_with(&self, path: &str, body: &Value, headers: &[(&str, &str)]) -> Raw {
         let mut request = self

@@ -30,6 +30,8 @@ mod forms;
 mod geo;
 /// /api/nearest and /api/radius against a brute-force scan of allCountries.zip (slow).
 mod geo_full;
+/// The hot path answers POST /api/lookup exactly as poem's route does.
+mod hot;
 /// The HTTP layer: JSON errors from hyper and the router, 405 Allow, 413 at once.
 mod http;
 /// `Idempotency-Key` on the bulk operations: replays uncharged, reused keys refused.

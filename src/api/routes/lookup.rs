@@ -74,7 +74,7 @@ impl LookupApi {
 }
 
 /// `/api/lookup`'s answer to `body` (POST, or GET's query as a body).
-pub(super) async fn lookup_answer(
+pub(crate) async fn lookup_answer(
     state: &State,
     body: &ContractJson<CodeRequest>,
 ) -> Result<LookupResponse, ApiError> {
