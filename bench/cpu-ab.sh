@@ -6,26 +6,40 @@
 # ratios. Unlike bench/api.sh's BASE=, the other commit gets a database of its own,
 # imported by its own postal-import, so a commit of any schema can be compared (api.sh
 # copies this version's file, which an older binary refuses).
-# Usage: [ROUNDS=4] bench/cpu-ab.sh <commit>   (run bench/api.sh once first: its database,
-# account and Lua scripts in bench/out are reused)
+# With `--without-hot-path` instead of a commit, the other server is this binary answering
+# POST /api/lookup through poem's routing (`postal serve --without-hot-path`), on a copy
+# of this version's database: the hot path's own effect, with nothing else changed.
+# Usage: [ROUNDS=4] bench/cpu-ab.sh <commit>|--without-hot-path   (run bench/api.sh once
+# first: its database, account and Lua scripts in bench/out are reused)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=bench/out
 [ -f "$OUT/bench.db" ] && [ -f "$OUT/us-post.lua" ] || { echo "run bench/api.sh first" >&2; exit 2; }
 source bench/lib.sh
-BASE=$(base_commit "${1:?usage: bench/cpu-ab.sh <commit>}")
-build_base "$BASE" "$OUT"
 POSTAL=$(this_postal --example bare)
-OLD=$OUT/postal-$BASE
-OLD_DB=$OUT/ab-$BASE.db
-[ -f "$OLD_DB" ] || "$OUT/postal-import-$BASE" --db "$OLD_DB" ../shared/geonames/allCountries.zip >/dev/null
-account=$("$OLD" --db "$OLD_DB" account create --name cpu-ab)
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
-"$OLD" --db "$OLD_DB" account topup "$(echo "$account" | field accountId)" --usd 1000000 >/dev/null
-this_key=$(grep -m1 -o '"apiKey\\": \\"[^\\]*' "$OUT/us-post.lua" | sed 's/.*\\"//')
-sed "s/$this_key/$(echo "$account" | field apiKey)/g" "$OUT/us-post.lua" >"$OUT/us-post-ab.lua"
+if [ "${1:-}" = --without-hot-path ]; then
+  BASE=poem-route
+  OLD="$POSTAL"
+  OLD_FLAGS=(--without-hot-path)
+  OLD_DB=$OUT/ab-poem-route.db
+  rm -f "$OLD_DB" "$OLD_DB-wal" "$OLD_DB-shm"
+  "$POSTAL" --db "$OUT/bench.db" backup "$OLD_DB" >/dev/null
+  cp "$OUT/us-post.lua" "$OUT/us-post-ab.lua"
+else
+  BASE=$(base_commit "${1:?usage: bench/cpu-ab.sh <commit>|--without-hot-path}")
+  build_base "$BASE" "$OUT"
+  OLD=$OUT/postal-$BASE
+  OLD_FLAGS=()
+  OLD_DB=$OUT/ab-$BASE.db
+  [ -f "$OLD_DB" ] || "$OUT/postal-import-$BASE" --db "$OLD_DB" ../shared/geonames/allCountries.zip >/dev/null
+  account=$("$OLD" --db "$OLD_DB" account create --name cpu-ab)
+  "$OLD" --db "$OLD_DB" account topup "$(echo "$account" | field accountId)" --usd 1000000 >/dev/null
+  this_key=$(grep -m1 -o '"apiKey\\": \\"[^\\]*' "$OUT/us-post.lua" | sed 's/.*\\"//')
+  sed "s/$this_key/$(echo "$account" | field apiKey)/g" "$OUT/us-post.lua" >"$OUT/us-post-ab.lua"
+fi
 
-"$OLD" --db "$OLD_DB" serve --listen 127.0.0.1:18094 >"$OUT/server-ab.log" 2>&1 &
+"$OLD" --db "$OLD_DB" serve "${OLD_FLAGS[@]}" --listen 127.0.0.1:18094 >"$OUT/server-ab.log" 2>&1 &
 old=$!
 $POSTAL --db "$OUT/bench.db" serve --listen 127.0.0.1:18090 >"$OUT/server-ab-this.log" 2>&1 &
 this=$!
