@@ -30,6 +30,7 @@
 //!   charge that is not in the file, nor a charge for an answer a retry cannot replay.
 
 pub mod answers;
+mod lease;
 pub mod lock;
 pub mod notify;
 pub mod per_ip;
@@ -47,14 +48,15 @@ use anyhow::Context;
 
 pub use answers::Claim;
 use answers::{Answers, Held};
+use lease::{BootTime, Lease};
 pub use lock::ServeLock;
 use sqlite::SqliteStore;
-use store::{Batch, ChargeRow, ChargeStore, Snapshot, StoredAnswer};
+use store::{Applied, Batch, ChargeRow, ChargeStore, Grant, Leasing, Snapshot, StoredAnswer};
 
 use crate::domain::api_key::{KeyHash, Publishable};
 use crate::domain::charge::{AccountState, AccountStatus, Endpoint, Refusal};
 use crate::domain::idempotency::{ANSWER_TTL, Fingerprint, IdempotencyKey};
-use crate::domain::money::Micros;
+use crate::domain::money::{Micros, PRICE_PER_QUERY};
 use crate::domain::rate_limit::RateStatus;
 
 pub use crate::db::rows::Caller;
@@ -182,7 +184,41 @@ struct Books {
     failing: Option<String>,
     reload_requests: Vec<std::sync::mpsc::Sender<()>>,
     stop: bool,
+    /// How the store leases money: the whole balance (the file) or grants (a cluster).
+    leasing: Leasing,
+    /// With grants: this node's grant per account (the balances in `accounts` are then
+    /// what the envelope shows, the grants what charges are decided on).
+    leases: HashMap<i64, Lease>,
+    /// Requests short of their grant, waiting for the writer to ask the store.
+    grant_requests: Vec<GrantRequest>,
+    /// With grants: the batch being flushed, or whose flush failed and is retried
+    /// unchanged before any other (its commit may have happened: merged into the next
+    /// one, it could be charged twice).
+    in_flight: Option<Batch>,
 }
+
+/// A request short of its grant asks the writer for more.
+struct GrantRequest {
+    account_id: i64,
+    need: Micros,
+    want: Micros,
+    reply: std::sync::mpsc::Sender<Result<Granted, String>>,
+}
+
+/// What the ledger answered a grant request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Granted {
+    /// The grant grew (or already covered the need): decide again.
+    More,
+    /// Less than the need is free: only a recall can help.
+    Nothing,
+}
+
+/// The most grant requests one charge makes before it gives up with 503 (other requests
+/// of the node kept taking what was granted).
+const MAX_GRANT_ASKS: u32 = 20;
+/// How long a request waits for the writer to answer its grant request.
+const GRANT_WAIT: Duration = Duration::from_secs(2);
 
 /// Charged, not yet flushed.
 #[derive(Default)]
@@ -244,6 +280,7 @@ impl Billing {
         let mut books = Books {
             batch: 1,
             answers: Answers::from_index(answered),
+            leasing: store.leasing(),
             ..Books::default()
         };
         books.replace(snapshot);
@@ -329,8 +366,44 @@ impl Billing {
         endpoint: Endpoint,
         hold_on: Option<&ClaimedKey>,
     ) -> Result<Charged, BillingError> {
-        let now = SystemTime::now();
-        let mut books = self.books();
+        let mut asks = 0;
+        let mut recalled = false;
+        let (mut books, now) = loop {
+            let now = SystemTime::now();
+            let mut books = self.books();
+            let Some((need, want)) = books.short_of_grant(caller, queries, now) else {
+                break (books, now);
+            };
+            // Short of this node's grant: ask the ledger (a 402 is decided only there).
+            drop(books);
+            asks += 1;
+            if asks > MAX_GRANT_ASKS {
+                let verdict = Err(BillingError::Unavailable(
+                    "the grants of this node were taken by its other requests".into(),
+                ));
+                self.count(&verdict);
+                return verdict;
+            }
+            match self.ask_for_grant(caller.account_id, need, want) {
+                Ok(Granted::More) => {}
+                Ok(Granted::Nothing) if !recalled => {
+                    // The ledger told the nodes holding this account's money to hand it
+                    // back at their next flush; ask once more after that.
+                    recalled = true;
+                    std::thread::sleep(lease::RECALL_WAIT);
+                }
+                Ok(Granted::Nothing) => {
+                    let verdict = Err(Refusal::InsufficientBalance.into());
+                    self.count(&verdict);
+                    return verdict;
+                }
+                Err(why) => {
+                    let verdict = Err(BillingError::Unavailable(why));
+                    self.count(&verdict);
+                    return verdict;
+                }
+            }
+        };
         let verdict = books.check(caller, queries, now).and_then(|_| {
             let account = books
                 .accounts
@@ -338,6 +411,9 @@ impl Billing {
                 .ok_or(Refusal::InvalidKey)?;
             let cost = account.charge(queries, now)?;
             let status = account.status(now);
+            if let Some(lease) = books.leases.get_mut(&caller.account_id) {
+                lease.spend(cost, BootTime::now());
+            }
             if queries > 0 && !endpoint.is_free() {
                 let charge = Held {
                     endpoint,
@@ -372,6 +448,40 @@ impl Billing {
         }
         self.count(&verdict);
         verdict
+    }
+
+    /// Asks the writer to ask the store for `need` more of the account (up to `want`),
+    /// and waits for the answer; `Err` (503) when the ledger cannot be reached.
+    fn ask_for_grant(
+        &self,
+        account_id: i64,
+        need: Micros,
+        want: Micros,
+    ) -> Result<Granted, String> {
+        let (reply, answer) = std::sync::mpsc::channel();
+        {
+            let mut books = self.books();
+            if let Some(why) = &books.failing {
+                return Err(why.clone());
+            }
+            books.grant_requests.push(GrantRequest {
+                account_id,
+                need,
+                want,
+                reply,
+            });
+        }
+        self.shared.wake.notify_all();
+        let wait = || answer.recv_timeout(GRANT_WAIT);
+        // The request is on an async worker: let the runtime move its other tasks away
+        // while this one waits for the ledger (about a round trip).
+        let answered = match tokio::runtime::Handle::try_current() {
+            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
+        };
+        answered.map_err(|_| format!("no grant from the ledger within {GRANT_WAIT:?}"))?
     }
 
     /// What a request of `endpoint` with the body `fingerprint` finds under `key` of
@@ -564,6 +674,78 @@ impl Books {
         Ok((cost, account.status(now)))
     }
 
+    /// With grants: when `queries` cost more than this node's usable grant on the
+    /// caller's account, how much more it needs and how much to ask for. `None` when the
+    /// grant covers them, or when the charge is refused for another reason first (401,
+    /// 503) or the whole balance is this node's (the file).
+    fn short_of_grant(
+        &mut self,
+        caller: Caller,
+        queries: u64,
+        now: SystemTime,
+    ) -> Option<(Micros, Micros)> {
+        if self.leasing != Leasing::Grants {
+            return None;
+        }
+        match self.check(caller, queries, now) {
+            Ok(_) | Err(BillingError::Refused(Refusal::InsufficientBalance)) => {}
+            Err(_) => return None,
+        }
+        let cost = PRICE_PER_QUERY.checked_mul(queries)?;
+        let lease = self.leases.entry(caller.account_id).or_default();
+        let usable = lease.usable(BootTime::now());
+        let need = cost.checked_sub(usable).filter(|n| *n > Micros::ZERO)?;
+        Some((need, lease.want(need)))
+    }
+
+    /// What this node charged of the account and the store does not hold yet: pending,
+    /// held on idempotency keys, and (with grants) in the batch being flushed.
+    fn unflushed(&self, account_id: i64) -> Micros {
+        let in_flight = self.in_flight.as_ref().map_or(Micros::ZERO, |batch| {
+            batch
+                .charges
+                .iter()
+                .filter(|r| r.account_id == account_id)
+                .fold(Micros::ZERO, |sum, r| {
+                    sum.checked_add(r.amount).unwrap_or(sum)
+                })
+        });
+        self.pending
+            .amount_of(account_id)
+            .checked_add(self.answers.held_of(account_id))
+            .and_then(|m| m.checked_add(in_flight))
+            .unwrap_or(Micros::MAX)
+    }
+
+    /// Takes what the store holds for this node on an account after a grant or a flush
+    /// sent at `sent`: the grant left is its `remaining` minus the charges the store has
+    /// not seen, spendable until `sent`'s deadline; the balance shown likewise.
+    fn sync_grant(&mut self, grant: Grant, sent: BootTime) {
+        let unflushed = self.unflushed(grant.account_id);
+        let less = |m: Micros| m.checked_sub(unflushed).filter(|m| !m.is_negative());
+        let lease = self.leases.entry(grant.account_id).or_default();
+        lease.left = less(grant.remaining).unwrap_or(Micros::ZERO);
+        lease.deadline = Some(sent.deadline());
+        if let Some(account) = self.accounts.get_mut(&grant.account_id) {
+            account.balance = less(grant.balance).unwrap_or(Micros::ZERO);
+        }
+    }
+
+    /// After a flush sent at `sent`: every grant as the store holds it (one not listed
+    /// is gone).
+    fn sync_grants(&mut self, applied: &Applied, sent: BootTime) {
+        if self.leasing != Leasing::Grants {
+            return;
+        }
+        for lease in self.leases.values_mut() {
+            lease.left = Micros::ZERO;
+            lease.deadline = None;
+        }
+        for grant in &applied.grants {
+            self.sync_grant(*grant, sent);
+        }
+    }
+
     /// Takes the store's accounts and keys. A known account keeps its window counters
     /// (the server is their only writer) and its balance becomes the stored one minus
     /// what is charged and not yet flushed.
@@ -573,11 +755,7 @@ impl Books {
             if let Some(known) = self.accounts.get(&id) {
                 stored.counters = known.counters;
             }
-            let unflushed = self
-                .pending
-                .amount_of(id)
-                .checked_add(self.answers.held_of(id))
-                .unwrap_or(Micros::MAX);
+            let unflushed = self.unflushed(id);
             stored.balance = stored
                 .balance
                 .checked_sub(unflushed)
@@ -622,13 +800,50 @@ impl Books {
             })
             .collect();
         charges.sort_by_key(|r| (r.account_id, r.endpoint));
+        let now = BootTime::now();
+        let stopping = self.stop;
+        let mut returns: Vec<(i64, Micros)> = self
+            .leases
+            .iter_mut()
+            .filter_map(|(id, lease)| {
+                let back = lease.to_return(now, stopping).then_some((*id, lease.left));
+                if back.is_some() {
+                    lease.left = Micros::ZERO;
+                }
+                lease.recalled = false;
+                back
+            })
+            .collect();
+        returns.sort_unstable();
         Batch {
             number,
             at: SystemTime::now(),
             charges,
             counters,
             answers,
+            returns,
         }
+    }
+
+    /// Is there anything to flush: charges, or grants to hand back?
+    fn flush_due(&self) -> bool {
+        if !self.pending.is_empty() {
+            return true;
+        }
+        if self.leasing != Leasing::Grants {
+            return false;
+        }
+        let now = BootTime::now();
+        self.leases
+            .values()
+            .any(|lease| lease.to_return(now, self.stop))
+    }
+
+    /// Is anything not yet in the store: charges, or (with grants) a grant left?
+    fn holds_anything(&self) -> bool {
+        !self.pending.is_empty()
+            || self.in_flight.is_some()
+            || self.leases.values().any(|l| l.left > Micros::ZERO)
     }
 
     /// A batch that did not commit goes back into the pending charges.
@@ -741,6 +956,51 @@ fn purge_answers(store: &mut dyn ChargeStore, shared: &Shared) -> Duration {
     }
 }
 
+/// Asks the store for the grants requests are waiting for (with grants only), one
+/// account at a time; a request whose grant another one's already covers is answered
+/// without asking.
+fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<GrantRequest>) {
+    for request in requests {
+        let before = {
+            let books = lock(&shared.books);
+            if let Some(why) = &books.failing {
+                let _ = request.reply.send(Err(why.clone()));
+                continue;
+            }
+            let usable = books
+                .leases
+                .get(&request.account_id)
+                .map_or(Micros::ZERO, |l| l.usable(BootTime::now()));
+            if usable >= request.need {
+                let _ = request.reply.send(Ok(Granted::More));
+                continue;
+            }
+            usable
+        };
+        let sent = BootTime::now();
+        let answer = match store.grant(request.account_id, request.need, request.want) {
+            Ok(grant) => {
+                let mut books = lock(&shared.books);
+                books.sync_grant(grant, sent);
+                let after = books
+                    .leases
+                    .get(&request.account_id)
+                    .map_or(Micros::ZERO, |l| l.usable(sent));
+                Ok(if after > before || after >= request.need {
+                    Granted::More
+                } else {
+                    Granted::Nothing
+                })
+            }
+            Err(e) => {
+                tracing::error!("asking the ledger for a grant: {e:#}");
+                Err("the ledger cannot be reached".to_string())
+            }
+        };
+        let _ = request.reply.send(answer);
+    }
+}
+
 fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
     let options = shared.options;
     let mut retry = options.flush_interval;
@@ -750,7 +1010,7 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
     loop {
         // Wait for the interval (write-behind) or for charges (durable), a reload
         // request or stop.
-        let (batch, reloads, stopping) = {
+        let (grants, batch, reloads, stopping) = {
             let mut books = lock(&shared.books);
             let pause = if books.failing.is_some() {
                 retry
@@ -760,7 +1020,11 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
             let until = Instant::now() + pause;
             loop {
                 let durable_ready = options.durable && !books.pending.is_empty();
-                if books.stop || durable_ready || !books.reload_requests.is_empty() {
+                if books.stop
+                    || durable_ready
+                    || !books.reload_requests.is_empty()
+                    || !books.grant_requests.is_empty()
+                {
                     break;
                 }
                 let left = until.saturating_duration_since(Instant::now());
@@ -774,16 +1038,31 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                     .unwrap_or_else(|p| p.into_inner().0);
             }
             let reloads = std::mem::take(&mut books.reload_requests);
-            let batch = (!books.pending.is_empty()).then(|| books.take_batch());
-            (batch, reloads, books.stop)
+            let grants = std::mem::take(&mut books.grant_requests);
+            let batch = match books.leasing {
+                Leasing::WholeBalance => (!books.pending.is_empty()).then(|| books.take_batch()),
+                Leasing::Grants => match &books.in_flight {
+                    Some(retried) => Some(retried.clone()),
+                    None if books.flush_due() => {
+                        let batch = books.take_batch();
+                        books.in_flight = Some(batch.clone());
+                        Some(batch)
+                    }
+                    None => None,
+                },
+            };
+            (grants, batch, reloads, books.stop)
         };
+
+        answer_grants(store.as_mut(), shared, grants);
 
         let mut flushed_ok = true;
         if let Some(batch) = batch {
             let started = Instant::now();
+            let sent = BootTime::now();
             let number = batch.number;
             match store.apply(&batch) {
-                Ok(()) => {
+                Ok(applied) => {
                     let elapsed = started.elapsed();
                     let took = elapsed.as_nanos() as u64;
                     let counts = &shared.counts;
@@ -799,6 +1078,8 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                     let recovered = {
                         let mut books = lock(&shared.books);
                         books.answers.written(&batch.answers);
+                        books.in_flight = None;
+                        books.sync_grants(&applied, sent);
                         books.failing.take()
                     };
                     if recovered.is_some() {
@@ -828,8 +1109,15 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                         batch.charges.len()
                     );
                     let mut books = lock(&shared.books);
-                    books.put_back(batch);
+                    if books.leasing == Leasing::WholeBalance {
+                        books.put_back(batch);
+                    } // else: still `in_flight`, retried as it is
                     books.failing = Some("the ledger cannot be written".into());
+                    for request in std::mem::take(&mut books.grant_requests) {
+                        let _ = request
+                            .reply
+                            .send(Err("the ledger cannot be written".into()));
+                    }
                     drop(books);
                     shared.flushed.send_modify(|s| {
                         s.failing = Some(why);
@@ -849,22 +1137,36 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
             Ok(Some(snapshot)) => {
                 lock(&shared.books).replace(snapshot);
                 shared.counts.reloads.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = store.reloaded() {
+                    tracing::error!("acknowledging account changes: {e:#}");
+                }
             }
             Ok(None) => {}
             Err(e) => tracing::error!("reading account changes: {e:#}"),
+        }
+        let recalls = store.recalls();
+        if !recalls.is_empty() {
+            let mut books = lock(&shared.books);
+            for id in recalls {
+                if let Some(lease) = books.leases.get_mut(&id) {
+                    lease.recalled = true;
+                }
+            }
         }
         for done in reloads {
             let _ = done.send(());
         }
 
         if stopping {
-            let empty = lock(&shared.books).pending.is_empty();
+            let empty = !lock(&shared.books).holds_anything();
             let deadline = *stop_deadline.get_or_insert_with(|| Instant::now() + STOP_RETRY);
             if empty || (!flushed_ok && Instant::now() >= deadline) {
                 if !empty {
                     tracing::error!(
                         "stopping with unflushed charges: the ledger could not be written"
                     );
+                } else if let Err(e) = store.close() {
+                    tracing::error!("closing the ledger: {e:#}");
                 }
                 return;
             }

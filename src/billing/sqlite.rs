@@ -8,8 +8,9 @@ use std::time::SystemTime;
 use anyhow::Context;
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::store::{AnswerIndex, Batch, ChargeStore, Snapshot};
+use super::store::{AnswerIndex, Applied, Batch, ChargeStore, Grant, Snapshot};
 use crate::db::{self, accounts, idempotency, keys, ledger};
+use crate::domain::money::Micros;
 
 /// The SQLite file, through one connection of its own.
 pub struct SqliteStore {
@@ -50,7 +51,18 @@ impl ChargeStore for SqliteStore {
         Ok(snapshot)
     }
 
-    fn apply(&mut self, batch: &Batch) -> anyhow::Result<()> {
+    /// The only lease is the whole balance (`Leasing::WholeBalance`): the books never ask,
+    /// and an answer is simply the stored balance.
+    fn grant(&mut self, account_id: i64, _need: Micros, _want: Micros) -> anyhow::Result<Grant> {
+        let balance = accounts::balance_of(&self.conn, account_id)?.unwrap_or(Micros::ZERO);
+        Ok(Grant {
+            account_id,
+            remaining: balance,
+            balance,
+        })
+    }
+
+    fn apply(&mut self, batch: &Batch) -> anyhow::Result<Applied> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -59,7 +71,7 @@ impl ChargeStore for SqliteStore {
         accounts::store_counters(&tx, &batch.counters)?;
         idempotency::store(&tx, &batch.answers)?;
         tx.commit().context("committing a flush")?;
-        Ok(())
+        Ok(Applied::default())
     }
 
     fn load_answers(&mut self, since: SystemTime) -> anyhow::Result<Vec<AnswerIndex>> {

@@ -1,7 +1,9 @@
 //! The one narrow interface between the in-memory books (`billing`) and where the money
-//! is stored: load accounts and keys, apply a batch of charges as deltas (with the
-//! answers of idempotent requests they paid for), read what others changed. `SqliteStore` (`billing::sqlite`) is the file; a PostgreSQL store for
-//! several server nodes would implement the same trait beside it.
+//! is stored: load accounts and keys, lease money to this node (grants), apply a batch of
+//! charges as deltas (with the answers of idempotent requests they paid for, and the
+//! grants handed back), read what others changed. `SqliteStore` (`billing::sqlite`) is the
+//! file, whose one server holds the whole balance; `PgStore` (`billing::pg`) is the
+//! PostgreSQL ledger of a cluster, which leases each node a slice of it (docs/cluster.md).
 
 use std::time::SystemTime;
 
@@ -9,6 +11,7 @@ pub use crate::db::idempotency::{AnswerIndex, StoredAnswer};
 use crate::db::keys::ActiveKey;
 pub use crate::db::ledger::ChargeRow;
 use crate::domain::charge::AccountState;
+use crate::domain::money::Micros;
 use crate::domain::rate_limit::Counters;
 
 /// Every account (row id -> state as stored) and every active key.
@@ -18,16 +21,52 @@ pub struct Snapshot {
     pub keys: Vec<ActiveKey>,
 }
 
-/// One flush: charge rows (deltas), the window counters as they stand in memory, and the
-/// answers of idempotent requests charged in it.
+/// One flush: charge rows (deltas), the window counters as they stand in memory, the
+/// answers of idempotent requests charged in it, and the grants handed back.
 #[derive(Debug, Clone)]
 pub struct Batch {
-    /// Increasing; a request in durable mode waits for its batch's number.
+    /// Increasing; a request in durable mode waits for its batch's number. A store whose
+    /// commits can be ambiguous applies a number at most once.
     pub number: u64,
     pub at: SystemTime,
     pub charges: Vec<ChargeRow>,
     pub counters: Vec<(i64, Counters)>,
     pub answers: Vec<StoredAnswer>,
+    /// Unspent grants handed back (account, amount), taken from the books when the batch
+    /// was: always empty for a store that leases the whole balance.
+    pub returns: Vec<(i64, Micros)>,
+}
+
+/// How a store leases money to the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Leasing {
+    /// One node holds the only lease, the whole balance (one server on its file, kept
+    /// alone by the serve lock): the books decide on the balance itself and never ask
+    /// for a grant; a failed flush is never ambiguous and is merged into the next one.
+    #[default]
+    WholeBalance,
+    /// Each node charges only against what the store granted it, asks for more when
+    /// short, and retries a failed flush unchanged (its commit may have happened).
+    Grants,
+}
+
+/// What the store holds for this node on one account after a grant or a flush: what is
+/// left of its grant, and the account's stored balance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub account_id: i64,
+    pub remaining: Micros,
+    pub balance: Micros,
+}
+
+/// What a flush reports back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// This node's grants as the store holds them after the flush (an account missing
+    /// from the list holds none); empty for `Leasing::WholeBalance`.
+    pub grants: Vec<Grant>,
+    /// The version of accounts and keys read in the flush, when the store has one.
+    pub version: Option<i64>,
 }
 
 pub trait ChargeStore: Send {
@@ -35,12 +74,32 @@ pub trait ChargeStore: Send {
     fn load(&mut self) -> anyhow::Result<Snapshot>;
     /// The idempotency keys answered at `since` or later (without bodies), once at start.
     fn load_answers(&mut self, since: SystemTime) -> anyhow::Result<Vec<AnswerIndex>>;
+    /// How this store leases money to the node.
+    fn leasing(&self) -> Leasing {
+        Leasing::WholeBalance
+    }
+    /// Leases this node at least `need` more of the account's free balance (up to
+    /// `want`), or nothing when less than `need` is free; what it then holds.
+    fn grant(&mut self, account_id: i64, need: Micros, want: Micros) -> anyhow::Result<Grant>;
     /// Applies `batch` in one transaction: `balance = balance - amount` and one ledger row
-    /// per charge row, the counters, the answers, all or nothing.
-    fn apply(&mut self, batch: &Batch) -> anyhow::Result<()>;
+    /// per charge row, the counters, the answers, the returned grants, all or nothing.
+    fn apply(&mut self, batch: &Batch) -> anyhow::Result<Applied>;
     /// Deletes the answers given before `before`; how many.
     fn purge_answers(&mut self, before: SystemTime) -> anyhow::Result<usize>;
     /// A new snapshot when someone else changed accounts or keys since the last `load` or
     /// `changes`; `None` when nothing changed.
     fn changes(&mut self) -> anyhow::Result<Option<Snapshot>>;
+    /// The books now hold the last snapshot `changes` gave (a cluster's admin command
+    /// waits for every node to say so).
+    fn reloaded(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Accounts whose grants other nodes asked back since the last call.
+    fn recalls(&mut self) -> Vec<i64> {
+        Vec::new()
+    }
+    /// The writer stops: every charge is flushed and every grant returned.
+    fn close(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
 }

@@ -271,6 +271,16 @@ pub fn account_count(conn: &Connection) -> anyhow::Result<i64> {
     Ok(conn.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?)
 }
 
+/// The stored balance of the account with row id `id`.
+pub fn balance_of(conn: &Connection, id: i64) -> anyhow::Result<Option<Micros>> {
+    let stored: Option<i64> = conn
+        .query_row("SELECT balance FROM accounts WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    Ok(stored.and_then(Micros::new))
+}
+
 /// Every account's row id and charge state (the server's books).
 pub fn load_states(conn: &Connection) -> rusqlite::Result<Vec<(i64, AccountState)>> {
     let mut stmt = conn.prepare_cached(

@@ -1,0 +1,161 @@
+//! A node's grants in cluster mode (docs/cluster.md): for each account, what is left of
+//! the slice of its balance the ledger leased this node, until when the node may spend it,
+//! and how much to ask for next. The single file never leases (`Leasing::WholeBalance`).
+//!
+//! Deadlines are read on `CLOCK_BOOTTIME`, not `Instant`: `Instant` is `CLOCK_MONOTONIC`,
+//! which stops while a VM is suspended, so a node resumed after the database expired its
+//! grant would still think the grant alive and spend money another node now holds.
+//! `CLOCK_BOOTTIME` keeps counting through a suspend.
+
+use std::time::Duration;
+
+use crate::domain::money::{Micros, PRICE_PER_QUERY};
+
+/// How long a grant lives on the database clock after the grant or flush that set it.
+pub const LEASE_TTL: Duration = Duration::from_secs(5);
+/// A node stops spending a grant this long before the database may expire it: it absorbs
+/// the two clocks running at different rates (20% of the TTL) and the round trip.
+pub const MARGIN: Duration = Duration::from_secs(1);
+/// The smallest grant asked for: 100 queries.
+pub const MIN_GRANT_QUERIES: u64 = 100;
+/// A grant not spent from for this long is handed back at the next flush.
+pub const IDLE_RETURN: Duration = Duration::from_secs(1);
+/// How long a node short of money waits for other nodes to hand back what it recalled
+/// before it asks the ledger the last time (3 flush intervals).
+pub const RECALL_WAIT: Duration = Duration::from_millis(30);
+/// A grant asks for twice what the node spent on the account in the last window this long.
+const WANT_WINDOW: Duration = Duration::from_millis(200);
+
+/// Time since boot on `CLOCK_BOOTTIME` (it counts a suspend).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BootTime(Duration);
+
+impl BootTime {
+    pub fn now() -> BootTime {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+        BootTime(Duration::new(
+            u64::try_from(t.tv_sec).unwrap_or(0),
+            u32::try_from(t.tv_nsec).unwrap_or(0),
+        ))
+    }
+
+    fn since(self, earlier: BootTime) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    /// The last instant a grant set by a request sent at `self` may be spent.
+    pub fn deadline(self) -> BootTime {
+        BootTime(self.0 + LEASE_TTL - MARGIN)
+    }
+}
+
+/// This node's grant on one account.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Lease {
+    /// What is left of the grant: the ledger's `remaining` minus this node's unflushed
+    /// charges of the account.
+    pub left: Micros,
+    /// Spendable until then; `None`: no grant held.
+    pub deadline: Option<BootTime>,
+    /// Another node asked for this account's money: hand back what is left.
+    pub recalled: bool,
+    /// When the node last spent from it, or was granted it.
+    pub last_used: Option<BootTime>,
+    window: Option<BootTime>,
+    spent_in_window: Micros,
+    spent_in_last_window: Micros,
+}
+
+impl Lease {
+    /// What may be spent now.
+    pub fn usable(&self, now: BootTime) -> Micros {
+        match self.deadline {
+            Some(deadline) if now < deadline => self.left,
+            _ => Micros::ZERO,
+        }
+    }
+
+    pub fn spend(&mut self, cost: Micros, now: BootTime) {
+        self.left = self.left.checked_sub(cost).unwrap_or(Micros::ZERO);
+        self.last_used = Some(now);
+        match self.window {
+            Some(start) if now.since(start) < WANT_WINDOW => {}
+            _ => {
+                self.spent_in_last_window = self.spent_in_window;
+                self.spent_in_window = Micros::ZERO;
+                self.window = Some(now);
+            }
+        }
+        self.spent_in_window = self
+            .spent_in_window
+            .checked_add(cost)
+            .unwrap_or(Micros::MAX);
+    }
+
+    /// How much to ask for when `need` more is needed: twice the recent spend, at least
+    /// `MIN_GRANT_QUERIES` queries, at least `need`.
+    pub fn want(&self, need: Micros) -> Micros {
+        let minimum = PRICE_PER_QUERY
+            .checked_mul(MIN_GRANT_QUERIES)
+            .unwrap_or(Micros::MAX);
+        let recent = self
+            .spent_in_window
+            .max(self.spent_in_last_window)
+            .checked_mul(2)
+            .unwrap_or(Micros::MAX);
+        need.max(minimum).max(recent)
+    }
+
+    /// Should what is left go back at the next flush?
+    pub fn to_return(&self, now: BootTime, stopping: bool) -> bool {
+        if self.left == Micros::ZERO {
+            return false;
+        }
+        let idle = self
+            .last_used
+            .is_none_or(|used| now.since(used) >= IDLE_RETURN);
+        let expired = self.deadline.is_none_or(|d| now >= d);
+        stopping || self.recalled || idle || expired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_past_its_deadline_cannot_be_spent() {
+        let now = BootTime::now();
+        let lease = Lease {
+            left: Micros::new(100).unwrap(),
+            deadline: Some(now),
+            ..Lease::default()
+        };
+        assert_eq!(lease.usable(now), Micros::ZERO);
+        let alive = Lease {
+            deadline: Some(now.deadline()),
+            ..lease
+        };
+        assert_eq!(alive.usable(now), Micros::new(100).unwrap());
+    }
+
+    #[test]
+    fn a_grant_asks_for_at_least_a_hundred_queries_and_at_least_the_need() {
+        let lease = Lease::default();
+        assert_eq!(
+            lease.want(Micros::new(28).unwrap()),
+            Micros::new(2_800).unwrap()
+        );
+        assert_eq!(
+            lease.want(Micros::new(28_000).unwrap()),
+            Micros::new(28_000).unwrap()
+        );
+    }
+
+    #[test]
+    fn boot_time_moves_forward() {
+        let a = BootTime::now();
+        let b = BootTime::now();
+        assert!(b >= a);
+    }
+}
