@@ -40,12 +40,14 @@
 //! - [`domain`]: the rules, no I/O: country codes, postal-code normalisation, text
 //!   folding, money, rate-limit windows, API keys.
 //! - [`db`]: tables and SQL (connections, pragmas, migrations, dataset tables, accounts,
-//!   keys, ledger, reports, copies of the file); the only code with SQL strings.
+//!   keys, ledger, reports, copies of the file); the only code with SQL strings, cluster
+//!   mode's PostgreSQL ledger included (`db::pg`: schema, grants, numbered flushes, admin).
 //! - [`index`]: the read models in memory (postal codes, place names, geography), built
 //!   from the rows `db` reads, and the loader thread that builds, swaps and frees them.
 //! - [`billing`]: the books in memory, their writer thread, the `ChargeStore` trait and
-//!   its SQLite implementation, the serve lock, the CLI-to-server notifier (changes and
-//!   flush requests).
+//!   its stores (the SQLite file; `billing::pg`, cluster mode's PostgreSQL ledger, which
+//!   leases each node grants: docs/cluster.md), the serve lock, the CLI-to-server
+//!   notifier (changes and flush requests).
 //! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt, the
 //!   gazetteer) and their sources (file, zip, directory, URL), the diff of an import
 //!   against the live data (changes, retired codes, the shrink guard) and the operator's

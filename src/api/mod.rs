@@ -258,13 +258,24 @@ pub struct Settings {
     /// Answer every request through poem's routing, the hot operations too (`hot`): the
     /// tests compare the two ways of answering.
     pub without_hot_path: bool,
+    /// Cluster mode: accounts, keys and the ledger in this PostgreSQL (`--ledger`), the
+    /// file holding only the postal data (docs/cluster.md). `None`: the file holds all.
+    pub ledger: Option<String>,
+}
+
+/// The books on the file, or on the cluster's ledger.
+fn start_billing(db_path: &Path, settings: &Settings) -> Result<Billing> {
+    match &settings.ledger {
+        Some(url) => Billing::start_cluster(db_path, url, settings.billing),
+        None => Billing::start(db_path, settings.billing),
+    }
 }
 
 /// Serves the API on `listen` until Ctrl-C or SIGTERM.
 pub async fn serve(db_path: &Path, listen: &str, settings: Settings) -> Result<()> {
     let shutdown = shutdown_signal();
     // Take the file first: a second server is refused before it binds a port.
-    let billing = Billing::start(db_path, settings.billing)?;
+    let billing = start_billing(db_path, &settings)?;
     let acceptor = TcpListener::bind(listen.to_string())
         .into_acceptor()
         .await
@@ -287,7 +298,7 @@ pub async fn serve_with(
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let billing = Billing::start(db_path, settings.billing)?;
+    let billing = start_billing(db_path, &settings)?;
     run(acceptor, db_path, billing, settings, shutdown).await
 }
 

@@ -34,6 +34,7 @@ mod lease;
 pub mod lock;
 pub mod notify;
 pub mod per_ip;
+pub mod pg;
 pub mod sqlite;
 pub mod store;
 
@@ -214,9 +215,9 @@ enum Granted {
     Nothing,
 }
 
-/// The most grant requests one charge makes before it gives up with 503 (other requests
-/// of the node kept taking what was granted).
-const MAX_GRANT_ASKS: u32 = 20;
+/// How long one charge keeps asking for grants before it gives up with 503 (the ledger
+/// kept granting, and other requests of the node kept taking it first).
+const GRANT_PATIENCE: Duration = Duration::from_secs(5);
 /// How long a request waits for the writer to answer its grant request.
 const GRANT_WAIT: Duration = Duration::from_secs(2);
 
@@ -262,6 +263,27 @@ impl Billing {
         let lock = ServeLock::acquire(path)?;
         let store = SqliteStore::open(path, options.durable)?;
         Billing::start_with(Box::new(store), options, Some(lock))
+    }
+
+    /// Cluster mode: takes the file's serve lock (its postal data is this node's own) and
+    /// charges through the PostgreSQL ledger at `ledger` (docs/cluster.md).
+    pub fn start_cluster(
+        path: &Path,
+        ledger: &str,
+        options: BillingOptions,
+    ) -> anyhow::Result<Billing> {
+        let lock = ServeLock::acquire(path)?;
+        // The store blocks on a runtime of its own: started off any async worker (`serve`
+        // starts billing inside its runtime).
+        thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let store = pg::PgStore::open(ledger)?;
+                    Billing::start_with(Box::new(store), options, Some(lock))
+                })
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("starting the ledger store panicked")))
+        })
     }
 
     /// Starts on any store (the SQLite file, or another store of the same trait).
@@ -366,7 +388,7 @@ impl Billing {
         endpoint: Endpoint,
         hold_on: Option<&ClaimedKey>,
     ) -> Result<Charged, BillingError> {
-        let mut asks = 0;
+        let mut patience: Option<Instant> = None;
         let mut recalled = false;
         let (mut books, now) = loop {
             let now = SystemTime::now();
@@ -376,8 +398,8 @@ impl Billing {
             };
             // Short of this node's grant: ask the ledger (a 402 is decided only there).
             drop(books);
-            asks += 1;
-            if asks > MAX_GRANT_ASKS {
+            let give_up = *patience.get_or_insert_with(|| Instant::now() + GRANT_PATIENCE);
+            if Instant::now() >= give_up {
                 let verdict = Err(BillingError::Unavailable(
                     "the grants of this node were taken by its other requests".into(),
                 ));
@@ -723,8 +745,22 @@ impl Books {
     fn sync_grant(&mut self, grant: Grant, sent: BootTime) {
         let unflushed = self.unflushed(grant.account_id);
         let less = |m: Micros| m.checked_sub(unflushed).filter(|m| !m.is_negative());
+        // A grant handed back in the batch being flushed is still in `remaining` until
+        // that flush commits: it is not this node's to spend any more.
+        let returning = self.in_flight.as_ref().map_or(Micros::ZERO, |batch| {
+            batch
+                .returns
+                .iter()
+                .filter(|(id, _)| *id == grant.account_id)
+                .fold(Micros::ZERO, |sum, (_, m)| {
+                    sum.checked_add(*m).unwrap_or(sum)
+                })
+        });
         let lease = self.leases.entry(grant.account_id).or_default();
-        lease.left = less(grant.remaining).unwrap_or(Micros::ZERO);
+        lease.left = less(grant.remaining)
+            .and_then(|m| m.checked_sub(returning))
+            .filter(|m| !m.is_negative())
+            .unwrap_or(Micros::ZERO);
         lease.deadline = Some(sent.deadline());
         if let Some(account) = self.accounts.get_mut(&grant.account_id) {
             account.balance = less(grant.balance).unwrap_or(Micros::ZERO);

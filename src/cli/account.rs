@@ -9,10 +9,11 @@ use serde_json::Number;
 
 use postal::billing::notify;
 use postal::db::accounts::{self, LimitsChange};
+use postal::db::pg::admin;
 use postal::db::{self, reports};
 use postal::domain::money::Micros;
 
-use super::{RateLimits, Verdict, now_unix, print};
+use super::{RateLimits, Verdict, cluster, now_unix, print};
 
 #[derive(Subcommand)]
 pub(super) enum AccountCommand {
@@ -203,4 +204,105 @@ pub(super) fn run(db_path: &Path, command: AccountCommand) -> anyhow::Result<Ver
         }
     }
     Ok(Verdict::Success)
+}
+
+/// `postal account ... --ledger URL`: the same commands and answers against the cluster's
+/// ledger; a change returns once every live node holds it.
+pub(super) fn run_cluster(url: &str, command: AccountCommand) -> anyhow::Result<Verdict> {
+    let now = SystemTime::now();
+    cluster::run(url, async |client| {
+        match command {
+            AccountCommand::Create { name } => {
+                let (created, version) =
+                    admin::create_account(client, name.as_deref(), now).await?;
+                cluster::announce(client, version).await?;
+                print(&Created {
+                    account_id: created.account_id,
+                    key_id: created.key_id,
+                    api_key: created.api_key.expose().to_owned(),
+                    balance: created.balance.to_json_number(),
+                })?;
+            }
+            AccountCommand::List => {
+                let lines = admin::account_lines(client, now_unix()).await?;
+                print(&Listed {
+                    accounts: lines
+                        .into_iter()
+                        .map(|a| ListedAccount {
+                            account_id: a.account_id,
+                            name: a.name,
+                            balance: a.balance.to_json_number(),
+                            active_keys: a.active_keys,
+                            rate_limits: a.limits.into(),
+                            queries_today: a.queries_today,
+                        })
+                        .collect(),
+                })?;
+            }
+            AccountCommand::Show { account_id } => {
+                let view = admin::show(client, &account_id).await?;
+                print(&Shown {
+                    account_id: view.account_id,
+                    name: view.name,
+                    balance: view.balance.to_json_number(),
+                    keys: view
+                        .keys
+                        .into_iter()
+                        .map(|k| ShownKey {
+                            key_id: k.key_id,
+                            created_at: k.created_at,
+                            revoked: k.revoked,
+                        })
+                        .collect(),
+                    rate_limits: view.limits.into(),
+                })?;
+            }
+            AccountCommand::Topup { account_id, usd } => {
+                let amount = Micros::parse_usd(&usd)?;
+                let (balance, version) = admin::topup(client, &account_id, amount, now).await?;
+                cluster::announce(client, version).await?;
+                print(&Balance {
+                    account_id,
+                    balance: balance.to_json_number(),
+                })?;
+            }
+            AccountCommand::Adjust {
+                account_id,
+                usd,
+                reason,
+            } => {
+                let amount = Micros::parse_usd(&usd)?;
+                let (balance, version) =
+                    admin::adjust(client, &account_id, amount, &reason, now).await?;
+                cluster::announce(client, version).await?;
+                print(&Balance {
+                    account_id,
+                    balance: balance.to_json_number(),
+                })?;
+            }
+            AccountCommand::Limits {
+                account_id,
+                per_minute,
+                per_hour,
+                per_day,
+                off,
+            } => {
+                let change = if off {
+                    LimitsChange::Off
+                } else if per_minute.is_none() && per_hour.is_none() && per_day.is_none() {
+                    LimitsChange::Keep
+                } else {
+                    LimitsChange::Set {
+                        per_minute,
+                        per_hour,
+                        per_day,
+                    }
+                };
+                let (limits, version) = admin::set_limits(client, &account_id, change).await?;
+                cluster::announce(client, version).await?;
+                print(&RateLimits::from(limits))?;
+            }
+        }
+        Ok(Verdict::Success)
+    })
 }

@@ -7,11 +7,12 @@ use clap::Subcommand;
 use serde::Serialize;
 
 use postal::billing::notify;
+use postal::db::pg::admin;
 use postal::db::{self, keys, reports};
 use postal::domain::api_key::{DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
 use postal::domain::origin::OriginPattern;
 
-use super::{Verdict, print};
+use super::{Verdict, cluster, print};
 
 #[derive(Subcommand)]
 pub(super) enum KeyCommand {
@@ -159,4 +160,60 @@ pub(super) fn run(db_path: &Path, command: KeyCommand) -> anyhow::Result<Verdict
         }
     }
     Ok(Verdict::Success)
+}
+
+/// `postal key ... --ledger URL`: the same commands against the cluster's ledger; a new or
+/// revoked key holds on every live node when the command returns.
+pub(super) fn run_cluster(url: &str, command: KeyCommand) -> anyhow::Result<Verdict> {
+    let now = SystemTime::now();
+    cluster::run(url, async |client| {
+        match command {
+            KeyCommand::Create {
+                account_id,
+                publishable,
+                origins,
+                per_ip_minute,
+            } => {
+                let publishable = publishable.then(|| Publishable {
+                    origins,
+                    per_ip_minute: per_ip_minute.unwrap_or(DEFAULT_PER_IP_MINUTE),
+                });
+                let (key, version) =
+                    admin::create_key(client, &account_id, publishable.as_ref(), now).await?;
+                cluster::announce(client, version).await?;
+                print(&NewKey {
+                    key_id: key.key_id,
+                    api_key: key.api_key.expose().to_owned(),
+                    kind: publishable.as_ref().map(|_| KeyKind::Publishable.as_str()),
+                    publishable: publishable.as_ref().map(Rules::of),
+                })?;
+            }
+            KeyCommand::List { account_id } => {
+                let keys = admin::keys(client, &account_id).await?;
+                print(&KeyList {
+                    account_id,
+                    keys: keys
+                        .into_iter()
+                        .map(|k| ListedKey {
+                            key_id: k.key_id,
+                            created_at: k.created_at,
+                            revoked: k.revoked_at.is_some(),
+                            revoked_at: k.revoked_at,
+                            kind: kind(k.publishable.as_ref()),
+                            publishable: k.publishable.as_ref().map(Rules::of),
+                        })
+                        .collect(),
+                })?;
+            }
+            KeyCommand::Revoke { key_id } => {
+                let version = admin::revoke_key(client, &key_id, now).await?;
+                cluster::announce(client, version).await?;
+                print(&Revoked {
+                    key_id,
+                    revoked: true,
+                })?;
+            }
+        }
+        Ok(Verdict::Success)
+    })
 }

@@ -1,15 +1,17 @@
 //! `postal ledger show|verify`: an account's audit trail, and the books' check.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use serde::Serialize;
 use serde_json::Number;
 
+use postal::billing::ServeLock;
+use postal::db::pg::admin;
 use postal::db::{self, ledger, reports};
 use postal::domain::date::UtcDate;
 
-use super::{Format, Verdict, print, print_csv, usd_or_raw};
+use super::{BadInput, Format, Verdict, cluster, print, print_csv, usd_or_raw};
 
 #[derive(Subcommand)]
 pub(super) enum LedgerCommand {
@@ -22,8 +24,17 @@ pub(super) enum LedgerCommand {
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
-    /// Check that every balance equals the sum of its account's ledger.
+    /// Check that every balance equals the sum of its account's ledger (with --ledger,
+    /// also that every account's leased amount is the sum of its nodes' grants).
     Verify,
+    /// Move a single-file installation's accounts, keys and ledger into the empty
+    /// PostgreSQL ledger given by --ledger, then check both with `verify`; refused while a
+    /// server runs on the file.
+    Migrate {
+        /// The SQLite file to move from.
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+    },
 }
 
 #[derive(Serialize)]
@@ -53,6 +64,19 @@ struct Verified {
     ok: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     offending_accounts: Vec<Offending>,
+    /// Cluster mode: accounts whose `leased` is not the sum of their grants.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    offending_leases: Vec<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Migrated {
+    accounts: u64,
+    keys: u64,
+    entries: u64,
+    file_ok: bool,
+    ledger_ok: bool,
 }
 
 #[derive(Serialize)]
@@ -63,7 +87,11 @@ struct Offending {
     ledger_sum: serde_json::Value,
 }
 
-pub(super) fn run(db_path: &Path, command: LedgerCommand) -> anyhow::Result<Verdict> {
+pub(super) fn run(
+    db_path: &Path,
+    ledger: Option<&str>,
+    command: LedgerCommand,
+) -> anyhow::Result<Verdict> {
     match command {
         LedgerCommand::Show {
             account_id,
@@ -71,20 +99,36 @@ pub(super) fn run(db_path: &Path, command: LedgerCommand) -> anyhow::Result<Verd
             format,
         } => {
             let since = since.as_deref().map(UtcDate::parse).transpose()?;
-            show(db_path, account_id, since, format)
+            show(db_path, ledger, account_id, since, format)
         }
-        LedgerCommand::Verify => verify(db_path),
+        LedgerCommand::Verify => match ledger {
+            Some(url) => verify_cluster(url),
+            None => verify(db_path),
+        },
+        LedgerCommand::Migrate { from } => match ledger {
+            Some(url) => migrate(&from, url),
+            None => Err(BadInput("ledger migrate needs --ledger (or POSTAL_LEDGER)".into()).into()),
+        },
     }
 }
 
 fn show(
     db_path: &Path,
+    ledger: Option<&str>,
     account_id: String,
     since: Option<UtcDate>,
     format: Format,
 ) -> anyhow::Result<Verdict> {
-    let mut conn = db::open(db_path)?;
-    let entries = reports::ledger_entries(&mut conn, &account_id, since.map(UtcDate::start_unix))?;
+    let since = since.map(UtcDate::start_unix);
+    let entries = match ledger {
+        Some(url) => cluster::run(url, async |client| {
+            Ok(admin::ledger_entries(client, &account_id, since).await?)
+        })?,
+        None => {
+            let mut conn = db::open(db_path)?;
+            reports::ledger_entries(&mut conn, &account_id, since)?
+        }
+    };
     match format {
         Format::Json => print(&Shown {
             account_id,
@@ -130,7 +174,55 @@ fn show(
 fn verify(db_path: &Path) -> anyhow::Result<Verdict> {
     let mut conn = db::open(db_path)?;
     let report = ledger::verify_ledger(&mut conn)?;
-    let ok = report.mismatches.is_empty();
+    print_verified(report, Vec::new())
+}
+
+fn verify_cluster(url: &str) -> anyhow::Result<Verdict> {
+    let (report, leases) = cluster::run(url, async |client| admin::verify(client).await)?;
+    print_verified(report, leases)
+}
+
+/// `ledger migrate`: the file checked, moved, and both sides checked.
+fn migrate(file: &Path, url: &str) -> anyhow::Result<Verdict> {
+    if !file.exists() {
+        return Err(BadInput(format!("no file {}", file.display())).into());
+    }
+    let _lock = ServeLock::acquire(file)?;
+    let mut conn = db::open(file)?;
+    let before = ledger::verify_ledger(&mut conn)?;
+    if !before.mismatches.is_empty() {
+        return Err(BadInput(format!(
+            "{}: {} balances differ from their ledger (`postal ledger verify`): not moved",
+            file.display(),
+            before.mismatches.len()
+        ))
+        .into());
+    }
+    let (moved, after, leases) = cluster::run(url, async |client| {
+        let moved = admin::migrate_from_file(client, &conn).await?;
+        let (after, leases) = admin::verify(client).await?;
+        Ok((moved, after, leases))
+    })?;
+    let ledger_ok = after.mismatches.is_empty()
+        && leases.is_empty()
+        && after.accounts == before.accounts
+        && after.entries == before.entries;
+    print(&Migrated {
+        accounts: moved.accounts,
+        keys: moved.keys,
+        entries: moved.entries,
+        file_ok: true,
+        ledger_ok,
+    })?;
+    Ok(if ledger_ok {
+        Verdict::Success
+    } else {
+        Verdict::Failure
+    })
+}
+
+fn print_verified(report: ledger::LedgerReport, leases: Vec<String>) -> anyhow::Result<Verdict> {
+    let ok = report.mismatches.is_empty() && leases.is_empty();
     print(&Verified {
         accounts: report.accounts,
         entries: report.entries,
@@ -144,6 +236,7 @@ fn verify(db_path: &Path) -> anyhow::Result<Verdict> {
                 ledger_sum: usd_or_raw(m.ledger_sum),
             })
             .collect(),
+        offending_leases: leases,
     })?;
     Ok(if ok {
         Verdict::Success

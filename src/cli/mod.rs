@@ -4,6 +4,7 @@
 mod access_log;
 mod account;
 mod backup;
+mod cluster;
 mod dataset;
 mod key;
 mod ledger;
@@ -37,6 +38,10 @@ struct Cli {
         default_value = "data/postal.db"
     )]
     db: PathBuf,
+    /// Cluster mode: accounts, keys and the ledger in this PostgreSQL
+    /// (`postgres://user@host:port/db`); the file then holds only the postal data.
+    #[arg(long, global = true, env = "POSTAL_LEDGER", hide_env_values = true)]
+    ledger: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -108,11 +113,20 @@ fn is_bad_argument(e: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> anyhow::Result<Verdict> {
     match cli.command {
-        Command::Serve(args) => serve::run(&cli.db, args),
-        Command::Account(command) => account::run(&cli.db, command),
-        Command::Key(command) => key::run(&cli.db, command),
-        Command::Ledger(command) => ledger::run(&cli.db, command),
-        Command::Usage(args) => usage::run(&cli.db, args),
+        Command::Serve(args) => serve::run(&cli.db, cli.ledger, args),
+        Command::Account(command) => match cli.ledger {
+            Some(url) => account::run_cluster(&url, command),
+            None => account::run(&cli.db, command),
+        },
+        Command::Key(command) => match cli.ledger {
+            Some(url) => key::run_cluster(&url, command),
+            None => key::run(&cli.db, command),
+        },
+        Command::Ledger(command) => ledger::run(&cli.db, cli.ledger.as_deref(), command),
+        Command::Usage(args) => match cli.ledger {
+            Some(url) => usage::run_cluster(&url, args),
+            None => usage::run(&cli.db, args),
+        },
         Command::Backup(args) => backup::backup(&cli.db, args),
         Command::Restore(args) => backup::restore(&cli.db, args),
         Command::Dataset(command) => dataset::run(&cli.db, command),

@@ -59,7 +59,11 @@ const LOCAL_DATASET: &str = "../shared/geonames/allCountries.zip";
 
 /// A database without postal data first gets the dataset, one without accounts gets a
 /// first account whose key is printed once; then the API runs until Ctrl-C or SIGTERM.
-pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
+pub(super) fn run(
+    db_path: &Path,
+    ledger: Option<String>,
+    args: ServeArgs,
+) -> anyhow::Result<Verdict> {
     let (access_log, _flushed_at_exit) = init_logging(args.log_format)?;
     let mut conn = db::open(db_path)?;
     if db::postal::coverage(&conn)?.records == 0 {
@@ -88,7 +92,8 @@ pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
         })?;
         eprintln!("{summary}");
     }
-    if accounts::account_count(&conn)? == 0 {
+    // In cluster mode accounts live in the ledger: `postal account create --ledger`.
+    if ledger.is_none() && accounts::account_count(&conn)? == 0 {
         let created =
             accounts::create_account(&mut conn, Some("first account"), SystemTime::now())?;
         println!(
@@ -115,6 +120,7 @@ pub(super) fn run(db_path: &Path, args: ServeArgs) -> anyhow::Result<Verdict> {
         access_log: Some(access_log),
         trusted_proxies: args.trusted_proxies,
         without_hot_path: args.without_hot_path,
+        ledger,
     };
     runtime.block_on(postal::api::serve(db_path, &args.listen, settings))?;
     Ok(Verdict::Success)

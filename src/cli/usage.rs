@@ -8,7 +8,7 @@ use serde_json::Number;
 
 use postal::db::{self, reports};
 
-use super::{Format, Verdict, now_unix, print, print_csv};
+use super::{Format, Verdict, cluster, now_unix, print, print_csv};
 
 #[derive(Args)]
 pub(super) struct UsageArgs {
@@ -38,6 +38,18 @@ struct Line {
 pub(super) fn run(db_path: &Path, args: UsageArgs) -> anyhow::Result<Verdict> {
     let mut conn = db::open(db_path)?;
     let lines = reports::usage(&mut conn, args.days, now_unix())?;
+    print_usage(&args, lines)
+}
+
+/// `postal usage --ledger URL`: the same lines from the cluster's ledger.
+pub(super) fn run_cluster(url: &str, args: UsageArgs) -> anyhow::Result<Verdict> {
+    let lines = cluster::run(url, async |client| {
+        postal::db::pg::admin::usage(client, args.days, now_unix()).await
+    })?;
+    print_usage(&args, lines)
+}
+
+fn print_usage(args: &UsageArgs, lines: Vec<reports::UsageLine>) -> anyhow::Result<Verdict> {
     match args.format {
         Format::Json => print(&Usage {
             days: args.days,

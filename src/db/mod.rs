@@ -32,6 +32,7 @@ pub mod history;
 pub mod idempotency;
 pub mod keys;
 pub mod ledger;
+pub mod pg;
 pub mod postal;
 pub mod reports;
 pub mod rows;

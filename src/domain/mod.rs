@@ -7,6 +7,7 @@ pub mod city_match;
 pub mod country;
 pub mod date;
 pub mod geo;
+pub mod grant;
 pub mod idempotency;
 pub mod money;
 pub mod origin;

@@ -1,0 +1,587 @@
+//! What a `postal serve` node reads and writes in the PostgreSQL ledger: its `nodes` row,
+//! the snapshot of accounts and keys, grants, numbered flushes, the sweep of expired
+//! grants, its acknowledgement of a change, and the idempotent answers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use tokio_postgres::{Client, GenericClient};
+
+use crate::db::idempotency::{AnswerIndex, StoredAnswer};
+use crate::db::keys::ActiveKey;
+use crate::db::ledger::ChargeRow;
+use crate::db::rows::{Caller, unix_secs};
+use crate::domain::api_key::{KeyHash, KeyKind, Publishable};
+use crate::domain::charge::{AccountState, Endpoint};
+use crate::domain::grant;
+use crate::domain::idempotency::{Fingerprint, IdempotencyKey};
+use crate::domain::money::Micros;
+use crate::domain::origin::OriginPattern;
+use crate::domain::rate_limit::{Counters, Limits};
+
+use super::RECALL_CHANNEL;
+
+/// A node's grant on an account as the ledger holds it, with the account's balance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeGrant {
+    pub account_id: i64,
+    pub remaining: Micros,
+    pub balance: Micros,
+}
+
+/// One flush of a node.
+pub struct Flush<'a> {
+    pub node_id: i64,
+    pub number: u64,
+    pub at: SystemTime,
+    pub charges: &'a [ChargeRow],
+    pub returns: &'a [(i64, Micros)],
+    pub answers: &'a [StoredAnswer],
+    pub ttl: Duration,
+}
+
+/// What a flush found: this node's grants after it, and the version of accounts and keys.
+pub struct Flushed {
+    pub grants: Vec<NodeGrant>,
+    pub version: i64,
+    /// The batch had been applied already (its first COMMIT's answer was lost).
+    pub replayed: bool,
+}
+
+fn micros(stored: i64) -> anyhow::Result<Micros> {
+    Micros::new(stored).with_context(|| format!("a stored amount out of range: {stored}"))
+}
+
+fn count(stored: i64) -> u64 {
+    u64::try_from(stored).unwrap_or(0)
+}
+
+fn secs(ttl: Duration) -> f64 {
+    ttl.as_secs_f64()
+}
+
+/// Registers this process as node `node_id`.
+pub async fn register(client: &Client, node_id: i64) -> anyhow::Result<()> {
+    client
+        .execute(
+            "INSERT INTO nodes (node_id) VALUES ($1) ON CONFLICT DO NOTHING",
+            &[&node_id],
+        )
+        .await
+        .context("registering the node")?;
+    Ok(())
+}
+
+/// Every account and active key, and the version they are as of, in one snapshot.
+pub async fn load(
+    client: &mut Client,
+) -> anyhow::Result<(i64, Vec<(i64, AccountState)>, Vec<ActiveKey>)> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let version = super::version(&tx).await?;
+    let mut accounts = Vec::new();
+    for r in tx
+        .query(
+            "SELECT id, balance, limit_per_minute, limit_per_hour, limit_per_day FROM accounts",
+            &[],
+        )
+        .await?
+    {
+        let limit = |i: usize| r.get::<_, Option<i64>>(i).map(count);
+        accounts.push((
+            r.get::<_, i64>(0),
+            AccountState {
+                balance: micros(r.get(1))?,
+                limits: Limits {
+                    per_minute: limit(2),
+                    per_hour: limit(3),
+                    per_day: limit(4),
+                },
+                counters: Counters::default(),
+            },
+        ));
+    }
+    let mut keys = Vec::new();
+    for r in tx
+        .query(
+            "SELECT key_hash, account_id, id, kind, origins, per_ip_minute
+             FROM api_keys WHERE revoked_at IS NULL",
+            &[],
+        )
+        .await?
+    {
+        let hash: Vec<u8> = r.get(0);
+        let hash: KeyHash = hash
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("a key hash of the wrong length"))?;
+        let kind: String = r.get(3);
+        let publishable = match KeyKind::from_stored(&kind) {
+            Some(KeyKind::Secret) => None,
+            Some(KeyKind::Publishable) => Some(publishable_rules(
+                r.get(4),
+                r.get::<_, Option<i32>>(5).map(|n| n.max(0) as u32),
+            )?),
+            None => anyhow::bail!("unknown key kind {kind:?}"),
+        };
+        keys.push(ActiveKey {
+            hash,
+            caller: Caller {
+                account_id: r.get(1),
+                key_id: r.get(2),
+            },
+            publishable,
+        });
+    }
+    tx.commit().await?;
+    Ok((version, accounts, keys))
+}
+
+/// A publishable key's stored origins (one per line) and per-IP limit.
+pub(super) fn publishable_rules(
+    origins: Option<String>,
+    per_ip_minute: Option<u32>,
+) -> anyhow::Result<Publishable> {
+    let origins = origins
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .map(OriginPattern::parse)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("a stored origin: {e}"))?;
+    match (origins.is_empty(), per_ip_minute) {
+        (false, Some(per_ip_minute)) => Ok(Publishable {
+            origins,
+            per_ip_minute,
+        }),
+        _ => anyhow::bail!("a publishable key without origins or per-IP limit"),
+    }
+}
+
+/// Leases node `node_id` at least `need` more of the account (up to `want`,
+/// `domain::grant::grant_size`), or nothing when less is free; then the node's grant.
+/// Expired grants of other nodes on the account are swept first. When nothing could be
+/// granted while other nodes hold grants on the account, they are asked to hand them back
+/// (`NOTIFY`, delivered at commit). Committed durably before the node spends it.
+pub async fn grant(
+    client: &mut Client,
+    node_id: i64,
+    account_id: i64,
+    need: Micros,
+    want: Micros,
+    ttl: Duration,
+) -> anyhow::Result<NodeGrant> {
+    let tx = client.transaction().await?;
+    let Some(row) = tx
+        .query_opt(
+            "SELECT balance, leased FROM accounts WHERE id = $1 FOR UPDATE",
+            &[&account_id],
+        )
+        .await?
+    else {
+        anyhow::bail!("no account with id {account_id}");
+    };
+    let balance: i64 = row.get(0);
+    let mut leased: i64 = row.get(1);
+    let swept: i64 = tx
+        .query_one(
+            "WITH gone AS (DELETE FROM leases
+                 WHERE account_id = $1 AND node_id <> $2 AND expires_at < now()
+                 RETURNING remaining)
+             SELECT coalesce(sum(remaining), 0)::bigint FROM gone",
+            &[&account_id, &node_id],
+        )
+        .await?
+        .get(0);
+    leased -= swept;
+    let own: i64 = tx
+        .query_opt(
+            "SELECT remaining FROM leases WHERE account_id = $1 AND node_id = $2",
+            &[&account_id, &node_id],
+        )
+        .await?
+        .map_or(0, |r| r.get(0));
+    let free = micros(balance - leased)?;
+    let granted = grant::grant_size(free, need, want);
+    if granted == Micros::ZERO && leased > own {
+        tx.execute(
+            "SELECT pg_notify($1, $2)",
+            &[&RECALL_CHANNEL, &format!("{account_id}:{node_id}")],
+        )
+        .await?;
+    }
+    let remaining: i64 = tx
+        .query_one(
+            "INSERT INTO leases (account_id, node_id, remaining, expires_at)
+             VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+             ON CONFLICT (account_id, node_id) DO UPDATE
+                 SET remaining = leases.remaining + excluded.remaining,
+                     expires_at = excluded.expires_at
+             RETURNING remaining",
+            &[&account_id, &node_id, &granted.get(), &secs(ttl)],
+        )
+        .await?
+        .get(0);
+    tx.execute(
+        "UPDATE accounts SET leased = $2 WHERE id = $1",
+        &[&account_id, &(leased + granted.get())],
+    )
+    .await?;
+    tx.commit().await.context("committing a grant")?;
+    Ok(NodeGrant {
+        account_id,
+        remaining: micros(remaining)?,
+        balance: micros(balance)?,
+    })
+}
+
+/// Applies one flush of a node in one transaction, at most once per batch number: the
+/// charges (from the node's grant first, then the free balance, `domain::grant::take`),
+/// one ledger row each; the grants handed back; the answers. Every grant of the node is
+/// extended by `ttl` on the database clock. Returns the node's grants and the version.
+pub async fn flush(client: &mut Client, flush: &Flush<'_>) -> anyhow::Result<Flushed> {
+    let tx = client.transaction().await?;
+    let number = i64::try_from(flush.number).unwrap_or(i64::MAX);
+    let applied: Option<i64> = tx
+        .query_opt(
+            "SELECT applied_batch FROM nodes WHERE node_id = $1 FOR UPDATE",
+            &[&flush.node_id],
+        )
+        .await?
+        .map(|r| r.get(0));
+    let replayed = match applied {
+        Some(done) if done >= number => true,
+        Some(_) => {
+            tx.execute(
+                "UPDATE nodes SET applied_batch = $2, heartbeat_at = now() WHERE node_id = $1",
+                &[&flush.node_id, &number],
+            )
+            .await?;
+            false
+        }
+        None => {
+            tx.execute(
+                "INSERT INTO nodes (node_id, applied_batch) VALUES ($1, $2)",
+                &[&flush.node_id, &number],
+            )
+            .await?;
+            false
+        }
+    };
+    // Every account this flush touches or holds a grant on, locked in id order.
+    let held: Vec<i64> = tx
+        .query(
+            "SELECT account_id FROM leases WHERE node_id = $1",
+            &[&flush.node_id],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut ids: BTreeSet<i64> = held.into_iter().collect();
+    if !replayed {
+        ids.extend(flush.charges.iter().map(|c| c.account_id));
+        ids.extend(flush.returns.iter().map(|(id, _)| *id));
+    }
+    let ids: Vec<i64> = ids.into_iter().collect();
+    let mut accounts: BTreeMap<i64, (i64, i64, i64)> = BTreeMap::new(); // balance, leased, own
+    for r in tx
+        .query(
+            "SELECT a.id, a.balance, a.leased, coalesce(l.remaining, 0)
+             FROM accounts a
+             LEFT JOIN leases l ON l.account_id = a.id AND l.node_id = $2
+             WHERE a.id = ANY($1) ORDER BY a.id FOR UPDATE OF a",
+            &[&ids, &flush.node_id],
+        )
+        .await?
+    {
+        accounts.insert(r.get(0), (r.get(1), r.get(2), r.get(3)));
+    }
+    if !replayed {
+        let at = unix_secs(flush.at);
+        for charge in flush.charges {
+            let Some((balance, leased, own)) = accounts.get_mut(&charge.account_id) else {
+                tracing::error!("charges of a missing account {} dropped", charge.account_id);
+                continue;
+            };
+            let free = micros(*balance - *leased)?;
+            let (from_grant, from_free) = grant::take(charge.amount, micros(*own)?, free);
+            let taken = from_grant.get() + from_free.get();
+            if taken < charge.amount.get() {
+                tracing::warn!(
+                    "account {}: {} micros charged but only {taken} could be taken \
+                     (a grant expired while this node could not flush)",
+                    charge.account_id,
+                    charge.amount
+                );
+            }
+            *own -= from_grant.get();
+            *leased -= from_grant.get();
+            *balance -= taken;
+            tx.execute(
+                "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
+                                     endpoint, node_id)
+                 VALUES ($1, $2, 'charge', $3, $4, $5, $6, $7)",
+                &[
+                    &charge.account_id,
+                    &at,
+                    &-taken,
+                    &*balance,
+                    &i64::try_from(charge.queries).unwrap_or(i64::MAX),
+                    &charge.endpoint.as_str(),
+                    &flush.node_id,
+                ],
+            )
+            .await
+            .context("appending a charge row")?;
+        }
+        for (account_id, amount) in flush.returns {
+            let Some((_, leased, own)) = accounts.get_mut(account_id) else {
+                continue;
+            };
+            let back = amount.get().min(*own);
+            *own -= back;
+            *leased -= back;
+        }
+        let touched: BTreeSet<i64> = flush
+            .charges
+            .iter()
+            .map(|c| c.account_id)
+            .chain(flush.returns.iter().map(|(id, _)| *id))
+            .collect();
+        for id in touched {
+            let Some((balance, leased, own)) = accounts.get(&id) else {
+                continue;
+            };
+            tx.execute(
+                "UPDATE accounts SET balance = $2, leased = $3 WHERE id = $1",
+                &[&id, balance, leased],
+            )
+            .await?;
+            tx.execute(
+                "UPDATE leases SET remaining = $3 WHERE account_id = $1 AND node_id = $2",
+                &[&id, &flush.node_id, own],
+            )
+            .await?;
+        }
+        store_answers(&tx, flush.answers).await?;
+    }
+    tx.execute(
+        "DELETE FROM leases WHERE node_id = $1 AND remaining = 0",
+        &[&flush.node_id],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE leases SET expires_at = now() + make_interval(secs => $2)
+         WHERE node_id = $1 AND account_id = ANY($3)",
+        &[&flush.node_id, &secs(flush.ttl), &ids],
+    )
+    .await?;
+    let grants = node_grants(&tx, flush.node_id).await?;
+    let version = super::version(&tx).await?;
+    tx.commit().await.context("committing a flush")?;
+    Ok(Flushed {
+        grants,
+        version,
+        replayed,
+    })
+}
+
+async fn node_grants(client: &impl GenericClient, node_id: i64) -> anyhow::Result<Vec<NodeGrant>> {
+    let mut grants = Vec::new();
+    for r in client
+        .query(
+            "SELECT l.account_id, l.remaining, a.balance FROM leases l
+             JOIN accounts a ON a.id = l.account_id WHERE l.node_id = $1",
+            &[&node_id],
+        )
+        .await?
+    {
+        grants.push(NodeGrant {
+            account_id: r.get(0),
+            remaining: micros(r.get(1))?,
+            balance: micros(r.get(2))?,
+        });
+    }
+    Ok(grants)
+}
+
+async fn store_answers(
+    client: &impl GenericClient,
+    answers: &[StoredAnswer],
+) -> anyhow::Result<()> {
+    for answer in answers {
+        client
+            .execute(
+                "INSERT INTO idempotent_answers
+                     (account_id, idempotency_key, endpoint, fingerprint, body, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (account_id, idempotency_key) DO UPDATE SET
+                     endpoint = excluded.endpoint, fingerprint = excluded.fingerprint,
+                     body = excluded.body, created_at = excluded.created_at",
+                &[
+                    &answer.account_id,
+                    &answer.key.as_str(),
+                    &answer.endpoint.as_str(),
+                    &&answer.fingerprint.as_bytes()[..],
+                    &&answer.body[..],
+                    &unix_secs(answer.answered),
+                ],
+            )
+            .await
+            .context("storing an idempotent answer")?;
+    }
+    Ok(())
+}
+
+/// The answers given at `since` or later, without bodies.
+pub async fn load_answers(client: &Client, since: SystemTime) -> anyhow::Result<Vec<AnswerIndex>> {
+    let mut answers = Vec::new();
+    for r in client
+        .query(
+            "SELECT account_id, idempotency_key, endpoint, fingerprint, created_at
+             FROM idempotent_answers WHERE created_at >= $1",
+            &[&unix_secs(since)],
+        )
+        .await?
+    {
+        let key: String = r.get(1);
+        let endpoint: String = r.get(2);
+        let fingerprint: Vec<u8> = r.get(3);
+        let (Some(key), Some(endpoint), Some(fingerprint)) = (
+            IdempotencyKey::parse(key.as_bytes()),
+            Endpoint::parse(&endpoint),
+            <[u8; 32]>::try_from(fingerprint.as_slice())
+                .ok()
+                .map(Fingerprint::from_bytes),
+        ) else {
+            continue;
+        };
+        answers.push(AnswerIndex {
+            account_id: r.get(0),
+            key,
+            endpoint,
+            fingerprint,
+            answered: SystemTime::UNIX_EPOCH
+                + Duration::from_secs(u64::try_from(r.get::<_, i64>(4)).unwrap_or(0)),
+        });
+    }
+    Ok(answers)
+}
+
+/// The body of a stored answer.
+pub async fn answer_body(
+    client: &Client,
+    account_id: i64,
+    key: &IdempotencyKey,
+) -> anyhow::Result<Option<Arc<[u8]>>> {
+    Ok(client
+        .query_opt(
+            "SELECT body FROM idempotent_answers WHERE account_id = $1 AND idempotency_key = $2",
+            &[&account_id, &key.as_str()],
+        )
+        .await?
+        .map(|r| Arc::from(r.get::<_, Vec<u8>>(0))))
+}
+
+/// Deletes up to 1,000 answers given before `before`; how many.
+pub async fn purge_answers(client: &Client, before: SystemTime) -> anyhow::Result<usize> {
+    let deleted = client
+        .execute(
+            "DELETE FROM idempotent_answers WHERE ctid IN (
+                 SELECT ctid FROM idempotent_answers WHERE created_at < $1 LIMIT 1000)",
+            &[&unix_secs(before)],
+        )
+        .await?;
+    Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
+}
+
+/// Grants past their expiry (on the database clock) go back to their accounts' free
+/// balance. Accounts locked in id order; one another transaction holds is skipped (its
+/// next grant sweeps it). How many grants were swept.
+pub async fn sweep(client: &mut Client) -> anyhow::Result<u64> {
+    let tx = client.transaction().await?;
+    let ids: Vec<i64> = tx
+        .query(
+            "SELECT id FROM accounts WHERE id IN
+                 (SELECT account_id FROM leases WHERE expires_at < now())
+             ORDER BY id FOR UPDATE SKIP LOCKED",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if ids.is_empty() {
+        tx.commit().await?;
+        return Ok(0);
+    }
+    let swept = tx
+        .query(
+            "WITH gone AS (DELETE FROM leases WHERE account_id = ANY($1) AND expires_at < now()
+                           RETURNING account_id, remaining),
+                  sums AS (SELECT account_id, sum(remaining)::bigint AS total, count(*) AS n
+                           FROM gone GROUP BY account_id)
+             UPDATE accounts a SET leased = a.leased - s.total FROM sums s
+             WHERE a.id = s.account_id RETURNING s.n",
+            &[&ids],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(swept.iter().map(|r| count(r.get(0))).sum())
+}
+
+/// The node's heartbeat, and the version of accounts and keys now.
+pub async fn heartbeat(client: &Client, node_id: i64) -> anyhow::Result<i64> {
+    client
+        .execute(
+            "UPDATE nodes SET heartbeat_at = now() WHERE node_id = $1",
+            &[&node_id],
+        )
+        .await?;
+    super::version(client).await
+}
+
+/// The node's books hold version `version` of accounts and keys.
+pub async fn acknowledge(client: &Client, node_id: i64, version: i64) -> anyhow::Result<()> {
+    client
+        .execute(
+            "UPDATE nodes SET seen_version = greatest(seen_version, $2), heartbeat_at = now()
+             WHERE node_id = $1",
+            &[&node_id, &version],
+        )
+        .await?;
+    Ok(())
+}
+
+/// A clean stop: whatever the node still holds goes back, and its row goes.
+pub async fn close(client: &mut Client, node_id: i64) -> anyhow::Result<()> {
+    let tx = client.transaction().await?;
+    let ids: Vec<i64> = tx
+        .query(
+            "SELECT id FROM accounts WHERE id IN (SELECT account_id FROM leases WHERE node_id = $1)
+             ORDER BY id FOR UPDATE",
+            &[&node_id],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    tx.execute(
+        "WITH gone AS (DELETE FROM leases WHERE node_id = $1 AND account_id = ANY($2)
+                       RETURNING account_id, remaining)
+         UPDATE accounts a SET leased = a.leased - g.remaining FROM gone g
+         WHERE a.id = g.account_id",
+        &[&node_id, &ids],
+    )
+    .await?;
+    tx.execute("DELETE FROM nodes WHERE node_id = $1", &[&node_id])
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
