@@ -119,10 +119,16 @@ impl State {
         let answer = timings.processing_async(O::work(self, parsed)).await?;
         let t = Instant::now();
         let charged = match &claimed {
-            None => self.billing.charge(caller, queries, O::ENDPOINT),
-            Some(claimed) => self
-                .billing
-                .charge_held(caller, queries, O::ENDPOINT, claimed),
+            None => {
+                self.billing
+                    .charge_async(caller, queries, O::ENDPOINT)
+                    .await
+            }
+            Some(claimed) => {
+                self.billing
+                    .charge_held_async(caller, queries, O::ENDPOINT, claimed)
+                    .await
+            }
         }
         .map_err(|e| refused(e, O::ENDPOINT))?;
         // A held charge is committed with its answer: `billed_once` waits for that flush.

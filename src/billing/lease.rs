@@ -23,6 +23,10 @@ pub const IDLE_RETURN: Duration = Duration::from_secs(1);
 /// How long a node short of money waits for other nodes to hand back what it recalled
 /// before it asks the ledger the last time (3 flush intervals).
 pub const RECALL_WAIT: Duration = Duration::from_millis(30);
+/// A grant this fresh is kept through a recall: requests of this node asked for it and
+/// are about to spend it (handing it straight back makes the last cents of a balance
+/// bounce between nodes).
+const RECALL_HOLD: Duration = Duration::from_millis(50);
 /// A grant asks for twice what the node spent on the account in the last window this long.
 const WANT_WINDOW: Duration = Duration::from_millis(200);
 
@@ -61,6 +65,8 @@ pub(super) struct Lease {
     pub recalled: bool,
     /// When the node last spent from it, or was granted it.
     pub last_used: Option<BootTime>,
+    /// When the ledger last granted it more.
+    pub granted_at: Option<BootTime>,
     window: Option<BootTime>,
     spent_in_window: Micros,
     spent_in_last_window: Micros,
@@ -115,7 +121,17 @@ impl Lease {
             .last_used
             .is_none_or(|used| now.since(used) >= IDLE_RETURN);
         let expired = self.deadline.is_none_or(|d| now >= d);
-        stopping || self.recalled || idle || expired
+        let recalled = self.recalled
+            && self
+                .granted_at
+                .is_none_or(|granted| now.since(granted) >= RECALL_HOLD);
+        stopping || recalled || idle || expired
+    }
+
+    /// The ledger granted it more at `now`.
+    pub fn granted(&mut self, now: BootTime) {
+        self.granted_at = Some(now);
+        self.last_used = Some(now);
     }
 }
 

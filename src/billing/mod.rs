@@ -201,9 +201,75 @@ struct Books {
 /// A request short of its grant asks the writer for more.
 struct GrantRequest {
     account_id: i64,
-    need: Micros,
+    short: Short,
+    reply: tokio::sync::oneshot::Sender<Result<Granted, String>>,
+}
+
+/// A charge the node's grant does not cover: its cost, and how much to ask for (what is
+/// missing is decided when the writer asks: other requests may have spent some since).
+#[derive(Debug, Clone, Copy)]
+struct Short {
+    cost: Micros,
     want: Micros,
-    reply: std::sync::mpsc::Sender<Result<Granted, String>>,
+}
+
+/// One charge asking the ledger for grants: what the answers so far decide.
+struct Asking {
+    give_up: Instant,
+    /// Nothing was free, but other nodes held grants of the account and were told to hand
+    /// them back: wait, ask again.
+    recall_wait: bool,
+    recalls: u32,
+    granted: u32,
+}
+
+impl Asking {
+    fn new() -> Asking {
+        Asking {
+            give_up: Instant::now() + GRANT_PATIENCE,
+            recall_wait: false,
+            recalls: 0,
+            granted: 0,
+        }
+    }
+
+    /// After the ledger's answer: `Some` verdict to give (402 when nothing was free and
+    /// no other node held any of the account, or still held some after `RECALLS` recall
+    /// waits; 503 when the ledger cannot be reached or other requests of the node kept
+    /// taking the grants), or `None`: decide again (after the recall wait when
+    /// `recall_wait`).
+    fn after(&mut self, answer: Result<Granted, String>) -> Option<Result<Charged, BillingError>> {
+        self.recall_wait = false;
+        match answer {
+            Ok(Granted::More) => self.granted += 1,
+            Ok(Granted::Nothing { elsewhere: false }) => {
+                return Some(Err(Refusal::InsufficientBalance.into()));
+            }
+            Ok(Granted::Nothing { elsewhere: true }) if self.recalls >= RECALLS => {
+                return Some(Err(Refusal::InsufficientBalance.into()));
+            }
+            Ok(Granted::Nothing { elsewhere: true }) => {
+                self.recalls += 1;
+                self.recall_wait = true;
+            }
+            Err(why) => {
+                tracing::warn!("a charge short of its grant gets 503: {why}");
+                return Some(Err(BillingError::Unavailable(why)));
+            }
+        }
+        if Instant::now() >= self.give_up {
+            tracing::warn!(
+                "a charge short of its grant gets 503: asked for {GRANT_PATIENCE:?} \
+                 ({} grants taken by other requests, {} recalls)",
+                self.granted,
+                self.recalls
+            );
+            return Some(Err(BillingError::Unavailable(
+                "the grants of this node were taken by its other requests".into(),
+            )));
+        }
+        None
+    }
 }
 
 /// What the ledger answered a grant request.
@@ -211,9 +277,15 @@ struct GrantRequest {
 enum Granted {
     /// The grant grew (or already covered the need): decide again.
     More,
-    /// Less than the need is free: only a recall can help.
-    Nothing,
+    /// Less than the need is free; `elsewhere`: other nodes hold grants of the account
+    /// (they were told to hand them back).
+    Nothing { elsewhere: bool },
 }
+
+/// How many recall waits a charge short of money sits through while other nodes still
+/// hold grants of the account, before it answers 402 (a live node hands back within a
+/// flush or two; a dead one's grant expires after `lease::LEASE_TTL`).
+const RECALLS: u32 = 5;
 
 /// How long one charge keeps asking for grants before it gives up with 503 (the ledger
 /// kept granting, and other requests of the node kept taking it first).
@@ -388,44 +460,100 @@ impl Billing {
         endpoint: Endpoint,
         hold_on: Option<&ClaimedKey>,
     ) -> Result<Charged, BillingError> {
-        let mut patience: Option<Instant> = None;
-        let mut recalled = false;
-        let (mut books, now) = loop {
-            let now = SystemTime::now();
-            let mut books = self.books();
-            let Some((need, want)) = books.short_of_grant(caller, queries, now) else {
-                break (books, now);
-            };
-            // Short of this node's grant: ask the ledger (a 402 is decided only there).
-            drop(books);
-            let give_up = *patience.get_or_insert_with(|| Instant::now() + GRANT_PATIENCE);
-            if Instant::now() >= give_up {
-                let verdict = Err(BillingError::Unavailable(
-                    "the grants of this node were taken by its other requests".into(),
-                ));
-                self.count(&verdict);
-                return verdict;
-            }
-            match self.ask_for_grant(caller.account_id, need, want) {
-                Ok(Granted::More) => {}
-                Ok(Granted::Nothing) if !recalled => {
-                    // The ledger told the nodes holding this account's money to hand it
-                    // back at their next flush; ask once more after that.
-                    recalled = true;
-                    std::thread::sleep(lease::RECALL_WAIT);
-                }
-                Ok(Granted::Nothing) => {
-                    let verdict = Err(Refusal::InsufficientBalance.into());
-                    self.count(&verdict);
-                    return verdict;
-                }
-                Err(why) => {
-                    let verdict = Err(BillingError::Unavailable(why));
-                    self.count(&verdict);
-                    return verdict;
+        let mut asking = Asking::new();
+        loop {
+            match self.try_decide(caller, queries, endpoint, hold_on) {
+                Ok(verdict) => return verdict,
+                Err(short) => {
+                    // Not on an async worker (`charge_async` is): blocking is fine.
+                    let answer = self
+                        .ask_for_grant(caller.account_id, short)
+                        .and_then(|reply| {
+                            reply
+                                .blocking_recv()
+                                .map_err(|_| "billing stopped".to_string())?
+                        });
+                    if let Some(verdict) = asking.after(answer) {
+                        self.count(&verdict);
+                        return verdict;
+                    }
+                    if asking.recall_wait {
+                        std::thread::sleep(lease::RECALL_WAIT);
+                    }
                 }
             }
-        };
+        }
+    }
+
+    /// As `charge`, on an async worker: when the node's grant is short it waits for the
+    /// ledger without blocking the worker.
+    pub async fn charge_async(
+        &self,
+        caller: Caller,
+        queries: u64,
+        endpoint: Endpoint,
+    ) -> Result<Charged, BillingError> {
+        self.decide_async(caller, queries, endpoint, None).await
+    }
+
+    /// As `charge_held`, on an async worker.
+    pub async fn charge_held_async(
+        &self,
+        caller: Caller,
+        queries: u64,
+        endpoint: Endpoint,
+        key: &ClaimedKey,
+    ) -> Result<Charged, BillingError> {
+        self.decide_async(caller, queries, endpoint, Some(key))
+            .await
+    }
+
+    async fn decide_async(
+        &self,
+        caller: Caller,
+        queries: u64,
+        endpoint: Endpoint,
+        hold_on: Option<&ClaimedKey>,
+    ) -> Result<Charged, BillingError> {
+        let mut asking = Asking::new();
+        loop {
+            match self.try_decide(caller, queries, endpoint, hold_on) {
+                Ok(verdict) => return verdict,
+                Err(short) => {
+                    let answer = match self.ask_for_grant(caller.account_id, short) {
+                        Ok(reply) => tokio::time::timeout(GRANT_WAIT, reply)
+                            .await
+                            .map_err(|_| format!("no grant from the ledger within {GRANT_WAIT:?}"))
+                            .and_then(|r| r.map_err(|_| "billing stopped".to_string())?),
+                        Err(why) => Err(why),
+                    };
+                    if let Some(verdict) = asking.after(answer) {
+                        self.count(&verdict);
+                        return verdict;
+                    }
+                    if asking.recall_wait {
+                        tokio::time::sleep(lease::RECALL_WAIT).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides the charge now when the node's grant covers it (or the store leases the
+    /// whole balance); `Err((need, want))` when the grant is short and the ledger must be
+    /// asked first (a 402 is decided only there).
+    fn try_decide(
+        &self,
+        caller: Caller,
+        queries: u64,
+        endpoint: Endpoint,
+        hold_on: Option<&ClaimedKey>,
+    ) -> Result<Result<Charged, BillingError>, Short> {
+        let now = SystemTime::now();
+        let mut books = self.books();
+        if let Some(short) = books.short_of_grant(caller, queries, now) {
+            return Err(short);
+        }
         let verdict = books.check(caller, queries, now).and_then(|_| {
             let account = books
                 .accounts
@@ -466,21 +594,20 @@ impl Billing {
         }
         if let Ok(charged) = &verdict {
             self.shared.counts.charges.fetch_add(1, Ordering::Relaxed);
-            return Ok(*charged);
+            return Ok(Ok(*charged));
         }
         self.count(&verdict);
-        verdict
+        Ok(verdict)
     }
 
-    /// Asks the writer to ask the store for `need` more of the account (up to `want`),
-    /// and waits for the answer; `Err` (503) when the ledger cannot be reached.
+    /// Asks the writer to ask the store for `need` more of the account (up to `want`);
+    /// the answer comes on the receiver. `Err` (503) while the ledger cannot be written.
     fn ask_for_grant(
         &self,
         account_id: i64,
-        need: Micros,
-        want: Micros,
-    ) -> Result<Granted, String> {
-        let (reply, answer) = std::sync::mpsc::channel();
+        short: Short,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<Granted, String>>, String> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
         {
             let mut books = self.books();
             if let Some(why) = &books.failing {
@@ -488,22 +615,12 @@ impl Billing {
             }
             books.grant_requests.push(GrantRequest {
                 account_id,
-                need,
-                want,
+                short,
                 reply,
             });
         }
         self.shared.wake.notify_all();
-        let wait = || answer.recv_timeout(GRANT_WAIT);
-        // The request is on an async worker: let the runtime move its other tasks away
-        // while this one waits for the ledger (about a round trip).
-        let answered = match tokio::runtime::Handle::try_current() {
-            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(wait)
-            }
-            _ => wait(),
-        };
-        answered.map_err(|_| format!("no grant from the ledger within {GRANT_WAIT:?}"))?
+        Ok(answer)
     }
 
     /// What a request of `endpoint` with the body `fingerprint` finds under `key` of
@@ -700,12 +817,7 @@ impl Books {
     /// caller's account, how much more it needs and how much to ask for. `None` when the
     /// grant covers them, or when the charge is refused for another reason first (401,
     /// 503) or the whole balance is this node's (the file).
-    fn short_of_grant(
-        &mut self,
-        caller: Caller,
-        queries: u64,
-        now: SystemTime,
-    ) -> Option<(Micros, Micros)> {
+    fn short_of_grant(&mut self, caller: Caller, queries: u64, now: SystemTime) -> Option<Short> {
         if self.leasing != Leasing::Grants {
             return None;
         }
@@ -717,7 +829,10 @@ impl Books {
         let lease = self.leases.entry(caller.account_id).or_default();
         let usable = lease.usable(BootTime::now());
         let need = cost.checked_sub(usable).filter(|n| *n > Micros::ZERO)?;
-        Some((need, lease.want(need)))
+        Some(Short {
+            cost,
+            want: lease.want(need),
+        })
     }
 
     /// What this node charged of the account and the store does not hold yet: pending,
@@ -843,10 +958,10 @@ impl Books {
             .iter_mut()
             .filter_map(|(id, lease)| {
                 let back = lease.to_return(now, stopping).then_some((*id, lease.left));
-                if back.is_some() {
+                if back.is_some() || lease.left == Micros::ZERO {
                     lease.left = Micros::ZERO;
+                    lease.recalled = false;
                 }
-                lease.recalled = false;
                 back
             })
             .collect();
@@ -996,6 +1111,9 @@ fn purge_answers(store: &mut dyn ChargeStore, shared: &Shared) -> Duration {
 /// account at a time; a request whose grant another one's already covers is answered
 /// without asking.
 fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<GrantRequest>) {
+    // What the ledger refused in this turn, per account: (the smallest need refused, whether
+    // other nodes held grants). A request needing as much gets the same answer unasked.
+    let mut refused: HashMap<i64, (Micros, bool)> = HashMap::new();
     for request in requests {
         let before = {
             let books = lock(&shared.books);
@@ -1007,25 +1125,50 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
                 .leases
                 .get(&request.account_id)
                 .map_or(Micros::ZERO, |l| l.usable(BootTime::now()));
-            if usable >= request.need {
+            if usable >= request.short.cost {
                 let _ = request.reply.send(Ok(Granted::More));
+                continue;
+            }
+            if let Some((need, elsewhere)) = refused.get(&request.account_id)
+                && request
+                    .short
+                    .cost
+                    .checked_sub(usable)
+                    .unwrap_or(Micros::ZERO)
+                    >= *need
+            {
+                let _ = request.reply.send(Ok(Granted::Nothing {
+                    elsewhere: *elsewhere,
+                }));
                 continue;
             }
             usable
         };
         let sent = BootTime::now();
-        let answer = match store.grant(request.account_id, request.need, request.want) {
+        // What is still missing now (other requests may have spent some of the grant).
+        let need = request
+            .short
+            .cost
+            .checked_sub(before)
+            .unwrap_or(Micros::ZERO);
+        let want = request.short.want.max(need);
+        let answer = match store.grant(request.account_id, need, want) {
             Ok(grant) => {
                 let mut books = lock(&shared.books);
                 books.sync_grant(grant, sent);
+                if let Some(lease) = books.leases.get_mut(&request.account_id) {
+                    lease.granted(sent);
+                }
                 let after = books
                     .leases
                     .get(&request.account_id)
                     .map_or(Micros::ZERO, |l| l.usable(sent));
-                Ok(if after > before || after >= request.need {
+                Ok(if after > before || after >= request.short.cost {
                     Granted::More
                 } else {
-                    Granted::Nothing
+                    let elsewhere = grant.elsewhere > Micros::ZERO;
+                    refused.insert(request.account_id, (need, elsewhere));
+                    Granted::Nothing { elsewhere }
                 })
             }
             Err(e) => {

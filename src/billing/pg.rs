@@ -164,6 +164,7 @@ impl ChargeStore for PgStore {
             account_id: grant.account_id,
             remaining: grant.remaining,
             balance: grant.balance,
+            elsewhere: grant.elsewhere,
         })
     }
 
@@ -198,6 +199,7 @@ impl ChargeStore for PgStore {
                     account_id: g.account_id,
                     remaining: g.remaining,
                     balance: g.balance,
+                    elsewhere: g.elsewhere,
                 })
                 .collect(),
             version: Some(flushed.version),

@@ -59,6 +59,7 @@ impl ChargeStore for SqliteStore {
             account_id,
             remaining: balance,
             balance,
+            elsewhere: Micros::ZERO,
         })
     }
 

@@ -57,6 +57,9 @@ pub struct Grant {
     pub account_id: i64,
     pub remaining: Micros,
     pub balance: Micros,
+    /// What other nodes hold of the account, as a grant found it (they were asked to hand
+    /// it back when nothing could be granted); zero in a flush's report.
+    pub elsewhere: Micros,
 }
 
 /// What a flush reports back.

@@ -29,6 +29,8 @@ pub struct NodeGrant {
     pub account_id: i64,
     pub remaining: Micros,
     pub balance: Micros,
+    /// What other nodes hold of the account (a grant answers it; a flush does not).
+    pub elsewhere: Micros,
 }
 
 /// One flush of a node.
@@ -237,6 +239,7 @@ pub async fn grant(
         account_id,
         remaining: micros(remaining)?,
         balance: micros(balance)?,
+        elsewhere: micros(leased - own).unwrap_or(Micros::ZERO),
     })
 }
 
@@ -406,6 +409,7 @@ async fn node_grants(client: &impl GenericClient, node_id: i64) -> anyhow::Resul
             account_id: r.get(0),
             remaining: micros(r.get(1))?,
             balance: micros(r.get(2))?,
+            elsewhere: Micros::ZERO,
         });
     }
     Ok(grants)
