@@ -1,0 +1,20 @@
+//! Black-box tests of cluster mode (docs/cluster.md): a throwaway PostgreSQL, three
+//! `postal serve --ledger` nodes on a copy of the sample database each, racing clients.
+//! They assert invariants, not throughput (two cores run all of it), one scenario at a
+//! time. Without PostgreSQL's binaries they print "skipped" and pass, unless
+//! `POSTAL_REQUIRE_PG` is set (CI sets it).
+
+/// The throwaway PostgreSQL, the nodes, the CLI against the ledger, and checks.
+mod helpers;
+
+/// Racing requests over three nodes on a balance of exactly 50 queries.
+mod race;
+
+/// A node killed under load; PostgreSQL crashed and restarted under load.
+mod failures;
+
+/// Top-up and revocation under load hold on every node once the command returns.
+mod admin;
+
+/// `postal ledger migrate` from a single file.
+mod migrate;

@@ -1,0 +1,73 @@
+use std::process::Command;
+
+use crate::helpers::{Node, PgCluster, assert_ledger_ok, one_at_a_time, postal};
+
+/// `postal --db FILE args...` (single-file mode).
+fn postal_file(file: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_postal"))
+        .arg("--db")
+        .arg(file)
+        .args(args)
+        .env_remove("POSTAL_LEDGER")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn ledger_migrate_moves_a_single_file_installation_and_both_sides_verify() {
+    let _one = one_at_a_time();
+    let Some(pg) = PgCluster::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("postal.db");
+    let first = postal_file(&file, &["account", "create", "--name", "first"]);
+    let second = postal_file(&file, &["account", "create"]);
+    let account_id = first["accountId"].as_str().unwrap();
+    postal_file(&file, &["account", "topup", account_id, "--usd", "5"]);
+    postal_file(
+        &file,
+        &["account", "limits", account_id, "--per-minute", "100"],
+    );
+    let revoked = postal_file(&file, &["key", "create", account_id]);
+    postal_file(
+        &file,
+        &["key", "revoke", revoked["keyId"].as_str().unwrap()],
+    );
+    let listed = postal_file(&file, &["account", "list"]);
+
+    let migrated = postal(
+        &pg.url(),
+        &["ledger", "migrate", "--from", file.to_str().unwrap()],
+    )
+    .json();
+    assert_eq!(migrated["accounts"], 2);
+    assert_eq!(migrated["keys"], 3);
+    assert_eq!(migrated["entries"], 3);
+    assert_eq!(migrated["ledgerOk"], true);
+    assert_eq!(postal_file(&file, &["ledger", "verify"])["ok"], true);
+    assert_ledger_ok(&pg);
+    assert_eq!(postal(&pg.url(), &["account", "list"]).json(), listed);
+
+    // Into a ledger that holds accounts: refused.
+    let again = postal(
+        &pg.url(),
+        &["ledger", "migrate", "--from", file.to_str().unwrap()],
+    );
+    assert_eq!(again.code, 2, "{}", again.stderr);
+
+    // The moved keys answer on a node; the revoked one does not; new accounts get new ids.
+    let node = Node::start(&pg.url());
+    let client = node.client();
+    assert_eq!(client.lookup(first["apiKey"].as_str().unwrap()).0, 200);
+    assert_eq!(client.lookup(second["apiKey"].as_str().unwrap()).0, 200);
+    assert_eq!(client.lookup(revoked["apiKey"].as_str().unwrap()).0, 401);
+    let third = postal(&pg.url(), &["account", "create"]).json();
+    assert_eq!(client.lookup(third["apiKey"].as_str().unwrap()).0, 200);
+    drop(node);
+    assert_ledger_ok(&pg);
+}
