@@ -18,3 +18,6 @@ mod admin;
 
 /// `postal ledger migrate` from a single file.
 mod migrate;
+
+/// A flush whose COMMIT answer was lost, retried under its number: applied once.
+mod replay;
