@@ -9,7 +9,8 @@
 # With `--without-hot-path` instead of a commit, the other server is this binary answering
 # POST /api/lookup through poem's routing (`postal serve --without-hot-path`), on a copy
 # of this version's database: the hot path's own effect, with nothing else changed.
-# Usage: [ROUNDS=4] bench/cpu-ab.sh <commit>|--without-hot-path   (run bench/api.sh once
+# SERVE_FLAGS (e.g. --durable-charges) are given to both postal servers.
+# Usage: [ROUNDS=4] [SERVE_FLAGS=...] bench/cpu-ab.sh <commit>|--without-hot-path   (run bench/api.sh once
 # first: its database, account and Lua scripts in bench/out are reused)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,9 +40,9 @@ else
   sed "s/$this_key/$(echo "$account" | field apiKey)/g" "$OUT/us-post.lua" >"$OUT/us-post-ab.lua"
 fi
 
-"$OLD" --db "$OLD_DB" serve "${OLD_FLAGS[@]}" --listen 127.0.0.1:18094 >"$OUT/server-ab.log" 2>&1 &
+"$OLD" --db "$OLD_DB" serve "${OLD_FLAGS[@]}" ${SERVE_FLAGS:-} --listen 127.0.0.1:18094 >"$OUT/server-ab.log" 2>&1 &
 old=$!
-$POSTAL --db "$OUT/bench.db" serve --listen 127.0.0.1:18090 >"$OUT/server-ab-this.log" 2>&1 &
+$POSTAL --db "$OUT/bench.db" serve ${SERVE_FLAGS:-} --listen 127.0.0.1:18090 >"$OUT/server-ab-this.log" 2>&1 &
 this=$!
 target/release/examples/bare 127.0.0.1:18091 >/dev/null 2>&1 &
 bare=$!

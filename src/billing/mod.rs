@@ -38,7 +38,7 @@ pub mod store;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
@@ -154,6 +154,10 @@ struct Shared {
     books: Mutex<Books>,
     /// Wakes the writer: a charge in durable mode, a reload request, stop.
     wake: Condvar,
+    /// Set (under the books' mutex) while the writer waits on `wake`, taken by the one
+    /// durable charge that wakes it: a charge made while the writer is flushing makes no
+    /// futex call (it checks for pending charges before it waits again).
+    writer_waiting: AtomicBool,
     flushed: tokio::sync::watch::Sender<FlushState>,
     options: BillingOptions,
     counts: Counts,
@@ -251,6 +255,7 @@ impl Billing {
         let shared = Arc::new(Shared {
             books: Mutex::new(books),
             wake: Condvar::new(),
+            writer_waiting: AtomicBool::new(false),
             flushed,
             options,
             counts: Counts::default(),
@@ -522,9 +527,11 @@ impl Billing {
         }
     }
 
-    /// In durable mode, a pending charge is flushed at once.
+    /// In durable mode, a pending charge is flushed at once: the writer is woken if it
+    /// waits. Called after the charge was made pending under the books' mutex, so a writer
+    /// that was not waiting then sees it before it waits.
     fn wake_durable(&self) {
-        if self.shared.options.durable {
+        if self.shared.options.durable && self.shared.writer_waiting.swap(false, Ordering::AcqRel) {
             self.shared.wake.notify_all();
         }
     }
@@ -767,11 +774,13 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                 if left.is_zero() {
                     break;
                 }
+                shared.writer_waiting.store(true, Ordering::Release);
                 books = shared
                     .wake
                     .wait_timeout(books, left)
                     .map(|(b, _)| b)
                     .unwrap_or_else(|p| p.into_inner().0);
+                shared.writer_waiting.store(false, Ordering::Relaxed);
             }
             let reloads = std::mem::take(&mut books.reload_requests);
             let batch = (!books.pending.is_empty()).then(|| books.take_batch());
