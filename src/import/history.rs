@@ -218,7 +218,8 @@ pub struct Shrink {
 impl std::fmt::Display for Shrink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.after == 0 {
-            write!(f, "{} would vanish ({} codes)", self.country, self.before)
+            let codes = if self.before == 1 { "code" } else { "codes" };
+            write!(f, "{} would vanish ({} {codes})", self.country, self.before)
         } else {
             let lost = 100.0 * (self.before - self.after) as f64 / self.before as f64;
             write!(
@@ -288,6 +289,7 @@ mod tests {
         // Exactly 90% kept, a new country, growth: none.
         assert!(shrink_of(&[("DE", 1000)], &[("DE", 900), ("PL", 10)]).is_empty());
         assert!(shrink_of(&[], &[("DE", 1)]).is_empty());
+        assert_eq!(shrink_of(&[("AI", 1)], &[]), ["AI would vanish (1 code)"]);
     }
 
     #[test]
