@@ -154,9 +154,9 @@ struct Shared {
     books: Mutex<Books>,
     /// Wakes the writer: a charge in durable mode, a reload request, stop.
     wake: Condvar,
-    /// Set (under the books' mutex) while the writer waits on `wake`, taken by the one
-    /// durable charge that wakes it: a charge made while the writer is flushing makes no
-    /// futex call (it checks for pending charges before it waits again).
+    /// Set under the books' mutex while the writer waits on `wake`, taken (under the same
+    /// mutex) by the one durable charge that wakes it: a charge made while the writer is
+    /// flushing makes no futex call (it checks for pending charges before it waits again).
     writer_waiting: AtomicBool,
     flushed: tokio::sync::watch::Sender<FlushState>,
     options: BillingOptions,
@@ -367,10 +367,9 @@ impl Billing {
                 flush: books.batch,
             })
         });
+        let wake = verdict.is_ok() && self.writer_to_wake(&books);
         drop(books);
-        if verdict.is_ok() && hold_on.is_none() {
-            self.wake_durable();
-        }
+        self.wake_writer(wake);
         if let Ok(charged) = &verdict {
             self.shared.counts.charges.fetch_add(1, Ordering::Relaxed);
             return Ok(*charged);
@@ -400,6 +399,17 @@ impl Billing {
             ticket,
             open: true,
         })
+    }
+
+    /// In durable mode, waits until everything decided so far has committed: a replay of
+    /// an answer whose flush has not committed yet (its body still in memory) is sent
+    /// only then, as its first answer was. At once in write-behind mode.
+    pub async fn settled(&self) -> Result<(), BillingError> {
+        if !self.shared.options.durable {
+            return Ok(());
+        }
+        let needed = self.books().last_charged_batch();
+        self.flushed_to(needed).await
     }
 
     /// Waits until the flush that holds `charged` has committed (durable mode answers
@@ -454,18 +464,7 @@ impl Billing {
     /// flush failed (the charges stay pending and are retried) or the writer did not
     /// answer within `timeout`.
     pub fn flush_now(&self, timeout: Duration) -> Result<(), BillingError> {
-        // The last batch holding a charge decided so far: the one charges go into now,
-        // or, when it is empty, the one taken before it (committed, or being committed).
-        // Batches commit in order and a failed one goes back into the pending charges,
-        // so `done` reaching it means every earlier charge is in the file.
-        let needed = {
-            let books = self.books();
-            if books.pending.is_empty() {
-                books.batch - 1
-            } else {
-                books.batch
-            }
-        };
+        let needed = self.books().last_charged_batch();
         // The writer answers a reload request after the flush of its turn (which takes
         // everything pending when the turn begins) has committed or failed.
         if !self.reload_now(timeout) {
@@ -527,11 +526,19 @@ impl Billing {
         }
     }
 
-    /// In durable mode, a pending charge is flushed at once: the writer is woken if it
-    /// waits. Called after the charge was made pending under the books' mutex, so a writer
-    /// that was not waiting then sees it before it waits.
-    fn wake_durable(&self) {
-        if self.shared.options.durable && self.shared.writer_waiting.swap(false, Ordering::AcqRel) {
+    /// In durable mode, a pending charge is flushed at once: whether the writer waits and
+    /// must be woken (then by [`wake_writer`](Self::wake_writer) once `books` is
+    /// released). Asked under the books' mutex: the writer sets `writer_waiting` and
+    /// waits without releasing it in between, so a `true` read here always has a waiter
+    /// to wake, and a writer not waiting sees the pending charge before it waits.
+    fn writer_to_wake(&self, books: &Books) -> bool {
+        self.shared.options.durable
+            && !books.pending.is_empty()
+            && self.shared.writer_waiting.swap(false, Ordering::AcqRel)
+    }
+
+    fn wake_writer(&self, wake: bool) {
+        if wake {
             self.shared.wake.notify_all();
         }
     }
@@ -608,6 +615,18 @@ impl Books {
     }
 
     /// The pending charges as a batch; the books start the next one.
+    /// The last batch holding a charge (or an answer) decided so far: the one charges go
+    /// into now, or, when it is empty, the one taken before it (committed, or being
+    /// committed). Batches commit in order and a failed one goes back into the pending
+    /// charges, so `done` reaching it means everything decided before is in the file.
+    fn last_charged_batch(&self) -> u64 {
+        if self.pending.is_empty() {
+            self.batch - 1
+        } else {
+            self.batch
+        }
+    }
+
     fn take_batch(&mut self) -> Batch {
         let pending = std::mem::take(&mut self.pending);
         let number = self.batch;
@@ -684,8 +703,9 @@ impl ClaimedKey {
         }
         books.pending.answers.extend(stored);
         let batch = books.batch;
+        let wake = self.billing.writer_to_wake(&books);
         drop(books);
-        self.billing.wake_durable();
+        self.billing.wake_writer(wake);
         batch
     }
 }
@@ -704,8 +724,9 @@ impl Drop for ClaimedKey {
                 .pending
                 .add(self.account_id, held.endpoint, held.queries, held.amount);
         }
+        let wake = self.billing.writer_to_wake(&books);
         drop(books);
-        self.billing.wake_durable();
+        self.billing.wake_writer(wake);
     }
 }
 
