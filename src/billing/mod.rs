@@ -203,13 +203,14 @@ impl Pending {
         self.rows.is_empty() && self.counters.is_empty() && self.answers.is_empty()
     }
 
-    fn amount_of(&self, account_id: i64) -> Micros {
-        self.rows
-            .iter()
-            .filter(|((id, _), _)| *id == account_id)
-            .fold(Micros::ZERO, |sum, (_, (_, amount))| {
-                sum.checked_add(*amount).unwrap_or(sum)
-            })
+    /// Per account, the amount charged and not yet flushed (one pass over the rows).
+    fn amounts(&self) -> HashMap<i64, Micros> {
+        let mut sums: HashMap<i64, Micros> = HashMap::new();
+        for ((id, _), (_, amount)) in &self.rows {
+            let sum = sums.entry(*id).or_insert(Micros::ZERO);
+            *sum = sum.checked_add(*amount).unwrap_or(*sum);
+        }
+        sums
     }
 
     fn add(&mut self, account_id: i64, endpoint: Endpoint, queries: u64, amount: Micros) {
@@ -583,14 +584,16 @@ impl Books {
     /// what is charged and not yet flushed.
     fn replace(&mut self, snapshot: Snapshot) {
         let mut accounts = HashMap::with_capacity(snapshot.accounts.len());
+        // Once per reload, not per account: the books' mutex is held (every billed request
+        // waits), and a day of idempotency keys may be in `answers`.
+        let (pending, held) = (self.pending.amounts(), self.answers.held());
+        let of = |sums: &HashMap<i64, Micros>, id| sums.get(&id).copied().unwrap_or(Micros::ZERO);
         for (id, mut stored) in snapshot.accounts {
             if let Some(known) = self.accounts.get(&id) {
                 stored.counters = known.counters;
             }
-            let unflushed = self
-                .pending
-                .amount_of(id)
-                .checked_add(self.answers.held_of(id))
+            let unflushed = of(&pending, id)
+                .checked_add(of(&held, id))
                 .unwrap_or(Micros::MAX);
             stored.balance = stored
                 .balance
