@@ -18,7 +18,8 @@
 # previous version of our own code, on a copy of the same database.
 # Prints per server (medians of ROUNDS paired rounds) requests/s, p50, p99, non-2xx and
 # its CPU time per answered request (user + system of all its threads, nginx's workers
-# summed, from /proc: on cores shared with wrk, that CPU is what bounds its requests/s);
+# summed, from /proc: on cores shared with wrk, that CPU is what bounds its requests/s)
+# and that CPU as a ratio to the bare handler's (a) (median of the paired rounds);
 # each one's ratio to nginx (n) and to nginx with its access log (l) (medians of the
 # paired ratios); and how many billing flushes took 100 ms or more (the "slow billing
 # flush" warnings in the logs of this version's two servers, warm-ups included: port
@@ -294,10 +295,12 @@ print(f"connections: {sys.argv[2]}, {sys.argv[3]} s per run, {len(rows)} rounds,
 for i, name in enumerate(names):
     col = lambda k: [r[5 * i + k] for r in rows]
     ratio = lambda j: statistics.median(r[5 * i] / r[5 * j] for r in rows)
+    # CPU per request against the bare handler's (a, column 2), median of the paired rounds.
+    cpu_ratio = statistics.median(r[5 * i + 4] / r[5 * 2 + 4] for r in rows)
     print(f"{name:30}: {statistics.median(col(0)):8.0f} req/s  p50 {statistics.median(col(1)):6.3f} ms"
           f"  p99 {statistics.median(col(2)):6.3f} ms (worst round {max(col(2)):7.3f})"
           f"  non-2xx {sum(col(3)):.0f}  x nginx {ratio(0):.2f}  x nginx+log {ratio(1):.2f}"
-          f"  server CPU {statistics.median(col(4)):5.2f} us/req")
+          f"  server CPU {statistics.median(col(4)):5.2f} us/req = {cpu_ratio:.2f}x bare")
 for row in sys.argv[4].splitlines():
     name, encoding, total, wire, cpu = row.split()
     label = "1,000 records" if name == "validate-bulk" else "1,000 points x 10"

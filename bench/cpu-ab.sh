@@ -9,7 +9,10 @@
 # With `--without-hot-path` instead of a commit, the other server is this binary answering
 # POST /api/lookup through poem's routing (`postal serve --without-hot-path`), on a copy
 # of this version's database: the hot path's own effect, with nothing else changed.
-# Usage: [ROUNDS=4] bench/cpu-ab.sh <commit>|--without-hot-path   (run bench/api.sh once
+# SERVE_FLAGS (e.g. --durable-charges) are given to both postal servers. SCRIPT names
+# the wrk script of bench/out both get (default us-post.lua; another one, such as
+# us-get-pub.lua, only with --without-hot-path, where both servers hold the same keys).
+# Usage: [ROUNDS=4] [SERVE_FLAGS=...] [SCRIPT=...] bench/cpu-ab.sh <commit>|--without-hot-path   (run bench/api.sh once
 # first: its database, account and Lua scripts in bench/out are reused)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +28,9 @@ if [ "${1:-}" = --without-hot-path ]; then
   OLD_DB=$OUT/ab-poem-route.db
   rm -f "$OLD_DB" "$OLD_DB-wal" "$OLD_DB-shm"
   "$POSTAL" --db "$OUT/bench.db" backup "$OLD_DB" >/dev/null
-  cp "$OUT/us-post.lua" "$OUT/us-post-ab.lua"
+  cp "$OUT/${SCRIPT:-us-post.lua}" "$OUT/us-post-ab.lua"
 else
+  [ "${SCRIPT:-us-post.lua}" = us-post.lua ] || { echo "SCRIPT only with --without-hot-path" >&2; exit 2; }
   BASE=$(base_commit "${1:?usage: bench/cpu-ab.sh <commit>|--without-hot-path}")
   build_base "$BASE" "$OUT"
   OLD=$OUT/postal-$BASE
@@ -39,9 +43,9 @@ else
   sed "s/$this_key/$(echo "$account" | field apiKey)/g" "$OUT/us-post.lua" >"$OUT/us-post-ab.lua"
 fi
 
-"$OLD" --db "$OLD_DB" serve "${OLD_FLAGS[@]}" --listen 127.0.0.1:18094 >"$OUT/server-ab.log" 2>&1 &
+"$OLD" --db "$OLD_DB" serve "${OLD_FLAGS[@]}" ${SERVE_FLAGS:-} --listen 127.0.0.1:18094 >"$OUT/server-ab.log" 2>&1 &
 old=$!
-$POSTAL --db "$OUT/bench.db" serve --listen 127.0.0.1:18090 >"$OUT/server-ab-this.log" 2>&1 &
+$POSTAL --db "$OUT/bench.db" serve ${SERVE_FLAGS:-} --listen 127.0.0.1:18090 >"$OUT/server-ab-this.log" 2>&1 &
 this=$!
 target/release/examples/bare 127.0.0.1:18091 >/dev/null 2>&1 &
 bare=$!
@@ -65,13 +69,13 @@ print(f"{rps:.0f} {ticks / hz / n * 1e6:.2f}")
 PY
 }
 run 18094 "$OUT/us-post-ab.lua" $old >/dev/null
-run 18090 "$OUT/us-post.lua" $this >/dev/null
+run 18090 "$OUT/${SCRIPT:-us-post.lua}" $this >/dev/null
 run 18091 "$OUT/us-post.lua" $bare >/dev/null
 : >"$OUT/ab-rounds.txt"
 for round in $(seq "${ROUNDS:-4}"); do
   a=$(run 18091 "$OUT/us-post.lua" $bare)
   o=$(run 18094 "$OUT/us-post-ab.lua" $old)
-  t=$(run 18090 "$OUT/us-post.lua" $this)
+  t=$(run 18090 "$OUT/${SCRIPT:-us-post.lua}" $this)
   echo "$a $o $t" >>"$OUT/ab-rounds.txt"
   echo "round $round: bare $a | ${BASE:0:9} $o | this $t (req/s, server CPU us/req)"
 done

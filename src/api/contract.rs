@@ -145,12 +145,20 @@ impl<T> ContractJson<T> {
         request: &Request,
         fields: impl IntoIterator<Item = (&'k str, Option<Value>)>,
     ) -> Self {
+        Self::from_fields(fields, RequestMeta::of(request))
+    }
+
+    /// As [`from_query`](Self::from_query), the head already read (`api::hot`).
+    pub fn from_fields<'k>(
+        fields: impl IntoIterator<Item = (&'k str, Option<Value>)>,
+        meta: RequestMeta,
+    ) -> Self {
         ContractJson {
             fields: fields
                 .into_iter()
                 .filter_map(|(name, value)| Some((name.to_string(), value?)))
                 .collect(),
-            meta: RequestMeta::of(request),
+            meta,
             documented: PhantomData,
         }
     }

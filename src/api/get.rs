@@ -21,14 +21,22 @@ pub(super) fn code_body(
     country: Query<Country>,
     key: Query<Required>,
 ) -> ContractJson<CodeRequest> {
-    ContractJson::from_query(
-        request,
-        [
-            ("zipcode", text(zipcode)),
-            ("country", text(country)),
-            ("apiKey", text(key)),
-        ],
-    )
+    ContractJson::from_query(request, code_fields(zipcode.0.0, country.0.0, key.0.0))
+}
+
+/// The fields of the body a GET of one code stands for, from its query parameters (each
+/// the first of its name, absent or as sent): `code_body`, and `api::hot` for the same
+/// GET answered before poem's routing.
+pub(super) fn code_fields(
+    zipcode: Option<String>,
+    country: Option<String>,
+    key: Option<String>,
+) -> [(&'static str, Option<Value>); 3] {
+    [
+        ("zipcode", zipcode.map(Value::String)),
+        ("country", country.map(Value::String)),
+        ("apiKey", key.map(Value::String)),
+    ]
 }
 
 /// A query parameter as the text field of a body.

@@ -1,5 +1,5 @@
-//! The hottest operation, `POST /api/lookup`, answered before poem's routing (issue 21,
-//! docs/performance.md).
+//! The hottest operation, `/api/lookup` (`POST`, and the `GET` a checkout page sends),
+//! answered before poem's routing (issue 21, docs/performance.md).
 //!
 //! Through poem a lookup passes the conversion of hyper's request into poem's, the
 //! telemetry, CORS and JSON-error middlewares, two levels of routing (the app's `Route`,
@@ -10,9 +10,12 @@
 //!
 //! - the body read under the same limits and timeout (`api::server`), then
 //!   [`ContractJson::from_bytes`] and the request's head as
-//!   [`RequestMeta::from_head`](super::access::RequestMeta), as the extractor does;
+//!   [`RequestMeta::from_head`](super::access::RequestMeta), as the extractor does; for
+//!   the GET, the query decoded as poem decodes it for poem-openapi (`form_urlencoded`,
+//!   the first value of each name) into the body it stands for (`get::code_fields`);
 //! - the operation's own answer function on the one billed path
-//!   (`routes::lookup::lookup_answer`: `State::billed`, the envelope, the one error type);
+//!   (`routes::lookup::lookup_answer`: `State::billed`, the envelope, the one error type),
+//!   as the same reply (`Reply`, `Cached` for the GET);
 //! - the CORS headers of an answer to a page ([`access::cors_answer`]);
 //! - the request observed by the server's [`Observer`]: id, metrics, access line.
 //!
@@ -29,6 +32,7 @@ use poem::{IntoResponse, Response};
 use super::State;
 use super::access::{self, RequestMeta};
 use super::contract::ContractJson;
+use super::get;
 use super::reply::Reply;
 use super::routes;
 use super::telemetry::Observer;
@@ -38,12 +42,21 @@ use super::telemetry::Observer;
 pub enum Op {
     /// `POST /api/lookup`.
     Lookup,
+    /// `GET /api/lookup?zipcode=..&country=..&key=..`.
+    LookupGet,
 }
 
 impl Op {
     /// The operation a request's method and path name, if it is answered here.
     pub fn of(method: &Method, path: &str) -> Option<Op> {
-        (*method == Method::POST && path == "/api/lookup").then_some(Op::Lookup)
+        if path != "/api/lookup" {
+            return None;
+        }
+        match *method {
+            Method::POST => Some(Op::Lookup),
+            Method::GET => Some(Op::LookupGet),
+            _ => None,
+        }
     }
 }
 
@@ -90,6 +103,22 @@ impl Hot {
                 request.meta = RequestMeta::from_head(&head.headers, peer);
                 match routes::lookup::lookup_answer(&self.state, &request).await {
                     Ok(answer) => Reply::<_, false>(answer).into_response(),
+                    Err(e) => e.into_response(),
+                }
+            }
+            Op::LookupGet => {
+                let query = head.uri.query().unwrap_or_default();
+                let first = |name: &str| {
+                    form_urlencoded::parse(query.as_bytes())
+                        .find(|(n, _)| n == name)
+                        .map(|(_, value)| value.into_owned())
+                };
+                let request = ContractJson::from_fields(
+                    get::code_fields(first("zipcode"), first("country"), first("key")),
+                    RequestMeta::from_head(&head.headers, peer),
+                );
+                match routes::lookup::lookup_answer(&self.state, &request).await {
+                    Ok(answer) => Reply::<_, true>(answer).into_response(),
                     Err(e) => e.into_response(),
                 }
             }

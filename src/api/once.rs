@@ -242,7 +242,14 @@ impl State {
             .claim(caller.account_id, key, endpoint, fingerprint)
         {
             Claim::Run(claimed) => Ok(Keyed::Run(claimed)),
-            Claim::Replay(Some(stored)) => Ok(Keyed::Replay(stored.to_vec())),
+            // Its flush may not have committed yet: durable mode replays only after.
+            Claim::Replay(Some(stored)) => {
+                self.billing
+                    .settled()
+                    .await
+                    .map_err(|e| refused(e, endpoint))?;
+                Ok(Keyed::Replay(stored.to_vec()))
+            }
             Claim::Replay(None) => self
                 .stored_answer(caller.account_id, key)
                 .await

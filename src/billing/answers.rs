@@ -237,20 +237,19 @@ impl Answers {
         before - self.entries.len()
     }
 
-    /// What `account_id` has been charged on claims that have not answered yet.
-    pub(super) fn held_of(&self, account_id: i64) -> Micros {
-        self.entries
-            .iter()
-            .filter(|((id, _), _)| *id == account_id)
-            .filter_map(|(_, entry)| match &entry.state {
-                Stage::Running {
-                    held: Some(held), ..
-                } => Some(held.amount),
-                _ => None,
-            })
-            .fold(Micros::ZERO, |sum, amount| {
-                sum.checked_add(amount).unwrap_or(sum)
-            })
+    /// Per account, what it has been charged on claims that have not answered yet.
+    pub(super) fn held(&self) -> HashMap<i64, Micros> {
+        let mut sums: HashMap<i64, Micros> = HashMap::new();
+        for ((id, _), entry) in &self.entries {
+            if let Stage::Running {
+                held: Some(held), ..
+            } = &entry.state
+            {
+                let sum = sums.entry(*id).or_insert(Micros::ZERO);
+                *sum = sum.checked_add(held.amount).unwrap_or(*sum);
+            }
+        }
+        sums
     }
 
     /// Keys in memory.
@@ -319,14 +318,14 @@ mod tests {
             Claim::OtherBody
         );
         assert!(answers.hold(1, &k, ticket, held(3)));
-        assert_eq!(answers.held_of(1), Micros::new(84).unwrap());
-        assert_eq!(answers.held_of(2), Micros::ZERO);
+        assert_eq!(answers.held().get(&1), Some(&Micros::new(84).unwrap()));
+        assert_eq!(answers.held().get(&2), None);
         let body: Arc<[u8]> = Arc::from(&b"{}"[..]);
         let (charge, stored) = answers.answer(1, &k, ticket, body.clone(), at(1));
         assert_eq!(charge, Some(held(3)));
         let stored = stored.unwrap();
         assert_eq!((stored.account_id, stored.answered), (1, at(1)));
-        assert_eq!(answers.held_of(1), Micros::ZERO);
+        assert_eq!(answers.held().get(&1), None);
         assert_eq!(
             answers.claim(1, &k, Endpoint::ValidateBulk, BODY, at(2)),
             Claim::Replay(Some(body))

@@ -40,7 +40,7 @@ pub mod store;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
@@ -157,6 +157,10 @@ struct Shared {
     books: Mutex<Books>,
     /// Wakes the writer: a charge in durable mode, a reload request, stop.
     wake: Condvar,
+    /// Set under the books' mutex while the writer waits on `wake`, taken (under the same
+    /// mutex) by the one durable charge that wakes it: a charge made while the writer is
+    /// flushing makes no futex call (it checks for pending charges before it waits again).
+    writer_waiting: AtomicBool,
     flushed: tokio::sync::watch::Sender<FlushState>,
     options: BillingOptions,
     counts: Counts,
@@ -308,13 +312,14 @@ impl Pending {
         self.rows.is_empty() && self.counters.is_empty() && self.answers.is_empty()
     }
 
-    fn amount_of(&self, account_id: i64) -> Micros {
-        self.rows
-            .iter()
-            .filter(|((id, _), _)| *id == account_id)
-            .fold(Micros::ZERO, |sum, (_, (_, amount))| {
-                sum.checked_add(*amount).unwrap_or(sum)
-            })
+    /// Per account, the amount charged and not yet flushed (one pass over the rows).
+    fn amounts(&self) -> HashMap<i64, Micros> {
+        let mut sums: HashMap<i64, Micros> = HashMap::new();
+        for ((id, _), (_, amount)) in &self.rows {
+            let sum = sums.entry(*id).or_insert(Micros::ZERO);
+            *sum = sum.checked_add(*amount).unwrap_or(*sum);
+        }
+        sums
     }
 
     fn add(&mut self, account_id: i64, endpoint: Endpoint, queries: u64, amount: Micros) {
@@ -382,6 +387,7 @@ impl Billing {
         let shared = Arc::new(Shared {
             books: Mutex::new(books),
             wake: Condvar::new(),
+            writer_waiting: AtomicBool::new(false),
             flushed,
             options,
             counts: Counts::default(),
@@ -588,10 +594,9 @@ impl Billing {
                 flush: books.batch,
             })
         });
+        let wake = verdict.is_ok() && self.writer_to_wake(&books);
         drop(books);
-        if verdict.is_ok() && hold_on.is_none() {
-            self.wake_durable();
-        }
+        self.wake_writer(wake);
         if let Ok(charged) = &verdict {
             self.shared.counts.charges.fetch_add(1, Ordering::Relaxed);
             return Ok(Ok(*charged));
@@ -646,6 +651,17 @@ impl Billing {
         })
     }
 
+    /// In durable mode, waits until everything decided so far has committed: a replay of
+    /// an answer whose flush has not committed yet (its body still in memory) is sent
+    /// only then, as its first answer was. At once in write-behind mode.
+    pub async fn settled(&self) -> Result<(), BillingError> {
+        if !self.shared.options.durable {
+            return Ok(());
+        }
+        let needed = self.books().last_charged_batch();
+        self.flushed_to(needed).await
+    }
+
     /// Waits until the flush that holds `charged` has committed (durable mode answers
     /// after this); `Unavailable` when flushes are failing.
     pub async fn committed(&self, charged: &Charged) -> Result<(), BillingError> {
@@ -698,18 +714,7 @@ impl Billing {
     /// flush failed (the charges stay pending and are retried) or the writer did not
     /// answer within `timeout`.
     pub fn flush_now(&self, timeout: Duration) -> Result<(), BillingError> {
-        // The last batch holding a charge decided so far: the one charges go into now,
-        // or, when it is empty, the one taken before it (committed, or being committed).
-        // Batches commit in order and a failed one goes back into the pending charges,
-        // so `done` reaching it means every earlier charge is in the file.
-        let needed = {
-            let books = self.books();
-            if books.pending.is_empty() {
-                books.batch - 1
-            } else {
-                books.batch
-            }
-        };
+        let needed = self.books().last_charged_batch();
         // The writer answers a reload request after the flush of its turn (which takes
         // everything pending when the turn begins) has committed or failed.
         if !self.reload_now(timeout) {
@@ -771,9 +776,19 @@ impl Billing {
         }
     }
 
-    /// In durable mode, a pending charge is flushed at once.
-    fn wake_durable(&self) {
-        if self.shared.options.durable {
+    /// In durable mode, a pending charge is flushed at once: whether the writer waits and
+    /// must be woken (then by [`wake_writer`](Self::wake_writer) once `books` is
+    /// released). Asked under the books' mutex: the writer sets `writer_waiting` and
+    /// waits without releasing it in between, so a `true` read here always has a waiter
+    /// to wake, and a writer not waiting sees the pending charge before it waits.
+    fn writer_to_wake(&self, books: &Books) -> bool {
+        self.shared.options.durable
+            && !books.pending.is_empty()
+            && self.shared.writer_waiting.swap(false, Ordering::AcqRel)
+    }
+
+    fn wake_writer(&self, wake: bool) {
+        if wake {
             self.shared.wake.notify_all();
         }
     }
@@ -838,27 +853,36 @@ impl Books {
     /// What this node charged of the account and the store does not hold yet: pending,
     /// held on idempotency keys, and (with grants) in the batch being flushed.
     fn unflushed(&self, account_id: i64) -> Micros {
-        let in_flight = self.in_flight.as_ref().map_or(Micros::ZERO, |batch| {
-            batch
-                .charges
-                .iter()
-                .filter(|r| r.account_id == account_id)
-                .fold(Micros::ZERO, |sum, r| {
-                    sum.checked_add(r.amount).unwrap_or(sum)
-                })
-        });
-        self.pending
-            .amount_of(account_id)
-            .checked_add(self.answers.held_of(account_id))
-            .and_then(|m| m.checked_add(in_flight))
-            .unwrap_or(Micros::MAX)
+        self.unflushed_all()
+            .get(&account_id)
+            .copied()
+            .unwrap_or(Micros::ZERO)
+    }
+
+    /// [`unflushed`](Self::unflushed) of every account, in one pass over the pending
+    /// rows, the idempotency keys and the batch in flight (a reload or a flush's grants
+    /// hold the books' mutex, which every billed request waits on, and a day of
+    /// idempotency keys may be in `answers`).
+    fn unflushed_all(&self) -> HashMap<i64, Micros> {
+        let mut sums = self.pending.amounts();
+        let mut add = |id: i64, amount: Micros| {
+            let sum = sums.entry(id).or_insert(Micros::ZERO);
+            *sum = sum.checked_add(amount).unwrap_or(Micros::MAX);
+        };
+        for (id, amount) in self.answers.held() {
+            add(id, amount);
+        }
+        for r in self.in_flight.iter().flat_map(|batch| &batch.charges) {
+            add(r.account_id, r.amount);
+        }
+        sums
     }
 
     /// Takes what the store holds for this node on an account after a grant or a flush
     /// sent at `sent`: the grant left is its `remaining` minus the charges the store has
     /// not seen, spendable until `sent`'s deadline; the balance shown likewise.
-    fn sync_grant(&mut self, grant: Grant, sent: BootTime) {
-        let unflushed = self.unflushed(grant.account_id);
+    /// `unflushed`: the account's [`unflushed`](Self::unflushed).
+    fn sync_grant(&mut self, grant: Grant, sent: BootTime, unflushed: Micros) {
         let less = |m: Micros| m.checked_sub(unflushed).filter(|m| !m.is_negative());
         // A grant handed back in the batch being flushed is still in `remaining` until
         // that flush commits: it is not this node's to spend any more.
@@ -892,8 +916,10 @@ impl Books {
             lease.left = Micros::ZERO;
             lease.deadline = None;
         }
+        let unflushed = self.unflushed_all();
         for grant in &applied.grants {
-            self.sync_grant(*grant, sent);
+            let of = unflushed.get(&grant.account_id).copied();
+            self.sync_grant(*grant, sent, of.unwrap_or(Micros::ZERO));
         }
     }
 
@@ -902,11 +928,12 @@ impl Books {
     /// what is charged and not yet flushed.
     fn replace(&mut self, snapshot: Snapshot) {
         let mut accounts = HashMap::with_capacity(snapshot.accounts.len());
+        let unflushed_all = self.unflushed_all();
         for (id, mut stored) in snapshot.accounts {
             if let Some(known) = self.accounts.get(&id) {
                 stored.counters = known.counters;
             }
-            let unflushed = self.unflushed(id);
+            let unflushed = unflushed_all.get(&id).copied().unwrap_or(Micros::ZERO);
             stored.balance = stored
                 .balance
                 .checked_sub(unflushed)
@@ -930,6 +957,18 @@ impl Books {
     }
 
     /// The pending charges as a batch; the books start the next one.
+    /// The last batch holding a charge (or an answer) decided so far: the one charges go
+    /// into now, or, when it is empty, the one taken before it (committed, or being
+    /// committed). Batches commit in order and a failed one goes back into the pending
+    /// charges, so `done` reaching it means everything decided before is in the file.
+    fn last_charged_batch(&self) -> u64 {
+        if self.pending.is_empty() {
+            self.batch - 1
+        } else {
+            self.batch
+        }
+    }
+
     fn take_batch(&mut self) -> Batch {
         let pending = std::mem::take(&mut self.pending);
         let number = self.batch;
@@ -1043,8 +1082,9 @@ impl ClaimedKey {
         }
         books.pending.answers.extend(stored);
         let batch = books.batch;
+        let wake = self.billing.writer_to_wake(&books);
         drop(books);
-        self.billing.wake_durable();
+        self.billing.wake_writer(wake);
         batch
     }
 }
@@ -1063,8 +1103,9 @@ impl Drop for ClaimedKey {
                 .pending
                 .add(self.account_id, held.endpoint, held.queries, held.amount);
         }
+        let wake = self.billing.writer_to_wake(&books);
         drop(books);
-        self.billing.wake_durable();
+        self.billing.wake_writer(wake);
     }
 }
 
@@ -1155,7 +1196,8 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
         let answer = match store.grant(request.account_id, need, want) {
             Ok(grant) => {
                 let mut books = lock(&shared.books);
-                books.sync_grant(grant, sent);
+                let unflushed = books.unflushed(grant.account_id);
+                books.sync_grant(grant, sent, unflushed);
                 if let Some(lease) = books.leases.get_mut(&request.account_id) {
                     lease.granted(sent);
                 }
@@ -1210,11 +1252,13 @@ fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                 if left.is_zero() {
                     break;
                 }
+                shared.writer_waiting.store(true, Ordering::Release);
                 books = shared
                     .wake
                     .wait_timeout(books, left)
                     .map(|(b, _)| b)
                     .unwrap_or_else(|p| p.into_inner().0);
+                shared.writer_waiting.store(false, Ordering::Relaxed);
             }
             let reloads = std::mem::take(&mut books.reload_requests);
             let grants = std::mem::take(&mut books.grant_requests);

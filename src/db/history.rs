@@ -409,7 +409,7 @@ fn role(text: &str) -> &'static str {
     }
 }
 
-/// What the last import that read a postal source from a location saw of it.
+/// What an import saw of a postal source it read (`live_postal_sources`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LastRead {
     pub last_modified: Option<String>,
@@ -417,25 +417,26 @@ pub struct LastRead {
     pub sha256: String,
 }
 
-/// The validators upstream sent for `location` at the last import that read it, and the
-/// SHA-256 of what it read (`--if-changed`).
-pub fn last_read(conn: &Connection, location: &str) -> Result<Option<LastRead>> {
-    Ok(conn
-        .query_row(
-            "SELECT s.last_modified, s.etag, s.sha256 FROM import_sources s
-             JOIN imports i ON i.generation = s.generation
-             WHERE s.location = ?1 AND s.role = 'postal'
-             ORDER BY s.generation DESC, s.position LIMIT 1",
-            [location],
-            |r| {
-                Ok(LastRead {
-                    last_modified: r.get(0)?,
-                    etag: r.get(1)?,
-                    sha256: r.get(2)?,
-                })
+/// The postal sources the live data was imported from (the latest import that swapped
+/// in), each with the validators upstream sent then and the SHA-256 of what was read, in
+/// the order read (`--if-changed`). Empty when no import recorded its sources.
+pub fn live_postal_sources(conn: &Connection) -> Result<Vec<(String, LastRead)>> {
+    let mut statement = conn.prepare(
+        "SELECT s.location, s.last_modified, s.etag, s.sha256 FROM import_sources s
+         WHERE s.role = 'postal' AND s.generation = (SELECT MAX(generation) FROM imports)
+         ORDER BY s.position",
+    )?;
+    let rows = statement.query_map([], |r| {
+        Ok((
+            r.get(0)?,
+            LastRead {
+                last_modified: r.get(1)?,
+                etag: r.get(2)?,
+                sha256: r.get(3)?,
             },
-        )
-        .optional()?)
+        ))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// A change with the time of the import that made it.

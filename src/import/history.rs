@@ -218,7 +218,8 @@ pub struct Shrink {
 impl std::fmt::Display for Shrink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.after == 0 {
-            write!(f, "{} would vanish ({} codes)", self.country, self.before)
+            let codes = if self.before == 1 { "code" } else { "codes" };
+            write!(f, "{} would vanish ({} {codes})", self.country, self.before)
         } else {
             let lost = 100.0 * (self.before - self.after) as f64 / self.before as f64;
             write!(
@@ -232,17 +233,22 @@ impl std::fmt::Display for Shrink {
 
 impl Diff {
     /// The countries that would keep less than [`SHRINK_KEPT`] of their codes, or none.
+    /// Kept: the old codes the new data still holds (`after` in [`Shrink`]), so a country
+    /// whose codes are replaced by as many others (a broken file changing their format)
+    /// is a shrink too.
     pub fn shrinks(&self) -> Vec<Shrink> {
-        let after: HashMap<&str, i64> = self
+        let kept: HashMap<&str, &CountryRow> = self
             .countries
             .iter()
-            .map(|c| (c.country.as_str(), c.codes))
+            .map(|c| (c.country.as_str(), c))
             .collect();
         self.old_codes
             .iter()
             .filter(|(_, before)| **before > 0)
             .filter_map(|(country, &before)| {
-                let after = after.get(country.as_str()).copied().unwrap_or(0);
+                let after = kept
+                    .get(country.as_str())
+                    .map_or(0, |c| c.codes.min(before - c.removed));
                 ((after as f64) < before as f64 * SHRINK_KEPT).then(|| Shrink {
                     country: country.clone(),
                     before,
@@ -288,6 +294,28 @@ mod tests {
         // Exactly 90% kept, a new country, growth: none.
         assert!(shrink_of(&[("DE", 1000)], &[("DE", 900), ("PL", 10)]).is_empty());
         assert!(shrink_of(&[], &[("DE", 1)]).is_empty());
+        assert_eq!(shrink_of(&[("AI", 1)], &[]), ["AI would vanish (1 code)"]);
+        // As many codes as before, 60% of them new: 40% of the old ones kept.
+        let replaced = Diff {
+            old_codes: [("DE".to_string(), 1000)].into(),
+            countries: vec![CountryRow {
+                country: "DE".into(),
+                records: 1000,
+                codes: 1000,
+                added: 600,
+                removed: 600,
+                moved: 0,
+            }],
+            ..Diff::default()
+        };
+        assert_eq!(
+            replaced
+                .shrinks()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["DE would lose 60.0% of its codes (1000 -> 400)"]
+        );
     }
 
     #[test]

@@ -249,9 +249,11 @@ fn postal_sources(options: &Options) -> Vec<String> {
 }
 
 /// The postal-code files of the sources, on local disk. With `if_changed` (the database
-/// of `--if-changed`), `None` when every postal source is the one the last import read
-/// from the same place: upstream answers 304 Not Modified to a request with the
-/// validators it sent then, or the file (downloaded or local) has the same SHA-256.
+/// of `--if-changed`), `None` when the postal sources are those the live data was
+/// imported from, the same places and each unchanged: upstream answers 304 Not Modified
+/// to a request with the validators it sent then, or the file (downloaded or local) has
+/// the same SHA-256. Another import swapped in since (another file, fewer or more
+/// sources) is a change.
 fn postal_inputs(
     options: &Options,
     staging: &std::path::Path,
@@ -260,9 +262,15 @@ fn postal_inputs(
     let sources = postal_sources(options);
     let mut fetched: HashMap<String, source::Fetched> = HashMap::new();
     if let Some(conn) = if_changed {
-        let mut changed = options.overrides.is_some();
-        for s in &sources {
-            let Some(last) = db::history::last_read(conn, &source::location(s))? else {
+        let live: HashMap<String, db::history::LastRead> = db::history::live_postal_sources(conn)?
+            .into_iter()
+            .collect();
+        let locations: Vec<String> = sources.iter().map(|s| source::location(s)).collect();
+        let mut changed = options.overrides.is_some()
+            || live.len() != locations.len()
+            || locations.iter().any(|l| !live.contains_key(l));
+        for (s, location) in sources.iter().zip(&locations) {
+            let Some(last) = live.get(location).cloned() else {
                 changed = true;
                 continue;
             };

@@ -131,3 +131,115 @@ fn the_hot_path_answers_lookup_exactly_as_the_poem_route_does() {
     // 90210, 10115, SW1A, 90210 with an id, 90210 from the same site.
     assert_eq!(hot.balance_micros(&hot_account), 28_000 - 5 * 28);
 }
+
+#[test]
+fn the_hot_path_answers_the_get_of_lookup_exactly_as_the_poem_route_does() {
+    let hot = spawn_app();
+    let routed = spawn_app_with(postal::api::Settings {
+        without_hot_path: true,
+        ..Default::default()
+    });
+    let shop = "https://shop.example";
+    // Per app: a secret key and a publishable key of the shop's origin, on one account.
+    let keys = |app: &TestApp| {
+        let (account, secret) = app.create_account();
+        let created = app.cli(&["key", "create", &account, "--publishable", "--origin", shop]);
+        let publishable = created["apiKey"].as_str().unwrap().to_string();
+        (account, secret, publishable)
+    };
+    let (hot_account, hot_secret, hot_pub) = keys(&hot);
+    let (routed_account, routed_secret, routed_pub) = keys(&routed);
+    // (path and query with {pub} and {secret} for the app's keys, headers)
+    let requests: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        (
+            "/api/lookup?zipcode=90210&key={pub}",
+            vec![("origin", shop)],
+        ),
+        (
+            "/api/lookup?zipcode=10115&country=de&key={pub}",
+            vec![("origin", shop)],
+        ),
+        // Percent-encoding, `+` for a space, a repeated name (the first counts).
+        (
+            "/api/lookup?zipcode=SW1A+1AA&country=GB&key={pub}",
+            vec![("origin", shop)],
+        ),
+        (
+            "/api/lookup?zipcode=SW1A%201AA&country=G%42&key={pub}",
+            vec![("origin", shop)],
+        ),
+        (
+            "/api/lookup?zipcode=90210&zipcode=10115&key={pub}&key=x",
+            vec![("origin", shop)],
+        ),
+        // Not found, blank, missing, a bad country, an unknown key: the contract's errors.
+        (
+            "/api/lookup?zipcode=00000&key={pub}",
+            vec![("origin", shop)],
+        ),
+        ("/api/lookup?zipcode=&key={pub}", vec![("origin", shop)]),
+        ("/api/lookup?key={pub}", vec![("origin", shop)]),
+        (
+            "/api/lookup?zipcode=90210&country=ZZ&key={pub}",
+            vec![("origin", shop)],
+        ),
+        (
+            "/api/lookup?zipcode=90210&key=pub_not_a_key",
+            vec![("origin", shop)],
+        ),
+        ("/api/lookup?zipcode=90210", vec![("origin", shop)]),
+        ("/api/lookup", vec![]),
+        // The publishable key from another origin, and with no origin at all.
+        (
+            "/api/lookup?zipcode=90210&key={pub}",
+            vec![("origin", "https://evil.example")],
+        ),
+        ("/api/lookup?zipcode=90210&key={pub}", vec![]),
+        // A secret key in the query from a page; in a header from a server; an id.
+        (
+            "/api/lookup?zipcode=90210&key={secret}",
+            vec![("origin", shop)],
+        ),
+        ("/api/lookup?zipcode=90210", vec![("x-api-key", "{secret}")]),
+        (
+            "/api/lookup?zipcode=90210&key={pub}",
+            vec![("origin", shop), ("x-request-id", "r-1")],
+        ),
+        // Other paths and methods are poem's: the same answers either way.
+        ("/api/lookup/", vec![]),
+        (
+            "/api/lookups?zipcode=90210&key={pub}",
+            vec![("origin", shop)],
+        ),
+    ];
+    let fill = |text: &str, public: &str, secret: &str| {
+        text.replace("{pub}", public).replace("{secret}", secret)
+    };
+    for (i, (path, headers)) in requests.iter().enumerate() {
+        let answers: Vec<Raw> = [
+            (&hot, &hot_pub, &hot_secret),
+            (&routed, &routed_pub, &routed_secret),
+        ]
+        .iter()
+        .map(|(app, public, secret)| {
+            let filled: Vec<(&str, String)> = headers
+                .iter()
+                .map(|(n, v)| (*n, fill(v, public, secret)))
+                .collect();
+            let headers: Vec<(&str, &str)> = filled.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            app.get_with(&fill(path, public, secret), &headers)
+        })
+        .collect();
+        assert_eq!(
+            comparable(&answers[0]),
+            comparable(&answers[1]),
+            "request {i}: {path}"
+        );
+    }
+    assert_eq!(
+        hot.balance_micros(&hot_account),
+        routed.balance_micros(&routed_account)
+    );
+    // 90210, 10115, SW1A twice, 90210 (first of two), the secret key from a server, the id.
+    assert_eq!(hot.balance_micros(&hot_account), 28_000 - 7 * 28);
+}

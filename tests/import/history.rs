@@ -560,6 +560,40 @@ fn if_changed_compares_a_local_file_by_its_sha_256() {
 }
 
 #[test]
+fn if_changed_compares_with_the_sources_of_the_live_data_not_of_an_older_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("postal.db");
+    let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    std::fs::write(
+        &a,
+        "US\t90210\tBeverly Hills\t\t\t\t\t\t\t34.09\t-118.4\t\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "US\t90211\tBeverly Hills\t\t\t\t\t\t\t34.06\t-118.38\t\n",
+    )
+    .unwrap();
+    import_file(&db, &a, &["--if-changed"]).assert_success();
+    // Another file imported since (as an operator might, by hand): a.txt unchanged on
+    // disk is no longer what the live data holds, so it is imported again.
+    import_file(&db, &b, &["--allow-shrink"]).assert_success();
+    assert_eq!(generation(&db), 2);
+    let run = import_file(&db, &a, &["--if-changed", "--allow-shrink"]);
+    run.assert_success();
+    assert!(
+        run.stdout.starts_with("imported 1 records"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(generation(&db), 3);
+    // Now it is the live data's source: unchanged.
+    let run = import_file(&db, &a, &["--if-changed"]);
+    assert!(run.stdout.starts_with("unchanged: "), "{}", run.stdout);
+    assert_eq!(generation(&db), 3);
+}
+
+#[test]
 fn overrides_are_applied_by_every_import_until_replaced_and_listed_in_the_provenance() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("postal.db");

@@ -312,6 +312,30 @@ impl Server {
         post(&self.agent, &format!("{}{path}", self.address), body)
     }
 
+    /// POSTs `body` with an `Idempotency-Key`: (status, its `Idempotent-Replayed`
+    /// header, body); a failed connection is status 0.
+    pub fn post_keyed(&self, path: &str, body: &Value, key: &str) -> (u16, Option<String>, Value) {
+        let request = self
+            .agent
+            .post(format!("{}{path}", self.address))
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .send(body.to_string().as_bytes());
+        match request {
+            Ok(mut response) => {
+                let replayed = response
+                    .headers()
+                    .get("idempotent-replayed")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                let text = response.body_mut().read_to_string().unwrap_or_default();
+                let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+                (response.status().as_u16(), replayed, body)
+            }
+            Err(_) => (0, None, Value::Null),
+        }
+    }
+
     /// A client that can move to another thread.
     pub fn client(&self) -> Client {
         Client {

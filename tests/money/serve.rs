@@ -257,6 +257,63 @@ fn a_failing_flush_answers_503_never_a_free_200_and_recovers() {
 }
 
 #[test]
+fn in_durable_mode_a_replay_is_sent_only_once_its_answer_has_committed() {
+    let db = TestDb::with_postal_data();
+    let account = db.funded_account();
+    let mut server = db.serve_wrapped(Some("trap '' XFSZ;"), &["--durable-charges"]);
+    let limit = |value: &str| {
+        let status = std::process::Command::new("prlimit")
+            .args(["--pid", &server.pid(), &format!("--fsize={value}")])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let body = json!({
+        "apiKey": account.api_key,
+        "records": [{"postalCode": "90210", "countryCode": "US"}],
+    });
+    // Flushes fail: the first request is answered 503, its charge and answer pending.
+    limit("1:unlimited");
+    let first = server.post_keyed("/api/validate-bulk", &body, "order-1");
+    assert_eq!(first.0, 503, "{first:?} {}", server.log());
+    // Its retry finds the answer in memory only: 503 again, not a 200 the file may
+    // never hold.
+    thread::sleep(Duration::from_millis(50));
+    let retry = server.post_keyed("/api/validate-bulk", &body, "order-1");
+    assert_eq!(
+        retry,
+        (
+            503,
+            None,
+            json!({"error": "Billing temporarily unavailable, retry shortly"})
+        )
+    );
+    // Writes work again: the pending flush commits, and the retry replays the answer.
+    limit("unlimited:unlimited");
+    let mut replay = None;
+    for _ in 0..400 {
+        match server.post_keyed("/api/validate-bulk", &body, "order-1") {
+            (503, ..) => thread::sleep(Duration::from_millis(10)),
+            other => {
+                replay = Some(other);
+                break;
+            }
+        }
+    }
+    let (status, replayed, answer) = replay.unwrap_or_else(|| panic!("{}", server.log()));
+    assert_eq!(
+        (status, replayed.as_deref()),
+        (200, Some("true")),
+        "{answer}"
+    );
+    assert_eq!(answer["results"][0]["valid"], json!(true));
+    assert!(server.stop("TERM").success());
+    // Charged once, for the one answer given (by replay).
+    assert_eq!(db.charged_queries(), 1);
+    db.assert_ledger_ok();
+}
+
+#[test]
 fn a_flush_kept_waiting_is_logged_as_slow_and_still_writes_its_charges() {
     let db = TestDb::with_postal_data();
     let account = db.funded_account();

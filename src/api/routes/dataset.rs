@@ -50,12 +50,31 @@ impl DatasetApi {
         let account = state.status(&body, MISSING_API_KEY, Endpoint::Dataset, &mut timings)?;
         let dataset = timings.processing(|| {
             let postal = state.postal();
-            describe(Facts::of(&postal), postal.history())
+            let mut dataset = describe(Facts::of(&postal), postal.history());
+            for source in dataset.provenance.iter_mut().flat_map(|p| &mut p.sources) {
+                source.location = public_location(&source.location);
+            }
+            dataset
         });
         Ok(Reply(DatasetResponse {
             dataset,
             envelope: Envelope::free(&account, &timings),
         }))
+    }
+}
+
+/// A source's location as an API key holder sees it: a URL without its user, password,
+/// query or fragment (a token in them is the operator's), a local path as its file name
+/// (the server's directories are the operator's). `postal dataset show` prints it whole.
+fn public_location(location: &str) -> String {
+    match location.split_once("://") {
+        Some((scheme, rest)) => {
+            let rest = rest.split(['?', '#']).next().unwrap_or_default();
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit('@').next().unwrap_or_default();
+            format!("{scheme}://{host}{path}")
+        }
+        None => location.rsplit('/').next().unwrap_or(location).to_string(),
     }
 }
 
@@ -242,7 +261,8 @@ pub struct ImportProvenance {
 pub struct SourceFile {
     /// `postal`, `country_info`, `gazetteer` or `overrides`.
     pub role: String,
-    /// The path or URL given to the import.
+    /// The path or URL given to the import (`/api/dataset`: a URL without user,
+    /// password, query or fragment; a local file by its name).
     pub location: String,
     pub bytes: i64,
     /// Lower-case hex.
@@ -385,6 +405,30 @@ impl Example for DatasetResponse {
                 }],
             },
             envelope: example_free_envelope(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_location_is_shown_without_credentials_tokens_or_directories() {
+        for (stored, shown) in [
+            (
+                "https://download.geonames.org/export/zip/allCountries.zip",
+                "https://download.geonames.org/export/zip/allCountries.zip",
+            ),
+            (
+                "https://user:secret@mirror.example:8443/geo/all.zip?token=abc#x",
+                "https://mirror.example:8443/geo/all.zip",
+            ),
+            ("https://mirror.example?token=abc", "https://mirror.example"),
+            ("/srv/postal/data/allCountries.zip", "allCountries.zip"),
+            ("allCountries.zip", "allCountries.zip"),
+        ] {
+            assert_eq!(public_location(stored), shown, "{stored}");
         }
     }
 }
