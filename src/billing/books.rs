@@ -1,0 +1,425 @@
+//! The books: everything charges are decided on (keys, accounts, window counters, the
+//! charges not yet flushed, the idempotency keys, this node's grants), behind the one
+//! mutex of `Billing`; how a charge is checked, how a flush's batch is taken and given
+//! back, and how the store's accounts, keys and grants are taken in.
+
+use super::*;
+
+/// Everything charges are decided on.
+#[derive(Default)]
+pub(super) struct Books {
+    pub(super) keys: HashMap<KeyHash, KeyEntry>,
+    pub(super) active_keys: HashSet<i64>,
+    pub(super) accounts: HashMap<i64, AccountState>,
+    pub(super) pending: Pending,
+    /// Idempotency keys: requests running under them (and charges held on them), answers.
+    pub(super) answers: Answers,
+    /// The batch number charges go into now (the next flush).
+    pub(super) batch: u64,
+    /// Set while flushes fail: billed requests get 503.
+    pub(super) failing: Option<String>,
+    pub(super) reload_requests: Vec<std::sync::mpsc::Sender<()>>,
+    pub(super) stop: bool,
+    /// How the store leases money: the whole balance (the file) or grants (a cluster).
+    pub(super) leasing: Leasing,
+    /// With grants: this node's grant per account (the balances in `accounts` are then
+    /// what the envelope shows, the grants what charges are decided on).
+    pub(super) leases: HashMap<i64, Lease>,
+    /// Requests short of their grant, waiting for the writer to ask the store.
+    pub(super) grant_requests: Vec<GrantRequest>,
+    /// With grants: the batch being flushed, or whose flush failed and is retried
+    /// unchanged before any other (its commit may have happened: merged into the next
+    /// one, it could be charged twice).
+    pub(super) in_flight: Option<Batch>,
+}
+
+/// A request short of its grant asks the writer for more.
+pub(super) struct GrantRequest {
+    pub(super) account_id: i64,
+    pub(super) short: Short,
+    pub(super) reply: tokio::sync::oneshot::Sender<Result<Granted, String>>,
+}
+
+/// A charge the node's grant does not cover: its cost, and how much to ask for (what is
+/// missing is decided when the writer asks: other requests may have spent some since).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Short {
+    pub(super) cost: Micros,
+    pub(super) want: Micros,
+}
+
+/// One charge asking the ledger for grants: what the answers so far decide.
+pub(super) struct Asking {
+    pub(super) give_up: Instant,
+    /// Nothing was free, but other nodes held grants of the account and were told to hand
+    /// them back: wait, ask again.
+    pub(super) recall_wait: bool,
+    pub(super) recalls: u32,
+    pub(super) granted: u32,
+}
+
+impl Asking {
+    pub(super) fn new() -> Asking {
+        Asking {
+            give_up: Instant::now() + GRANT_PATIENCE,
+            recall_wait: false,
+            recalls: 0,
+            granted: 0,
+        }
+    }
+
+    /// After the ledger's answer: `Some` verdict to give (402 when nothing was free and
+    /// no other node held any of the account, or still held some after `RECALLS` recall
+    /// waits; 503 when the ledger cannot be reached or other requests of the node kept
+    /// taking the grants), or `None`: decide again (after the recall wait when
+    /// `recall_wait`).
+    pub(super) fn after(
+        &mut self,
+        answer: Result<Granted, String>,
+    ) -> Option<Result<Charged, BillingError>> {
+        self.recall_wait = false;
+        match answer {
+            Ok(Granted::More) => self.granted += 1,
+            Ok(Granted::Nothing { elsewhere: false }) => {
+                return Some(Err(Refusal::InsufficientBalance.into()));
+            }
+            Ok(Granted::Nothing { elsewhere: true }) if self.recalls >= RECALLS => {
+                return Some(Err(Refusal::InsufficientBalance.into()));
+            }
+            Ok(Granted::Nothing { elsewhere: true }) => {
+                self.recalls += 1;
+                self.recall_wait = true;
+            }
+            Err(why) => {
+                tracing::warn!("a charge short of its grant gets 503: {why}");
+                return Some(Err(BillingError::Unavailable(why)));
+            }
+        }
+        if Instant::now() >= self.give_up {
+            tracing::warn!(
+                "a charge short of its grant gets 503: asked for {GRANT_PATIENCE:?} \
+                 ({} grants taken by other requests, {} recalls)",
+                self.granted,
+                self.recalls
+            );
+            return Some(Err(BillingError::Unavailable(
+                "the grants of this node were taken by its other requests".into(),
+            )));
+        }
+        None
+    }
+}
+
+/// What the ledger answered a grant request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Granted {
+    /// The grant grew (or already covered the need): decide again.
+    More,
+    /// Less than the need is free; `elsewhere`: other nodes hold grants of the account
+    /// (they were told to hand them back).
+    Nothing { elsewhere: bool },
+}
+
+/// How many recall waits a charge short of money sits through while other nodes still
+/// hold grants of the account, before it answers 402 (a live node hands back within a
+/// flush or two; a dead one's grant expires after `lease::LEASE_TTL`).
+pub(super) const RECALLS: u32 = 5;
+
+/// How long one charge keeps asking for grants before it gives up with 503 (the ledger
+/// kept granting, and other requests of the node kept taking it first).
+pub(super) const GRANT_PATIENCE: Duration = Duration::from_secs(5);
+/// How long a request waits for the writer to answer its grant request.
+pub(super) const GRANT_WAIT: Duration = Duration::from_secs(2);
+
+/// Charged, not yet flushed.
+#[derive(Default)]
+pub(super) struct Pending {
+    pub(super) rows: HashMap<(i64, Endpoint), (u64, Micros)>,
+    /// Accounts whose window counters changed.
+    pub(super) counters: HashSet<i64>,
+    /// Answers of idempotent requests whose charges are in `rows`.
+    pub(super) answers: Vec<StoredAnswer>,
+}
+
+impl Pending {
+    pub(super) fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.counters.is_empty() && self.answers.is_empty()
+    }
+
+    /// Per account, the amount charged and not yet flushed (one pass over the rows).
+    pub(super) fn amounts(&self) -> HashMap<i64, Micros> {
+        let mut sums: HashMap<i64, Micros> = HashMap::new();
+        for ((id, _), (_, amount)) in &self.rows {
+            let sum = sums.entry(*id).or_insert(Micros::ZERO);
+            *sum = sum.checked_add(*amount).unwrap_or(*sum);
+        }
+        sums
+    }
+
+    pub(super) fn add(
+        &mut self,
+        account_id: i64,
+        endpoint: Endpoint,
+        queries: u64,
+        amount: Micros,
+    ) {
+        let row = self
+            .rows
+            .entry((account_id, endpoint))
+            .or_insert((0, Micros::ZERO));
+        row.0 += queries;
+        row.1 = row.1.checked_add(amount).unwrap_or(Micros::MAX);
+        self.counters.insert(account_id);
+    }
+}
+
+impl Books {
+    /// 503 while flushes fail or after stop; then the charge rule.
+    pub(super) fn check(
+        &self,
+        caller: Caller,
+        queries: u64,
+        now: SystemTime,
+    ) -> Result<(Micros, AccountStatus), BillingError> {
+        if !self.active_keys.contains(&caller.key_id) {
+            return Err(Refusal::InvalidKey.into());
+        }
+        let account = self
+            .accounts
+            .get(&caller.account_id)
+            .ok_or(Refusal::InvalidKey)?;
+        if let Some(why) = &self.failing {
+            return Err(BillingError::Unavailable(why.clone()));
+        }
+        if self.stop {
+            return Err(BillingError::Unavailable("shutting down".into()));
+        }
+        let cost = account.admits(queries, now)?;
+        Ok((cost, account.status(now)))
+    }
+
+    /// With grants: when `queries` cost more than this node's usable grant on the
+    /// caller's account, how much more it needs and how much to ask for. `None` when the
+    /// grant covers them, or when the charge is refused for another reason first (401,
+    /// 503) or the whole balance is this node's (the file).
+    pub(super) fn short_of_grant(
+        &mut self,
+        caller: Caller,
+        queries: u64,
+        now: SystemTime,
+    ) -> Option<Short> {
+        if self.leasing != Leasing::Grants {
+            return None;
+        }
+        match self.check(caller, queries, now) {
+            Ok(_) | Err(BillingError::Refused(Refusal::InsufficientBalance)) => {}
+            Err(_) => return None,
+        }
+        let cost = PRICE_PER_QUERY.checked_mul(queries)?;
+        let lease = self.leases.entry(caller.account_id).or_default();
+        let usable = lease.usable(BootTime::now());
+        let need = cost.checked_sub(usable).filter(|n| *n > Micros::ZERO)?;
+        Some(Short {
+            cost,
+            want: lease.want(need),
+        })
+    }
+
+    /// What this node charged of the account and the store does not hold yet: pending,
+    /// held on idempotency keys, and (with grants) in the batch being flushed.
+    pub(super) fn unflushed(&self, account_id: i64) -> Micros {
+        self.unflushed_all()
+            .get(&account_id)
+            .copied()
+            .unwrap_or(Micros::ZERO)
+    }
+
+    /// [`unflushed`](Self::unflushed) of every account, in one pass over the pending
+    /// rows, the idempotency keys and the batch in flight (a reload or a flush's grants
+    /// hold the books' mutex, which every billed request waits on, and a day of
+    /// idempotency keys may be in `answers`).
+    pub(super) fn unflushed_all(&self) -> HashMap<i64, Micros> {
+        let mut sums = self.pending.amounts();
+        let mut add = |id: i64, amount: Micros| {
+            let sum = sums.entry(id).or_insert(Micros::ZERO);
+            *sum = sum.checked_add(amount).unwrap_or(Micros::MAX);
+        };
+        for (id, amount) in self.answers.held() {
+            add(id, amount);
+        }
+        for r in self.in_flight.iter().flat_map(|batch| &batch.charges) {
+            add(r.account_id, r.amount);
+        }
+        sums
+    }
+
+    /// Takes what the store holds for this node on an account after a grant or a flush
+    /// sent at `sent`: the grant left is its `remaining` minus the charges the store has
+    /// not seen, spendable until `sent`'s deadline; the balance shown likewise.
+    /// `unflushed`: the account's [`unflushed`](Self::unflushed).
+    pub(super) fn sync_grant(&mut self, grant: Grant, sent: BootTime, unflushed: Micros) {
+        let less = |m: Micros| m.checked_sub(unflushed).filter(|m| !m.is_negative());
+        // A grant handed back in the batch being flushed is still in `remaining` until
+        // that flush commits: it is not this node's to spend any more.
+        let returning = self.in_flight.as_ref().map_or(Micros::ZERO, |batch| {
+            batch
+                .returns
+                .iter()
+                .filter(|(id, _)| *id == grant.account_id)
+                .fold(Micros::ZERO, |sum, (_, m)| {
+                    sum.checked_add(*m).unwrap_or(sum)
+                })
+        });
+        let lease = self.leases.entry(grant.account_id).or_default();
+        lease.left = less(grant.remaining)
+            .and_then(|m| m.checked_sub(returning))
+            .filter(|m| !m.is_negative())
+            .unwrap_or(Micros::ZERO);
+        lease.deadline = Some(sent.deadline());
+        if let Some(account) = self.accounts.get_mut(&grant.account_id) {
+            account.balance = less(grant.balance).unwrap_or(Micros::ZERO);
+        }
+    }
+
+    /// After a flush sent at `sent`: every grant as the store holds it (one not listed
+    /// is gone).
+    pub(super) fn sync_grants(&mut self, applied: &Applied, sent: BootTime) {
+        if self.leasing != Leasing::Grants {
+            return;
+        }
+        for lease in self.leases.values_mut() {
+            lease.left = Micros::ZERO;
+            lease.deadline = None;
+        }
+        let unflushed = self.unflushed_all();
+        for grant in &applied.grants {
+            let of = unflushed.get(&grant.account_id).copied();
+            self.sync_grant(*grant, sent, of.unwrap_or(Micros::ZERO));
+        }
+    }
+
+    /// Takes the store's accounts and keys. A known account keeps its window counters
+    /// (the server is their only writer) and its balance becomes the stored one minus
+    /// what is charged and not yet flushed.
+    pub(super) fn replace(&mut self, snapshot: Snapshot) {
+        let mut accounts = HashMap::with_capacity(snapshot.accounts.len());
+        let unflushed_all = self.unflushed_all();
+        for (id, mut stored) in snapshot.accounts {
+            if let Some(known) = self.accounts.get(&id) {
+                stored.counters = known.counters;
+            }
+            let unflushed = unflushed_all.get(&id).copied().unwrap_or(Micros::ZERO);
+            stored.balance = stored
+                .balance
+                .checked_sub(unflushed)
+                .filter(|b| !b.is_negative())
+                .unwrap_or(Micros::ZERO);
+            accounts.insert(id, stored);
+        }
+        self.accounts = accounts;
+        self.active_keys = snapshot.keys.iter().map(|k| k.caller.key_id).collect();
+        self.keys = snapshot
+            .keys
+            .into_iter()
+            .map(|k| {
+                let entry = KeyEntry {
+                    caller: k.caller,
+                    publishable: k.publishable.map(Arc::new),
+                };
+                (k.hash, entry)
+            })
+            .collect();
+    }
+
+    /// The pending charges as a batch; the books start the next one.
+    /// The last batch holding a charge (or an answer) decided so far: the one charges go
+    /// into now, or, when it is empty, the one taken before it (committed, or being
+    /// committed). Batches commit in order and a failed one goes back into the pending
+    /// charges, so `done` reaching it means everything decided before is in the file.
+    pub(super) fn last_charged_batch(&self) -> u64 {
+        if self.pending.is_empty() {
+            self.batch - 1
+        } else {
+            self.batch
+        }
+    }
+
+    pub(super) fn take_batch(&mut self) -> Batch {
+        let pending = std::mem::take(&mut self.pending);
+        let number = self.batch;
+        self.batch += 1;
+        let counters = pending
+            .counters
+            .iter()
+            .filter_map(|id| Some((*id, self.accounts.get(id)?.counters)))
+            .collect();
+        let answers = pending.answers;
+        let mut charges: Vec<ChargeRow> = pending
+            .rows
+            .into_iter()
+            .map(|((account_id, endpoint), (queries, amount))| ChargeRow {
+                account_id,
+                endpoint,
+                queries,
+                amount,
+            })
+            .collect();
+        charges.sort_by_key(|r| (r.account_id, r.endpoint));
+        let now = BootTime::now();
+        let stopping = self.stop;
+        let mut returns: Vec<(i64, Micros)> = self
+            .leases
+            .iter_mut()
+            .filter_map(|(id, lease)| {
+                let back = lease.to_return(now, stopping).then_some((*id, lease.left));
+                if back.is_some() || lease.left == Micros::ZERO {
+                    lease.left = Micros::ZERO;
+                    lease.recalled = false;
+                }
+                back
+            })
+            .collect();
+        returns.sort_unstable();
+        Batch {
+            number,
+            at: SystemTime::now(),
+            charges,
+            counters,
+            answers,
+            returns,
+        }
+    }
+
+    /// Is there anything to flush: charges, or grants to hand back?
+    pub(super) fn flush_due(&self) -> bool {
+        if !self.pending.is_empty() {
+            return true;
+        }
+        if self.leasing != Leasing::Grants {
+            return false;
+        }
+        let now = BootTime::now();
+        self.leases
+            .values()
+            .any(|lease| lease.to_return(now, self.stop))
+    }
+
+    /// Is anything not yet in the store: charges, or (with grants) a grant left?
+    pub(super) fn holds_anything(&self) -> bool {
+        !self.pending.is_empty()
+            || self.in_flight.is_some()
+            || self.leases.values().any(|l| l.left > Micros::ZERO)
+    }
+
+    /// A batch that did not commit goes back into the pending charges.
+    pub(super) fn put_back(&mut self, batch: Batch) {
+        for row in batch.charges {
+            self.pending
+                .add(row.account_id, row.endpoint, row.queries, row.amount);
+        }
+        self.pending
+            .counters
+            .extend(batch.counters.into_iter().map(|(id, _)| id));
+        self.pending.answers.extend(batch.answers);
+    }
+}

@@ -1,0 +1,287 @@
+//! The writer thread: flushes the books' pending charges through the `ChargeStore` every
+//! interval (at once in durable mode), retries a failing flush, answers reload and grant
+//! requests, purges expired idempotent answers, and flushes what is left on stop.
+
+use super::*;
+
+/// Longest pause between two tries of a failing flush.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+/// How long a clean stop keeps retrying a failing flush.
+const STOP_RETRY: Duration = Duration::from_secs(60);
+/// How often the writer forgets expired idempotency keys and deletes their answers.
+const PURGE_EVERY: Duration = Duration::from_secs(60);
+/// Answers are deleted from the file this long after they stop being replayable, so that
+/// a replay decided just before then still finds its body.
+const PURGE_GRACE: Duration = Duration::from_secs(60);
+/// A flush at least this slow is logged: in durable mode every request of its batch waited
+/// for it (bench/api.sh counts them beside its p99). Not rate-limited: a disk that stays
+/// slow gives at most one line per flush, about ten a second.
+const SLOW_FLUSH: Duration = Duration::from_millis(100);
+
+/// Forgets the idempotency keys no longer replayable and deletes their answers from the
+/// file (at most `db::idempotency::PURGE_ROWS`); how long until the next purge: at once
+/// when that bound was reached.
+fn purge_answers(store: &mut dyn ChargeStore, shared: &Shared) -> Duration {
+    let now = SystemTime::now();
+    lock(&shared.books).answers.expire(now);
+    let before = now
+        .checked_sub(ANSWER_TTL + PURGE_GRACE)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    match store.purge_answers(before) {
+        Ok(deleted) if deleted >= crate::db::idempotency::PURGE_ROWS => Duration::ZERO,
+        Ok(_) => PURGE_EVERY,
+        Err(e) => {
+            tracing::error!("deleting expired idempotent answers: {e:#}");
+            PURGE_EVERY
+        }
+    }
+}
+
+/// Asks the store for the grants requests are waiting for (with grants only), one
+/// account at a time; a request whose grant another one's already covers is answered
+/// without asking.
+fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<GrantRequest>) {
+    // What the ledger refused in this turn, per account: (the smallest need refused, whether
+    // other nodes held grants). A request needing as much gets the same answer unasked.
+    let mut refused: HashMap<i64, (Micros, bool)> = HashMap::new();
+    for request in requests {
+        let before = {
+            let books = lock(&shared.books);
+            if let Some(why) = &books.failing {
+                let _ = request.reply.send(Err(why.clone()));
+                continue;
+            }
+            let usable = books
+                .leases
+                .get(&request.account_id)
+                .map_or(Micros::ZERO, |l| l.usable(BootTime::now()));
+            if usable >= request.short.cost {
+                let _ = request.reply.send(Ok(Granted::More));
+                continue;
+            }
+            if let Some((need, elsewhere)) = refused.get(&request.account_id)
+                && request
+                    .short
+                    .cost
+                    .checked_sub(usable)
+                    .unwrap_or(Micros::ZERO)
+                    >= *need
+            {
+                let _ = request.reply.send(Ok(Granted::Nothing {
+                    elsewhere: *elsewhere,
+                }));
+                continue;
+            }
+            usable
+        };
+        let sent = BootTime::now();
+        // What is still missing now (other requests may have spent some of the grant).
+        let need = request
+            .short
+            .cost
+            .checked_sub(before)
+            .unwrap_or(Micros::ZERO);
+        let want = request.short.want.max(need);
+        let answer = match store.grant(request.account_id, need, want) {
+            Ok(grant) => {
+                let mut books = lock(&shared.books);
+                let unflushed = books.unflushed(grant.account_id);
+                books.sync_grant(grant, sent, unflushed);
+                if let Some(lease) = books.leases.get_mut(&request.account_id) {
+                    lease.granted(sent);
+                }
+                let after = books
+                    .leases
+                    .get(&request.account_id)
+                    .map_or(Micros::ZERO, |l| l.usable(sent));
+                Ok(if after > before || after >= request.short.cost {
+                    Granted::More
+                } else {
+                    let elsewhere = grant.elsewhere > Micros::ZERO;
+                    refused.insert(request.account_id, (need, elsewhere));
+                    Granted::Nothing { elsewhere }
+                })
+            }
+            Err(e) => {
+                tracing::error!("asking the ledger for a grant: {e:#}");
+                Err("the ledger cannot be reached".to_string())
+            }
+        };
+        let _ = request.reply.send(answer);
+    }
+}
+
+pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
+    let options = shared.options;
+    let mut retry = options.flush_interval;
+    let mut stop_deadline: Option<Instant> = None;
+    // The first purge at once: answers may have expired while no server ran.
+    let mut next_purge = Instant::now();
+    loop {
+        // Wait for the interval (write-behind) or for charges (durable), a reload
+        // request or stop.
+        let (grants, batch, reloads, stopping) = {
+            let mut books = lock(&shared.books);
+            let pause = if books.failing.is_some() {
+                retry
+            } else {
+                options.flush_interval
+            };
+            let until = Instant::now() + pause;
+            loop {
+                let durable_ready = options.durable && !books.pending.is_empty();
+                if books.stop
+                    || durable_ready
+                    || !books.reload_requests.is_empty()
+                    || !books.grant_requests.is_empty()
+                {
+                    break;
+                }
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                shared.writer_waiting.store(true, Ordering::Release);
+                books = shared
+                    .wake
+                    .wait_timeout(books, left)
+                    .map(|(b, _)| b)
+                    .unwrap_or_else(|p| p.into_inner().0);
+                shared.writer_waiting.store(false, Ordering::Relaxed);
+            }
+            let reloads = std::mem::take(&mut books.reload_requests);
+            let grants = std::mem::take(&mut books.grant_requests);
+            let batch = match books.leasing {
+                Leasing::WholeBalance => (!books.pending.is_empty()).then(|| books.take_batch()),
+                Leasing::Grants => match &books.in_flight {
+                    Some(retried) => Some(retried.clone()),
+                    None if books.flush_due() => {
+                        let batch = books.take_batch();
+                        books.in_flight = Some(batch.clone());
+                        Some(batch)
+                    }
+                    None => None,
+                },
+            };
+            (grants, batch, reloads, books.stop)
+        };
+
+        answer_grants(store.as_mut(), shared, grants);
+
+        let mut flushed_ok = true;
+        if let Some(batch) = batch {
+            let started = Instant::now();
+            let sent = BootTime::now();
+            let number = batch.number;
+            match store.apply(&batch) {
+                Ok(applied) => {
+                    let elapsed = started.elapsed();
+                    let took = elapsed.as_nanos() as u64;
+                    let counts = &shared.counts;
+                    counts.flushes.fetch_add(1, Ordering::Relaxed);
+                    counts.flush_busy_nanos.fetch_add(took, Ordering::Relaxed);
+                    counts.last_flush_nanos.store(took, Ordering::Relaxed);
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default();
+                    counts
+                        .last_commit_unix_micros
+                        .store(now.as_micros() as u64, Ordering::Relaxed);
+                    let recovered = {
+                        let mut books = lock(&shared.books);
+                        books.answers.written(&batch.answers);
+                        books.in_flight = None;
+                        books.sync_grants(&applied, sent);
+                        books.failing.take()
+                    };
+                    if recovered.is_some() {
+                        tracing::warn!("billing flushes work again: charges are answered");
+                    }
+                    retry = options.flush_interval;
+                    shared.flushed.send_modify(|s| {
+                        s.done = number;
+                        s.failing = None;
+                    });
+                    // Logged after the requests that waited for this flush are let go.
+                    if elapsed >= SLOW_FLUSH {
+                        tracing::warn!(
+                            "slow billing flush: {:.1} ms from BEGIN to the end of COMMIT \
+                             ({} charge rows), waiting for the disk or for another writer",
+                            elapsed.as_secs_f64() * 1e3,
+                            batch.charges.len()
+                        );
+                    }
+                }
+                Err(e) => {
+                    flushed_ok = false;
+                    let why = format!("{e:#}");
+                    shared.counts.failed_flushes.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(
+                        "billing flush failed ({} charge rows kept, retrying in {retry:?}): {why}",
+                        batch.charges.len()
+                    );
+                    let mut books = lock(&shared.books);
+                    if books.leasing == Leasing::WholeBalance {
+                        books.put_back(batch);
+                    } // else: still `in_flight`, retried as it is
+                    books.failing = Some("the ledger cannot be written".into());
+                    for request in std::mem::take(&mut books.grant_requests) {
+                        let _ = request
+                            .reply
+                            .send(Err("the ledger cannot be written".into()));
+                    }
+                    drop(books);
+                    shared.flushed.send_modify(|s| {
+                        s.failing = Some(why);
+                    });
+                    retry = (retry * 2).clamp(Duration::from_millis(10), RETRY_MAX);
+                }
+            }
+        }
+
+        if Instant::now() >= next_purge {
+            next_purge = Instant::now() + purge_answers(store.as_mut(), shared);
+        }
+
+        // Outside changes (CLI): reload after our own flush so that the stored balances
+        // hold every flushed charge.
+        match store.changes() {
+            Ok(Some(snapshot)) => {
+                lock(&shared.books).replace(snapshot);
+                shared.counts.reloads.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = store.reloaded() {
+                    tracing::error!("acknowledging account changes: {e:#}");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!("reading account changes: {e:#}"),
+        }
+        let recalls = store.recalls();
+        if !recalls.is_empty() {
+            let mut books = lock(&shared.books);
+            for id in recalls {
+                if let Some(lease) = books.leases.get_mut(&id) {
+                    lease.recalled = true;
+                }
+            }
+        }
+        for done in reloads {
+            let _ = done.send(());
+        }
+
+        if stopping {
+            let empty = !lock(&shared.books).holds_anything();
+            let deadline = *stop_deadline.get_or_insert_with(|| Instant::now() + STOP_RETRY);
+            if empty || (!flushed_ok && Instant::now() >= deadline) {
+                if !empty {
+                    tracing::error!(
+                        "stopping with unflushed charges: the ledger could not be written"
+                    );
+                } else if let Err(e) = store.close() {
+                    tracing::error!("closing the ledger: {e:#}");
+                }
+                return;
+            }
+        }
+    }
+}
