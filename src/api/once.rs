@@ -35,7 +35,6 @@ use super::contract::Requested;
 use super::error::ApiError;
 use super::reply::{Enveloped, Reply, set_rate_limit_headers};
 use crate::billing::{Caller, Claim, ClaimedKey};
-use crate::db;
 use crate::domain::charge::Endpoint;
 use crate::domain::idempotency::{Fingerprint, IdempotencyKey, MAX_KEY_CHARS};
 
@@ -237,10 +236,12 @@ impl State {
     ) -> Result<Keyed, ApiError> {
         let fingerprint =
             Fingerprint::of(body.fields()).map_err(|e| ApiError::internal(e.into()))?;
-        match self
+        let claim = self
             .billing
             .claim(caller.account_id, key, endpoint, fingerprint)
-        {
+            .await
+            .map_err(|e| refused(e, endpoint))?;
+        match claim {
             Claim::Run(claimed) => Ok(Keyed::Run(claimed)),
             // Its flush may not have committed yet: durable mode replays only after.
             Claim::Replay(Some(stored)) => {
@@ -251,7 +252,7 @@ impl State {
                 Ok(Keyed::Replay(stored.to_vec()))
             }
             Claim::Replay(None) => self
-                .stored_answer(caller.account_id, key)
+                .stored_answer(caller.account_id, key, endpoint)
                 .await
                 .map(Keyed::Replay),
             Claim::OtherBody => Err(ApiError::unprocessable(OTHER_BODY)),
@@ -262,24 +263,21 @@ impl State {
         }
     }
 
-    /// A stored answer's body, from the file (one row by its key).
+    /// A stored answer's body, from the store (one row by its key).
     async fn stored_answer(
         &self,
         account_id: i64,
         key: &IdempotencyKey,
+        endpoint: Endpoint,
     ) -> Result<Vec<u8>, ApiError> {
-        let pool = self.slow_pool.clone();
-        let key = key.clone();
-        let read = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<Vec<u8>>> {
-            let conn = pool.get()?;
-            db::idempotency::body(&conn, account_id, &key)
-        })
-        .await
-        .map_err(|e| ApiError::internal(e.into()))?
-        .map_err(ApiError::internal)?;
+        let read = self
+            .billing
+            .stored_body(account_id, key)
+            .await
+            .map_err(|e| refused(e, endpoint))?;
         // Purged only a minute after it stops being replayable (`billing`).
-        read.ok_or_else(|| {
-            ApiError::internal(anyhow::anyhow!("a stored answer is missing from the file"))
+        read.map(|body| body.to_vec()).ok_or_else(|| {
+            ApiError::internal(anyhow::anyhow!("a stored answer is missing from the store"))
         })
     }
 }

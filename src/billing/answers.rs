@@ -50,6 +50,20 @@ impl<R> Claim<R> {
     }
 }
 
+/// What a request of `asked` (endpoint, body) gets from a live key used by `found`: the
+/// key's `stage` (in progress, or its answer replayed) when they are the same request.
+pub fn found<R>(
+    found: (Endpoint, Fingerprint),
+    asked: (Endpoint, Fingerprint),
+    stage: Claim<R>,
+) -> Claim<R> {
+    match stage {
+        _ if found.0 != asked.0 => Claim::OtherEndpoint(found.0),
+        _ if found.1 != asked.1 => Claim::OtherBody,
+        stage => stage,
+    }
+}
+
 /// A charge decided and held on its key: `queries` and their `amount`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Held {
@@ -118,17 +132,15 @@ impl Answers {
         now: SystemTime,
     ) -> Claim {
         if let Some(entry) = self.entries.get(&(account_id, key.clone())) {
-            let live = match &entry.state {
-                Stage::Running { .. } => true,
-                Stage::Answered { answered, .. } => replayable(*answered, now),
+            let stage = match &entry.state {
+                Stage::Running { .. } => Some(Claim::InProgress),
+                Stage::Answered { answered, body } => {
+                    replayable(*answered, now).then(|| Claim::Replay(body.clone()))
+                }
             };
-            if live {
-                return match &entry.state {
-                    _ if entry.endpoint != endpoint => Claim::OtherEndpoint(entry.endpoint),
-                    _ if entry.fingerprint != fingerprint => Claim::OtherBody,
-                    Stage::Running { .. } => Claim::InProgress,
-                    Stage::Answered { body, .. } => Claim::Replay(body.clone()),
-                };
+            if let Some(stage) = stage {
+                let used = (entry.endpoint, entry.fingerprint);
+                return found(used, (endpoint, fingerprint), stage);
             }
         }
         let ticket = self.next_ticket;

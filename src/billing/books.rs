@@ -27,6 +27,8 @@ pub(super) struct Books {
     pub(super) leases: HashMap<i64, Lease>,
     /// Requests short of their grant, waiting for the writer to ask the store.
     pub(super) grant_requests: Vec<GrantRequest>,
+    /// Other calls of requests to the store, made by the writer (`Billing::on_writer`).
+    pub(super) store_calls: Vec<StoreCall>,
     /// With grants: the batch being flushed, or whose flush failed and is retried
     /// unchanged before any other (its commit may have happened: merged into the next
     /// one, it could be charged twice).
@@ -139,11 +141,16 @@ pub(super) struct Pending {
     pub(super) counters: HashSet<i64>,
     /// Answers of idempotent requests whose charges are in `rows`.
     pub(super) answers: Vec<StoredAnswer>,
+    /// Claims in the ledger of keys whose requests ended without an answer.
+    pub(super) released: Vec<ReleasedClaim>,
 }
 
 impl Pending {
     pub(super) fn is_empty(&self) -> bool {
-        self.rows.is_empty() && self.counters.is_empty() && self.answers.is_empty()
+        self.rows.is_empty()
+            && self.counters.is_empty()
+            && self.answers.is_empty()
+            && self.released.is_empty()
     }
 
     /// Per account, the amount charged and not yet flushed (one pass over the rows).
@@ -354,6 +361,7 @@ impl Books {
             .filter_map(|id| Some((*id, self.accounts.get(id)?.counters)))
             .collect();
         let answers = pending.answers;
+        let released = pending.released;
         let mut charges: Vec<ChargeRow> = pending
             .rows
             .into_iter()
@@ -386,6 +394,7 @@ impl Books {
             charges,
             counters,
             answers,
+            released,
             returns,
         }
     }
@@ -421,5 +430,6 @@ impl Books {
             .counters
             .extend(batch.counters.into_iter().map(|(id, _)| id));
         self.pending.answers.extend(batch.answers);
+        self.pending.released.extend(batch.released);
     }
 }

@@ -58,7 +58,10 @@ use answers::{Answers, Held};
 use lease::{BootTime, Lease};
 pub use lock::ServeLock;
 use sqlite::SqliteStore;
-use store::{Applied, Batch, ChargeRow, ChargeStore, Grant, Leasing, Snapshot, StoredAnswer};
+use store::{
+    Applied, Batch, ChargeRow, ChargeStore, Grant, Holder, KeyClaim, Leasing, ReleasedClaim,
+    Snapshot, StoredAnswer,
+};
 
 use crate::domain::api_key::{KeyHash, Publishable};
 use crate::domain::charge::{AccountState, AccountStatus, Endpoint, Refusal};
@@ -477,25 +480,109 @@ impl Billing {
 
     /// What a request of `endpoint` with the body `fingerprint` finds under `key` of
     /// `account_id` (`answers::Answers::claim`); when nothing live, the key is claimed for
-    /// it until the returned `ClaimedKey` answers or is dropped.
-    pub fn claim(
+    /// it until the returned `ClaimedKey` answers or is dropped. With grants (a cluster),
+    /// a key this node holds nothing of is claimed in the ledger too, which every node
+    /// asks: the first answer given on any node is replayed, a request running on another
+    /// node is 409. `Unavailable` when the ledger cannot be asked.
+    pub async fn claim(
         &self,
         account_id: i64,
         key: &IdempotencyKey,
         endpoint: Endpoint,
         fingerprint: Fingerprint,
-    ) -> Claim<ClaimedKey> {
-        let claim =
-            self.books()
+    ) -> Result<Claim<ClaimedKey>, BillingError> {
+        let (local, leasing) = {
+            let mut books = self.books();
+            let now = SystemTime::now();
+            let local = books
                 .answers
-                .claim(account_id, key, endpoint, fingerprint, SystemTime::now());
-        claim.map_run(|ticket| ClaimedKey {
+                .claim(account_id, key, endpoint, fingerprint, now);
+            (local, books.leasing)
+        };
+        let claim = local.map_run(|ticket| ClaimedKey {
             billing: self.clone(),
             account_id,
             key: key.clone(),
             ticket,
             open: true,
-        })
+            in_ledger: false,
+        });
+        let Claim::Run(mut claimed) = claim else {
+            return Ok(claim);
+        };
+        if leasing != Leasing::Grants {
+            return Ok(Claim::Run(claimed));
+        }
+        let ask = KeyClaim {
+            account_id,
+            key: key.clone(),
+            endpoint,
+            fingerprint,
+            ticket: claimed.ticket,
+            since: SystemTime::now()
+                .checked_sub(ANSWER_TTL)
+                .unwrap_or(SystemTime::UNIX_EPOCH),
+        };
+        // Dropped on an error: released here only (nothing was claimed in the ledger).
+        let holder = self.on_writer(move |store| store.claim_key(&ask)).await?;
+        let (used, stage) = match holder {
+            Holder::Claimed => {
+                claimed.in_ledger = true;
+                return Ok(Claim::Run(claimed));
+            }
+            Holder::Running {
+                endpoint,
+                fingerprint,
+            } => ((endpoint, fingerprint), Claim::InProgress),
+            Holder::Answered {
+                endpoint,
+                fingerprint,
+                body,
+            } => ((endpoint, fingerprint), Claim::Replay(Some(body))),
+        };
+        drop(claimed);
+        Ok(answers::found(used, (endpoint, fingerprint), stage))
+    }
+
+    /// The body of an answer stored under `key` (a replay of an answer whose flush has
+    /// committed: `Claim::Replay(None)`), read by the writer from the store.
+    pub async fn stored_body(
+        &self,
+        account_id: i64,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Arc<[u8]>>, BillingError> {
+        let key = key.clone();
+        self.on_writer(move |store| store.answer_body(account_id, &key))
+            .await
+    }
+
+    /// Runs `call` on the store in the writer's thread, between flushes (the store is the
+    /// writer's alone); 503 while flushes fail or when the call fails.
+    async fn on_writer<T: Send + 'static>(
+        &self,
+        call: impl FnOnce(&mut dyn ChargeStore) -> anyhow::Result<T> + Send + 'static,
+    ) -> Result<T, BillingError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        {
+            let mut books = self.books();
+            if let Some(why) = &books.failing {
+                return Err(BillingError::Unavailable(why.clone()));
+            }
+            books.store_calls.push(Box::new(move |store| {
+                let _ = reply.send(call(store));
+            }));
+        }
+        self.shared.wake.notify_all();
+        match answer.await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(e)) => {
+                tracing::error!("asking the ledger: {e:#}");
+                Err(BillingError::Unavailable(
+                    "the ledger cannot be reached".into(),
+                ))
+            }
+            Err(_) => Err(BillingError::Unavailable("billing stopped".into())),
+        }
     }
 
     /// In durable mode, waits until everything decided so far has committed: a replay of
@@ -650,6 +737,9 @@ impl Billing {
     }
 }
 
+/// A call of a request to the store, run by the writer (`Billing::on_writer`).
+type StoreCall = Box<dyn FnOnce(&mut dyn ChargeStore) + Send>;
+
 /// An idempotency key claimed by the request running under it (`Billing::claim`). Its
 /// charge (`Billing::charge_held`) waits on it; `answer` makes both pending. Dropped
 /// without an answer (an error, a panic, a client gone), it frees the key, and a charge
@@ -660,6 +750,8 @@ pub struct ClaimedKey {
     key: IdempotencyKey,
     ticket: u64,
     open: bool,
+    /// Claimed in a cluster's ledger too: released there by the next flush.
+    in_ledger: bool,
 }
 
 impl ClaimedKey {
@@ -703,6 +795,13 @@ impl Drop for ClaimedKey {
             books
                 .pending
                 .add(self.account_id, held.endpoint, held.queries, held.amount);
+        }
+        if self.in_ledger {
+            books.pending.released.push(ReleasedClaim {
+                account_id: self.account_id,
+                key: self.key.clone(),
+                ticket: self.ticket,
+            });
         }
         let wake = self.billing.writer_to_wake(&books);
         drop(books);

@@ -19,8 +19,11 @@ use anyhow::Context;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use super::lease::LEASE_TTL;
-use super::store::{AnswerIndex, Applied, Batch, ChargeStore, Grant, Leasing, Snapshot};
-use crate::db::pg::{self, CHANGES_CHANNEL, RECALL_CHANNEL, node};
+use super::store::{
+    AnswerIndex, Applied, Batch, ChargeStore, Grant, Holder, KeyClaim, Leasing, Snapshot,
+};
+use crate::db::pg::{self, CHANGES_CHANNEL, RECALL_CHANNEL, idempotency, node};
+use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;
 
 /// The longest a call to the ledger may take (the design's flush_timeout).
@@ -149,7 +152,7 @@ impl ChargeStore for PgStore {
     }
 
     fn load_answers(&mut self, since: SystemTime) -> anyhow::Result<Vec<AnswerIndex>> {
-        self.call(async |client, _| node::load_answers(client, since).await)
+        self.call(async |client, _| idempotency::load_answers(client, since).await)
     }
 
     fn leasing(&self) -> Leasing {
@@ -179,6 +182,7 @@ impl ChargeStore for PgStore {
                     charges: &batch.charges,
                     returns: &batch.returns,
                     answers: &batch.answers,
+                    released: &batch.released,
                     ttl: LEASE_TTL,
                 },
             )
@@ -206,8 +210,20 @@ impl ChargeStore for PgStore {
         })
     }
 
+    fn claim_key(&mut self, claim: &KeyClaim) -> anyhow::Result<Holder> {
+        self.call(async |client, node_id| idempotency::claim(client, node_id, claim).await)
+    }
+
+    fn answer_body(
+        &mut self,
+        account_id: i64,
+        key: &IdempotencyKey,
+    ) -> anyhow::Result<Option<Arc<[u8]>>> {
+        self.call(async |client, _| idempotency::answer_body(client, account_id, key).await)
+    }
+
     fn purge_answers(&mut self, before: SystemTime) -> anyhow::Result<usize> {
-        self.call(async |client, _| node::purge_answers(client, before).await)
+        self.call(async |client, _| idempotency::purge_answers(client, before).await)
     }
 
     fn changes(&mut self) -> anyhow::Result<Option<Snapshot>> {

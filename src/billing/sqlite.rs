@@ -3,6 +3,7 @@
 //! changed. The SQL itself is `db`'s (`accounts`, `keys`, `ledger`, `idempotency`).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::Context;
@@ -10,6 +11,7 @@ use rusqlite::{Connection, TransactionBehavior};
 
 use super::store::{AnswerIndex, Applied, Batch, ChargeStore, Grant, Snapshot};
 use crate::db::{self, accounts, idempotency, keys, ledger};
+use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;
 
 /// The SQLite file, through one connection of its own.
@@ -77,6 +79,14 @@ impl ChargeStore for SqliteStore {
 
     fn load_answers(&mut self, since: SystemTime) -> anyhow::Result<Vec<AnswerIndex>> {
         idempotency::load_index(&self.conn, since)
+    }
+
+    fn answer_body(
+        &mut self,
+        account_id: i64,
+        key: &IdempotencyKey,
+    ) -> anyhow::Result<Option<Arc<[u8]>>> {
+        Ok(idempotency::body(&self.conn, account_id, key)?.map(Arc::from))
     }
 
     fn purge_answers(&mut self, before: SystemTime) -> anyhow::Result<usize> {

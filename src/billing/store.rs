@@ -5,12 +5,14 @@
 //! file, whose one server holds the whole balance; `PgStore` (`billing::pg`) is the
 //! PostgreSQL ledger of a cluster, which leases each node a slice of it (docs/cluster.md).
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
-pub use crate::db::idempotency::{AnswerIndex, StoredAnswer};
+pub use crate::db::idempotency::{AnswerIndex, Holder, KeyClaim, ReleasedClaim, StoredAnswer};
 use crate::db::keys::ActiveKey;
 pub use crate::db::ledger::ChargeRow;
 use crate::domain::charge::AccountState;
+use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Counters;
 
@@ -32,6 +34,9 @@ pub struct Batch {
     pub charges: Vec<ChargeRow>,
     pub counters: Vec<(i64, Counters)>,
     pub answers: Vec<StoredAnswer>,
+    /// Claims of idempotency keys whose requests ended without an answer (with grants
+    /// only: the ledger holds the claims of a cluster).
+    pub released: Vec<ReleasedClaim>,
     /// Unspent grants handed back (account, amount), taken from the books when the batch
     /// was: always empty for a store that leases the whole balance.
     pub returns: Vec<(i64, Micros)>,
@@ -87,6 +92,18 @@ pub trait ChargeStore: Send {
     /// Applies `batch` in one transaction: `balance = balance - amount` and one ledger row
     /// per charge row, the counters, the answers, the returned grants, all or nothing.
     fn apply(&mut self, batch: &Batch) -> anyhow::Result<Applied>;
+    /// Claims an idempotency key ledger-wide for a request this node runs, or says who
+    /// holds it (with grants only: one server's memory holds every key of its file).
+    fn claim_key(&mut self, claim: &KeyClaim) -> anyhow::Result<Holder> {
+        let _ = claim;
+        Ok(Holder::Claimed)
+    }
+    /// The body of a stored answer.
+    fn answer_body(
+        &mut self,
+        account_id: i64,
+        key: &IdempotencyKey,
+    ) -> anyhow::Result<Option<Arc<[u8]>>>;
     /// Deletes the answers given before `before`; how many.
     fn purge_answers(&mut self, before: SystemTime) -> anyhow::Result<usize>;
     /// A new snapshot when someone else changed accounts or keys since the last `load` or

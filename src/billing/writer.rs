@@ -1,6 +1,7 @@
 //! The writer thread: flushes the books' pending charges through the `ChargeStore` every
 //! interval (at once in durable mode), retries a failing flush, answers reload and grant
-//! requests, purges expired idempotent answers, and flushes what is left on stop.
+//! requests and the other calls of requests to the store, purges expired idempotent
+//! answers, and flushes what is left on stop.
 
 use super::*;
 
@@ -120,7 +121,7 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
     loop {
         // Wait for the interval (write-behind) or for charges (durable), a reload
         // request or stop.
-        let (grants, batch, reloads, stopping) = {
+        let (grants, calls, batch, reloads, stopping) = {
             let mut books = lock(&shared.books);
             let pause = if books.failing.is_some() {
                 retry
@@ -134,6 +135,7 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                     || durable_ready
                     || !books.reload_requests.is_empty()
                     || !books.grant_requests.is_empty()
+                    || !books.store_calls.is_empty()
                 {
                     break;
                 }
@@ -151,6 +153,7 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
             }
             let reloads = std::mem::take(&mut books.reload_requests);
             let grants = std::mem::take(&mut books.grant_requests);
+            let calls = std::mem::take(&mut books.store_calls);
             let batch = match books.leasing {
                 Leasing::WholeBalance => (!books.pending.is_empty()).then(|| books.take_batch()),
                 Leasing::Grants => match &books.in_flight {
@@ -163,10 +166,13 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                     None => None,
                 },
             };
-            (grants, batch, reloads, books.stop)
+            (grants, calls, batch, reloads, books.stop)
         };
 
         answer_grants(store.as_mut(), shared, grants);
+        for call in calls {
+            call(store.as_mut());
+        }
 
         let mut flushed_ok = true;
         if let Some(batch) = batch {

@@ -457,6 +457,29 @@ impl Client {
         self.post("/api/lookup", &json!({"apiKey": key, "zipcode": "90210"}))
     }
 
+    /// POSTs `body` with an `Idempotency-Key`: (status, its `Idempotent-Replayed`
+    /// header, the body as sent); a failed connection is status 0.
+    pub fn post_keyed(&self, path: &str, body: &Value, key: &str) -> (u16, Option<String>, String) {
+        let request = self
+            .agent
+            .post(format!("{}{path}", self.address))
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .send(body.to_string().as_bytes());
+        match request {
+            Ok(mut response) => {
+                let replayed = response
+                    .headers()
+                    .get("idempotent-replayed")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                let text = response.body_mut().read_to_string().unwrap_or_default();
+                (response.status().as_u16(), replayed, text)
+            }
+            Err(_) => (0, None, String::new()),
+        }
+    }
+
     /// The free operation (`/api/countries`): (status).
     pub fn countries(&self, key: &str) -> u16 {
         self.post("/api/countries", &json!({"apiKey": key})).0

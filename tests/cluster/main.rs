@@ -21,3 +21,6 @@ mod migrate;
 
 /// A flush whose COMMIT answer was lost, retried under its number: applied once.
 mod replay;
+
+/// `Idempotency-Key` across nodes: claimed in the ledger, replayed by every node.
+mod once;

@@ -44,6 +44,7 @@ fn a_flush_retried_under_its_number_is_applied_once() {
             charges: &charges,
             returns: &[],
             answers: &[],
+            released: &[],
             ttl,
         };
         let first = node::flush(&mut client, &flush).await.unwrap();

@@ -3,20 +3,18 @@
 //! grants, its acknowledgement of a change, and the idempotent answers.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use tokio_postgres::{Client, GenericClient};
 
-use crate::db::idempotency::{AnswerIndex, StoredAnswer};
+use crate::db::idempotency::{ReleasedClaim, StoredAnswer};
 use crate::db::keys::ActiveKey;
 use crate::db::ledger::ChargeRow;
 use crate::db::rows::{Caller, unix_secs};
 use crate::domain::api_key::{KeyHash, KeyKind, Publishable};
-use crate::domain::charge::{AccountState, Endpoint};
+use crate::domain::charge::AccountState;
 use crate::domain::grant;
-use crate::domain::idempotency::{Fingerprint, IdempotencyKey};
 use crate::domain::money::Micros;
 use crate::domain::origin::OriginPattern;
 use crate::domain::rate_limit::{Counters, Limits};
@@ -41,6 +39,8 @@ pub struct Flush<'a> {
     pub charges: &'a [ChargeRow],
     pub returns: &'a [(i64, Micros)],
     pub answers: &'a [StoredAnswer],
+    /// Claims of idempotency keys whose requests ended without an answer.
+    pub released: &'a [ReleasedClaim],
     pub ttl: Duration,
 }
 
@@ -372,7 +372,8 @@ pub async fn flush(client: &mut Client, flush: &Flush<'_>) -> anyhow::Result<Flu
             )
             .await?;
         }
-        store_answers(&tx, flush.answers).await?;
+        super::idempotency::store_answers(&tx, flush.node_id, flush.answers).await?;
+        super::idempotency::release(&tx, flush.node_id, flush.released).await?;
     }
     tx.execute(
         "DELETE FROM leases WHERE node_id = $1 AND remaining = 0",
@@ -413,96 +414,6 @@ async fn node_grants(client: &impl GenericClient, node_id: i64) -> anyhow::Resul
         });
     }
     Ok(grants)
-}
-
-async fn store_answers(
-    client: &impl GenericClient,
-    answers: &[StoredAnswer],
-) -> anyhow::Result<()> {
-    for answer in answers {
-        client
-            .execute(
-                "INSERT INTO idempotent_answers
-                     (account_id, idempotency_key, endpoint, fingerprint, body, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6)
-                 ON CONFLICT (account_id, idempotency_key) DO UPDATE SET
-                     endpoint = excluded.endpoint, fingerprint = excluded.fingerprint,
-                     body = excluded.body, created_at = excluded.created_at",
-                &[
-                    &answer.account_id,
-                    &answer.key.as_str(),
-                    &answer.endpoint.as_str(),
-                    &&answer.fingerprint.as_bytes()[..],
-                    &&answer.body[..],
-                    &unix_secs(answer.answered),
-                ],
-            )
-            .await
-            .context("storing an idempotent answer")?;
-    }
-    Ok(())
-}
-
-/// The answers given at `since` or later, without bodies.
-pub async fn load_answers(client: &Client, since: SystemTime) -> anyhow::Result<Vec<AnswerIndex>> {
-    let mut answers = Vec::new();
-    for r in client
-        .query(
-            "SELECT account_id, idempotency_key, endpoint, fingerprint, created_at
-             FROM idempotent_answers WHERE created_at >= $1",
-            &[&unix_secs(since)],
-        )
-        .await?
-    {
-        let key: String = r.get(1);
-        let endpoint: String = r.get(2);
-        let fingerprint: Vec<u8> = r.get(3);
-        let (Some(key), Some(endpoint), Some(fingerprint)) = (
-            IdempotencyKey::parse(key.as_bytes()),
-            Endpoint::parse(&endpoint),
-            <[u8; 32]>::try_from(fingerprint.as_slice())
-                .ok()
-                .map(Fingerprint::from_bytes),
-        ) else {
-            continue;
-        };
-        answers.push(AnswerIndex {
-            account_id: r.get(0),
-            key,
-            endpoint,
-            fingerprint,
-            answered: SystemTime::UNIX_EPOCH
-                + Duration::from_secs(u64::try_from(r.get::<_, i64>(4)).unwrap_or(0)),
-        });
-    }
-    Ok(answers)
-}
-
-/// The body of a stored answer.
-pub async fn answer_body(
-    client: &Client,
-    account_id: i64,
-    key: &IdempotencyKey,
-) -> anyhow::Result<Option<Arc<[u8]>>> {
-    Ok(client
-        .query_opt(
-            "SELECT body FROM idempotent_answers WHERE account_id = $1 AND idempotency_key = $2",
-            &[&account_id, &key.as_str()],
-        )
-        .await?
-        .map(|r| Arc::from(r.get::<_, Vec<u8>>(0))))
-}
-
-/// Deletes up to 1,000 answers given before `before`; how many.
-pub async fn purge_answers(client: &Client, before: SystemTime) -> anyhow::Result<usize> {
-    let deleted = client
-        .execute(
-            "DELETE FROM idempotent_answers WHERE ctid IN (
-                 SELECT ctid FROM idempotent_answers WHERE created_at < $1 LIMIT 1000)",
-            &[&unix_secs(before)],
-        )
-        .await?;
-    Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
 }
 
 /// Grants past their expiry (on the database clock) go back to their accounts' free
