@@ -7,13 +7,10 @@ use clap::Subcommand;
 use serde::Serialize;
 use serde_json::Number;
 
-use postal::billing::notify;
-use postal::db::accounts::{self, LimitsChange};
-use postal::db::pg::admin;
-use postal::db::{self, reports};
+use postal::db::accounts::LimitsChange;
 use postal::domain::money::Micros;
 
-use super::{RateLimits, Verdict, cluster, now_unix, print};
+use super::{RateLimits, Verdict, admin, now_unix, print};
 
 #[derive(Subcommand)]
 pub(super) enum AccountCommand {
@@ -107,115 +104,18 @@ struct ListedAccount {
     queries_today: u64,
 }
 
-pub(super) fn run(db_path: &Path, command: AccountCommand) -> anyhow::Result<Verdict> {
-    let mut conn = db::open(db_path)?;
+/// Runs `command` on the file at `db_path`, or with `ledger` on the cluster's ledger: the
+/// same answers; a change holds from the server's (every live node's) next request.
+pub(super) fn run(
+    db_path: &Path,
+    ledger: Option<&str>,
+    command: AccountCommand,
+) -> anyhow::Result<Verdict> {
     let now = SystemTime::now();
-    match command {
-        AccountCommand::Create { name } => {
-            let created = accounts::create_account(&mut conn, name.as_deref(), now)?;
-            notify::announce(&conn);
-            print(&Created {
-                account_id: created.account_id,
-                key_id: created.key_id,
-                api_key: created.api_key.expose().to_owned(),
-                balance: created.balance.to_json_number(),
-            })?;
-        }
-        AccountCommand::List => {
-            let lines = reports::account_lines(&mut conn, now_unix())?;
-            print(&Listed {
-                accounts: lines
-                    .into_iter()
-                    .map(|a| ListedAccount {
-                        account_id: a.account_id,
-                        name: a.name,
-                        balance: a.balance.to_json_number(),
-                        active_keys: a.active_keys,
-                        rate_limits: a.limits.into(),
-                        queries_today: a.queries_today,
-                    })
-                    .collect(),
-            })?;
-        }
-        AccountCommand::Show { account_id } => {
-            // Announced first: the server flushes, so the balance holds every charge answered
-            // before the command started.
-            notify::announce(&conn);
-            let view = accounts::show(&conn, &account_id)?;
-            print(&Shown {
-                account_id: view.account_id,
-                name: view.name,
-                balance: view.balance.to_json_number(),
-                keys: view
-                    .keys
-                    .into_iter()
-                    .map(|k| ShownKey {
-                        key_id: k.key_id,
-                        created_at: k.created_at,
-                        revoked: k.revoked,
-                    })
-                    .collect(),
-                rate_limits: view.limits.into(),
-            })?;
-        }
-        AccountCommand::Topup { account_id, usd } => {
-            let amount = Micros::parse_usd(&usd)?;
-            let balance = accounts::topup(&mut conn, &account_id, amount, now)?;
-            notify::announce(&conn);
-            print(&Balance {
-                account_id,
-                balance: balance.to_json_number(),
-            })?;
-        }
-        AccountCommand::Adjust {
-            account_id,
-            usd,
-            reason,
-        } => {
-            let amount = Micros::parse_usd(&usd)?;
-            let balance = accounts::adjust(&mut conn, &account_id, amount, &reason, now)?;
-            notify::announce(&conn);
-            print(&Balance {
-                account_id,
-                balance: balance.to_json_number(),
-            })?;
-        }
-        AccountCommand::Limits {
-            account_id,
-            per_minute,
-            per_hour,
-            per_day,
-            off,
-        } => {
-            let change = if off {
-                LimitsChange::Off
-            } else if per_minute.is_none() && per_hour.is_none() && per_day.is_none() {
-                LimitsChange::Keep
-            } else {
-                LimitsChange::Set {
-                    per_minute,
-                    per_hour,
-                    per_day,
-                }
-            };
-            let limits = accounts::set_limits(&mut conn, &account_id, change)?;
-            notify::announce(&conn);
-            print(&RateLimits::from(limits))?;
-        }
-    }
-    Ok(Verdict::Success)
-}
-
-/// `postal account ... --ledger URL`: the same commands and answers against the cluster's
-/// ledger; a change returns once every live node holds it.
-pub(super) fn run_cluster(url: &str, command: AccountCommand) -> anyhow::Result<Verdict> {
-    let now = SystemTime::now();
-    cluster::run(url, async |client| {
+    admin::run(db_path, ledger, async |admin| {
         match command {
             AccountCommand::Create { name } => {
-                let (created, version) =
-                    admin::create_account(client, name.as_deref(), now).await?;
-                cluster::announce(client, version).await?;
+                let created = admin.create_account(name.as_deref(), now).await?;
                 print(&Created {
                     account_id: created.account_id,
                     key_id: created.key_id,
@@ -224,7 +124,7 @@ pub(super) fn run_cluster(url: &str, command: AccountCommand) -> anyhow::Result<
                 })?;
             }
             AccountCommand::List => {
-                let lines = admin::account_lines(client, now_unix()).await?;
+                let lines = admin.account_lines(now_unix()).await?;
                 print(&Listed {
                     accounts: lines
                         .into_iter()
@@ -240,7 +140,7 @@ pub(super) fn run_cluster(url: &str, command: AccountCommand) -> anyhow::Result<
                 })?;
             }
             AccountCommand::Show { account_id } => {
-                let view = admin::show(client, &account_id).await?;
+                let view = admin.show(&account_id).await?;
                 print(&Shown {
                     account_id: view.account_id,
                     name: view.name,
@@ -259,8 +159,7 @@ pub(super) fn run_cluster(url: &str, command: AccountCommand) -> anyhow::Result<
             }
             AccountCommand::Topup { account_id, usd } => {
                 let amount = Micros::parse_usd(&usd)?;
-                let (balance, version) = admin::topup(client, &account_id, amount, now).await?;
-                cluster::announce(client, version).await?;
+                let balance = admin.topup(&account_id, amount, now).await?;
                 print(&Balance {
                     account_id,
                     balance: balance.to_json_number(),
@@ -272,9 +171,7 @@ pub(super) fn run_cluster(url: &str, command: AccountCommand) -> anyhow::Result<
                 reason,
             } => {
                 let amount = Micros::parse_usd(&usd)?;
-                let (balance, version) =
-                    admin::adjust(client, &account_id, amount, &reason, now).await?;
-                cluster::announce(client, version).await?;
+                let balance = admin.adjust(&account_id, amount, &reason, now).await?;
                 print(&Balance {
                     account_id,
                     balance: balance.to_json_number(),
@@ -298,8 +195,7 @@ pub(super) fn run_cluster(url: &str, command: AccountCommand) -> anyhow::Result<
                         per_day,
                     }
                 };
-                let (limits, version) = admin::set_limits(client, &account_id, change).await?;
-                cluster::announce(client, version).await?;
+                let limits = admin.set_limits(&account_id, change).await?;
                 print(&RateLimits::from(limits))?;
             }
         }

@@ -18,14 +18,18 @@ pub(super) fn run<T>(
     url: &str,
     work: impl AsyncFnOnce(&mut Client) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    block_on(async {
-        let mut client = pg::connect(url).await?;
-        pg::migrate(&mut client).await?;
-        work(&mut client).await
-    })
+    block_on(async { work(&mut connect(url).await?).await })
 }
 
-fn block_on<T>(work: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+/// A connection to the ledger at `url`, its schema migrated.
+pub(super) async fn connect(url: &str) -> anyhow::Result<Client> {
+    let mut client = pg::connect(url).await?;
+    pg::migrate(&mut client).await?;
+    Ok(client)
+}
+
+/// Runs `work` on a runtime of the command's own.
+pub(super) fn block_on<T>(work: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

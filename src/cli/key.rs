@@ -6,13 +6,10 @@ use std::time::SystemTime;
 use clap::Subcommand;
 use serde::Serialize;
 
-use postal::billing::notify;
-use postal::db::pg::admin;
-use postal::db::{self, keys, reports};
 use postal::domain::api_key::{DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
 use postal::domain::origin::OriginPattern;
 
-use super::{Verdict, cluster, print};
+use super::{Verdict, admin, print};
 
 #[derive(Subcommand)]
 pub(super) enum KeyCommand {
@@ -110,63 +107,15 @@ struct ListedKey {
     publishable: Option<Rules>,
 }
 
-pub(super) fn run(db_path: &Path, command: KeyCommand) -> anyhow::Result<Verdict> {
-    let mut conn = db::open(db_path)?;
+/// Runs `command` on the file at `db_path`, or with `ledger` on the cluster's ledger: a
+/// new or revoked key holds from the server's (every live node's) next request.
+pub(super) fn run(
+    db_path: &Path,
+    ledger: Option<&str>,
+    command: KeyCommand,
+) -> anyhow::Result<Verdict> {
     let now = SystemTime::now();
-    match command {
-        KeyCommand::Create {
-            account_id,
-            publishable,
-            origins,
-            per_ip_minute,
-        } => {
-            let publishable = publishable.then(|| Publishable {
-                origins,
-                per_ip_minute: per_ip_minute.unwrap_or(DEFAULT_PER_IP_MINUTE),
-            });
-            let key = keys::create_key(&mut conn, &account_id, publishable.as_ref(), now)?;
-            notify::announce(&conn);
-            print(&NewKey {
-                key_id: key.key_id,
-                api_key: key.api_key.expose().to_owned(),
-                kind: publishable.as_ref().map(|_| KeyKind::Publishable.as_str()),
-                publishable: publishable.as_ref().map(Rules::of),
-            })?;
-        }
-        KeyCommand::List { account_id } => {
-            let keys = reports::keys(&mut conn, &account_id)?;
-            print(&KeyList {
-                account_id,
-                keys: keys
-                    .into_iter()
-                    .map(|k| ListedKey {
-                        key_id: k.key_id,
-                        created_at: k.created_at,
-                        revoked: k.revoked_at.is_some(),
-                        revoked_at: k.revoked_at,
-                        kind: kind(k.publishable.as_ref()),
-                        publishable: k.publishable.as_ref().map(Rules::of),
-                    })
-                    .collect(),
-            })?;
-        }
-        KeyCommand::Revoke { key_id } => {
-            keys::revoke_key(&mut conn, &key_id, now)?;
-            notify::announce(&conn);
-            print(&Revoked {
-                key_id,
-                revoked: true,
-            })?;
-        }
-    }
-    Ok(Verdict::Success)
-}
-
-/// `postal key ... --ledger URL`: the same commands against the cluster's ledger; a new or
-/// revoked key holds on every live node when the command returns.
-pub(super) fn run_cluster(url: &str, command: KeyCommand) -> anyhow::Result<Verdict> {
-    let now = SystemTime::now();
-    cluster::run(url, async |client| {
+    admin::run(db_path, ledger, async |admin| {
         match command {
             KeyCommand::Create {
                 account_id,
@@ -178,9 +127,9 @@ pub(super) fn run_cluster(url: &str, command: KeyCommand) -> anyhow::Result<Verd
                     origins,
                     per_ip_minute: per_ip_minute.unwrap_or(DEFAULT_PER_IP_MINUTE),
                 });
-                let (key, version) =
-                    admin::create_key(client, &account_id, publishable.as_ref(), now).await?;
-                cluster::announce(client, version).await?;
+                let key = admin
+                    .create_key(&account_id, publishable.as_ref(), now)
+                    .await?;
                 print(&NewKey {
                     key_id: key.key_id,
                     api_key: key.api_key.expose().to_owned(),
@@ -189,7 +138,7 @@ pub(super) fn run_cluster(url: &str, command: KeyCommand) -> anyhow::Result<Verd
                 })?;
             }
             KeyCommand::List { account_id } => {
-                let keys = admin::keys(client, &account_id).await?;
+                let keys = admin.keys(&account_id).await?;
                 print(&KeyList {
                     account_id,
                     keys: keys
@@ -206,8 +155,7 @@ pub(super) fn run_cluster(url: &str, command: KeyCommand) -> anyhow::Result<Verd
                 })?;
             }
             KeyCommand::Revoke { key_id } => {
-                let version = admin::revoke_key(client, &key_id, now).await?;
-                cluster::announce(client, version).await?;
+                admin.revoke_key(&key_id, now).await?;
                 print(&Revoked {
                     key_id,
                     revoked: true,

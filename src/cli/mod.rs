@@ -3,6 +3,7 @@
 
 mod access_log;
 mod account;
+mod admin;
 mod backup;
 mod cluster;
 mod dataset;
@@ -114,19 +115,10 @@ fn is_bad_argument(e: &anyhow::Error) -> bool {
 fn run(cli: Cli) -> anyhow::Result<Verdict> {
     match cli.command {
         Command::Serve(args) => serve::run(&cli.db, cli.ledger, args),
-        Command::Account(command) => match cli.ledger {
-            Some(url) => account::run_cluster(&url, command),
-            None => account::run(&cli.db, command),
-        },
-        Command::Key(command) => match cli.ledger {
-            Some(url) => key::run_cluster(&url, command),
-            None => key::run(&cli.db, command),
-        },
+        Command::Account(command) => account::run(&cli.db, cli.ledger.as_deref(), command),
+        Command::Key(command) => key::run(&cli.db, cli.ledger.as_deref(), command),
         Command::Ledger(command) => ledger::run(&cli.db, cli.ledger.as_deref(), command),
-        Command::Usage(args) => match cli.ledger {
-            Some(url) => usage::run_cluster(&url, args),
-            None => usage::run(&cli.db, args),
-        },
+        Command::Usage(args) => usage::run(&cli.db, cli.ledger.as_deref(), args),
         Command::Backup(args) => backup::backup(&cli.db, args),
         Command::Restore(args) => backup::restore(&cli.db, args),
         Command::Dataset(command) => dataset::run(&cli.db, command),

@@ -6,9 +6,9 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::Number;
 
-use postal::db::{self, reports};
+use postal::db::reports;
 
-use super::{Format, Verdict, cluster, now_unix, print, print_csv};
+use super::{Format, Verdict, admin, now_unix, print, print_csv};
 
 #[derive(Args)]
 pub(super) struct UsageArgs {
@@ -35,16 +35,14 @@ struct Line {
     usd: Number,
 }
 
-pub(super) fn run(db_path: &Path, args: UsageArgs) -> anyhow::Result<Verdict> {
-    let mut conn = db::open(db_path)?;
-    let lines = reports::usage(&mut conn, args.days, now_unix())?;
-    print_usage(&args, lines)
-}
-
-/// `postal usage --ledger URL`: the same lines from the cluster's ledger.
-pub(super) fn run_cluster(url: &str, args: UsageArgs) -> anyhow::Result<Verdict> {
-    let lines = cluster::run(url, async |client| {
-        postal::db::pg::admin::usage(client, args.days, now_unix()).await
+/// The lines of the file at `db_path`, or with `ledger` of the cluster's ledger.
+pub(super) fn run(
+    db_path: &Path,
+    ledger: Option<&str>,
+    args: UsageArgs,
+) -> anyhow::Result<Verdict> {
+    let lines = admin::run(db_path, ledger, async |admin| {
+        admin.usage(args.days, now_unix()).await
     })?;
     print_usage(&args, lines)
 }
