@@ -107,14 +107,22 @@ impl Hot {
                 }
             }
             Op::LookupGet => {
+                // One pass over the query: the first value of each name.
                 let query = head.uri.query().unwrap_or_default();
-                let first = |name: &str| {
-                    form_urlencoded::parse(query.as_bytes())
-                        .find(|(n, _)| n == name)
-                        .map(|(_, value)| value.into_owned())
-                };
+                let [mut zipcode, mut country, mut key] = [None, None, None];
+                for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+                    let slot = match &*name {
+                        "zipcode" => &mut zipcode,
+                        "country" => &mut country,
+                        "key" => &mut key,
+                        _ => continue,
+                    };
+                    if slot.is_none() {
+                        *slot = Some(value.into_owned());
+                    }
+                }
                 let request = ContractJson::from_fields(
-                    get::code_fields(first("zipcode"), first("country"), first("key")),
+                    get::code_fields(zipcode, country, key),
                     RequestMeta::from_head(&head.headers, peer),
                 );
                 match routes::lookup::lookup_answer(&self.state, &request).await {

@@ -523,13 +523,13 @@ impl Billing {
                 .checked_sub(ANSWER_TTL)
                 .unwrap_or(SystemTime::UNIX_EPOCH),
         };
-        // Dropped on an error: released here only (nothing was claimed in the ledger).
+        // Dropped on an error (503), the claim is released in the ledger too: the call may
+        // have committed with its answer lost (a release of another ticket's claim deletes
+        // nothing).
+        claimed.in_ledger = true;
         let holder = self.on_writer(move |store| store.claim_key(&ask)).await?;
         let (used, stage) = match holder {
-            Holder::Claimed => {
-                claimed.in_ledger = true;
-                return Ok(Claim::Run(claimed));
-            }
+            Holder::Claimed => return Ok(Claim::Run(claimed)),
             Holder::Running {
                 endpoint,
                 fingerprint,
@@ -540,6 +540,8 @@ impl Billing {
                 body,
             } => ((endpoint, fingerprint), Claim::Replay(Some(body))),
         };
+        // Not this node's: freed here only.
+        claimed.in_ledger = false;
         drop(claimed);
         Ok(answers::found(used, (endpoint, fingerprint), stage))
     }
