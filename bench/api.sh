@@ -25,7 +25,9 @@
 # flush" warnings in the logs of this version's two servers, warm-ups included: port
 # 18080 serves rows w, m and g and the bulk requests, 18083 row d), so that a durable p99 of
 # that order shows whether its flushes were slow.
-# Usage: [ROUNDS=3] [BASE=<commit>] bench/api.sh [seconds per run, default 8] [connections, default 64]
+# With PIN=1 every server runs on core 0 and wrk (one thread) on core 1 (`taskset`), so
+# that wrk's CPU cannot blur the servers' figures (issue 21's second figure).
+# Usage: [ROUNDS=3] [BASE=<commit>] [PIN=1] bench/api.sh [seconds per run, default 8] [connections, default 64]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${1:-8}
@@ -44,6 +46,15 @@ done
 NGINX=$(command -v nginx)
 
 source bench/lib.sh
+# Unpinned, servers and wrk (two threads) share both cores.
+SERVE_ON=()
+WRK_ON=()
+WRK_THREADS=2
+if [ -n "${PIN:-}" ]; then
+  SERVE_ON=(taskset -c 0)
+  WRK_ON=(taskset -c 1)
+  WRK_THREADS=1
+fi
 BASE=${BASE:-}
 if [ -n "$BASE" ]; then
   BASE=$(base_commit "$BASE")
@@ -151,18 +162,18 @@ http {
 CONF
 rm -f "$OUT/nginx-access.log"
 
-$POSTAL --db "$DB" serve --listen 127.0.0.1:18080 >"$OUT/server.log" 2>&1 &
+"${SERVE_ON[@]}" $POSTAL --db "$DB" serve --listen 127.0.0.1:18080 >"$OUT/server.log" 2>&1 &
 server=$!
-$POSTAL --db "$DURABLE_DB" serve --durable-charges --listen 127.0.0.1:18083 >"$OUT/server-durable.log" 2>&1 &
+"${SERVE_ON[@]}" $POSTAL --db "$DURABLE_DB" serve --durable-charges --listen 127.0.0.1:18083 >"$OUT/server-durable.log" 2>&1 &
 durable=$!
-target/release/examples/bare 127.0.0.1:18081 &
+"${SERVE_ON[@]}" target/release/examples/bare 127.0.0.1:18081 &
 bare=$!
-"$NGINX" -c "$OUT/nginx.conf" -p "$OUT" &
+"${SERVE_ON[@]}" "$NGINX" -c "$OUT/nginx.conf" -p "$OUT" &
 nginx=$!
 base=
 ports="18080 18081 18082 18083 18085"
 if [ -n "$BASE" ]; then
-  "$OUT/postal-$BASE" --db "$BASE_DB" serve --listen 127.0.0.1:18084 >"$OUT/server-base.log" 2>&1 &
+  "${SERVE_ON[@]}" "$OUT/postal-$BASE" --db "$BASE_DB" serve --listen 127.0.0.1:18084 >"$OUT/server-base.log" 2>&1 &
   base=$!
   ports="$ports 18084"
 fi
@@ -189,7 +200,7 @@ run_wrk() { # url script server-pids... -> prints "rps p50_ms p99_ms non2xx cpu_
   shift 2
   local before after
   before=$(cpu_ticks "$@")
-  wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -s "$script" "$url" >"$OUT/wrk.txt"
+  "${WRK_ON[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -s "$script" "$url" >"$OUT/wrk.txt"
   after=$(cpu_ticks "$@")
   python3 - "$OUT/wrk.txt" "$((after - before))" "$TICKS_PER_SECOND" <<'PY'
 import re, sys
@@ -212,10 +223,10 @@ PY
 ROUNDS=${ROUNDS:-3}
 for port in ${ports/18081 18082 /}; do
   [ "$port" = 18085 ] && continue
-  wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/us-post.lua" "http://127.0.0.1:$port" >/dev/null
+  "${WRK_ON[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d2s -s "$OUT/us-post.lua" "http://127.0.0.1:$port" >/dev/null
 done
 for port in 18082 18085; do
-  wrk -t2 -c"$CONNECTIONS" -d2s -s "$OUT/us-get.lua" http://127.0.0.1:$port >/dev/null
+  "${WRK_ON[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d2s -s "$OUT/us-get.lua" http://127.0.0.1:$port >/dev/null
 done
 # nginx's CPU is its workers' (the master only starts them).
 nginx_workers=$(pgrep -P "$nginx" | tr '\n' ' ')
@@ -291,7 +302,9 @@ names = ["(n) nginx, file per code", "(l) nginx, + access log", "(a) bare poem h
          "(g) postal w-b, GET pub+Origin"]
 if sys.argv[5]:
     names.append(f"(p) postal w-b at {sys.argv[5][:9]}")
-print(f"connections: {sys.argv[2]}, {sys.argv[3]} s per run, {len(rows)} rounds, wrk -t2 on the same 2 cores; medians:")
+import os
+how = "servers on core 0, wrk -t1 on core 1" if os.environ.get("PIN") else "wrk -t2 on the same 2 cores"
+print(f"connections: {sys.argv[2]}, {sys.argv[3]} s per run, {len(rows)} rounds, {how}; medians:")
 for i, name in enumerate(names):
     col = lambda k: [r[5 * i + k] for r in rows]
     ratio = lambda j: statistics.median(r[5 * i] / r[5 * j] for r in rows)
