@@ -19,8 +19,11 @@ use anyhow::Context;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use super::lease::LEASE_TTL;
-use super::store::{AnswerIndex, Applied, Batch, ChargeStore, Grant, Leasing, Snapshot};
-use crate::db::pg::{self, CHANGES_CHANNEL, RECALL_CHANNEL, node};
+use super::store::{
+    AnswerIndex, Applied, Batch, ChargeStore, Grant, Leasing, SliceAsk, SliceHeld, Snapshot,
+    WindowQueries,
+};
+use crate::db::pg::{self, CHANGES_CHANNEL, RECALL_CHANNEL, node, windows};
 use crate::domain::money::Micros;
 
 /// The longest a call to the ledger may take (the design's flush_timeout).
@@ -168,9 +171,19 @@ impl ChargeStore for PgStore {
         })
     }
 
+    fn slices(&mut self, account_id: i64, asks: &[SliceAsk]) -> anyhow::Result<Vec<SliceHeld>> {
+        self.call(async |client, node_id| {
+            windows::slices(client, node_id, account_id, asks, LEASE_TTL).await
+        })
+    }
+
+    fn load_counts(&mut self) -> anyhow::Result<Vec<WindowQueries>> {
+        self.call(async |client, _| windows::load_counts(client).await)
+    }
+
     fn apply(&mut self, batch: &Batch) -> anyhow::Result<Applied> {
         let flushed = self.call(async |client, node_id| {
-            node::flush(
+            node::flush_with_windows(
                 client,
                 &node::Flush {
                     node_id,
@@ -180,6 +193,10 @@ impl ChargeStore for PgStore {
                     returns: &batch.returns,
                     answers: &batch.answers,
                     ttl: LEASE_TTL,
+                },
+                &windows::WindowFlush {
+                    admitted: &batch.admitted,
+                    returns: &batch.slice_returns,
                 },
             )
             .await
@@ -203,6 +220,8 @@ impl ChargeStore for PgStore {
                 })
                 .collect(),
             version: Some(flushed.version),
+            slices: flushed.windows.slices,
+            counts: flushed.windows.counts,
         })
     }
 
@@ -232,6 +251,10 @@ impl ChargeStore for PgStore {
                 Ok(swept) => tracing::info!("{swept} expired grants returned to their balances"),
                 Err(e) => tracing::warn!("sweeping expired grants: {e:#}"),
             }
+            let now = crate::db::rows::unix_secs(SystemTime::now());
+            if let Err(e) = self.call(async |client, _| windows::sweep(client, now).await) {
+                tracing::warn!("sweeping expired window slices: {e:#}");
+            }
         }
         if self.latest > self.loaded {
             return self.snapshot().map(Some);
@@ -253,6 +276,7 @@ impl ChargeStore for PgStore {
         if let Some(listener) = self.listener.take() {
             let _ = listener.join();
         }
+        self.call(async |client, node_id| windows::close(client, node_id).await)?;
         self.call(async |client, node_id| node::close(client, node_id).await)
     }
 }
