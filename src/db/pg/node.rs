@@ -290,10 +290,12 @@ pub async fn flush_with_windows(
             false
         }
     };
-    // Every account this flush touches or holds a grant on, locked in id order.
+    // Every account this flush touches or holds a grant or a window slice of, locked in
+    // id order.
     let held: Vec<i64> = tx
         .query(
-            "SELECT account_id FROM leases WHERE node_id = $1",
+            "SELECT account_id FROM leases WHERE node_id = $1
+             UNION SELECT account_id FROM window_slices WHERE node_id = $1",
             &[&flush.node_id],
         )
         .await?
@@ -301,7 +303,6 @@ pub async fn flush_with_windows(
         .map(|r| r.get(0))
         .collect();
     let mut ids: BTreeSet<i64> = held.into_iter().collect();
-    ids.extend(windows::accounts_held(&tx, flush.node_id).await?);
     if !replayed {
         ids.extend(flush.charges.iter().map(|c| c.account_id));
         ids.extend(flush.returns.iter().map(|(id, _)| *id));

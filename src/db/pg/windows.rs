@@ -197,27 +197,11 @@ pub async fn slices(
     Ok(held)
 }
 
-/// The accounts node `node_id` holds slices of (a flush locks them with the rest).
-pub(super) async fn accounts_held(
-    client: &impl GenericClient,
-    node_id: i64,
-) -> anyhow::Result<Vec<i64>> {
-    Ok(client
-        .query(
-            "SELECT DISTINCT account_id FROM window_slices WHERE node_id = $1",
-            &[&node_id],
-        )
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect())
-}
-
 /// The windows part of a flush, inside its transaction, once the accounts `ids` are
 /// locked: unless the batch was `replayed`, adds the admitted queries to the counts and
 /// takes them and the returned room from the node's slices of the same window (a slice
 /// of another window is left alone: it is void or newer); drops emptied slices, extends
-/// the node's slices of `ids` by `ttl`, and reports them with the accounts' counts.
+/// the node's other slices by `ttl`, and reports them, and the counts of accounts `ids`.
 pub(super) async fn flush(
     client: &impl GenericClient,
     node_id: i64,
@@ -276,29 +260,21 @@ pub(super) async fn flush(
                 .context("taking from the window slices")?;
         }
     }
-    client
-        .execute(
-            "DELETE FROM window_slices WHERE node_id = $1 AND remaining = 0",
-            &[&node_id],
-        )
-        .await?;
-    client
-        .execute(
-            "UPDATE window_slices SET expires_at = now() + make_interval(secs => $2)
-             WHERE node_id = $1 AND account_id = ANY($3)",
-            &[&node_id, &ttl.as_secs_f64(), &ids],
-        )
-        .await?;
+    // One statement: emptied slices go, the others (all of accounts `ids`: the flush
+    // locked every account the node holds slices of) are extended and reported.
     let mut flushed = WindowsFlushed::default();
     for r in client
         .query(
-            "SELECT s.account_id, s.kind, s.window_start, s.remaining,
-                    coalesce(c.count, 0)
-             FROM window_slices s LEFT JOIN window_counts c
-               ON c.account_id = s.account_id AND c.kind = s.kind
-              AND c.window_start = s.window_start
-             WHERE s.node_id = $1",
-            &[&node_id],
+            "WITH gone AS (DELETE FROM window_slices WHERE node_id = $1 AND remaining = 0),
+                  kept AS (UPDATE window_slices
+                           SET expires_at = now() + make_interval(secs => $2)
+                           WHERE node_id = $1 AND remaining > 0
+                           RETURNING account_id, kind, window_start, remaining)
+             SELECT k.account_id, k.kind, k.window_start, k.remaining, coalesce(c.count, 0)
+             FROM kept k LEFT JOIN window_counts c
+               ON c.account_id = k.account_id AND c.kind = k.kind
+              AND c.window_start = k.window_start",
+            &[&node_id, &ttl.as_secs_f64()],
         )
         .await?
     {
