@@ -352,3 +352,67 @@ impl Books {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(start: i64, left: u64, now: BootTime) -> Slice {
+        Slice {
+            start,
+            left,
+            deadline: Some(now.deadline()),
+            last_used: Some(now),
+            granted_at: Some(now),
+            ..Slice::default()
+        }
+    }
+
+    #[test]
+    fn a_slice_is_spent_only_in_its_own_window_before_its_deadline_and_not_void() {
+        let now = BootTime::now();
+        let live = slice(60, 5, now);
+        assert_eq!(live.usable(60, now), 5);
+        assert_eq!(live.usable(120, now), 0);
+        let past = Slice {
+            deadline: Some(now),
+            ..live.clone()
+        };
+        assert_eq!(past.usable(60, now), 0);
+        let void = Slice { void: true, ..live };
+        assert_eq!(void.usable(60, now), 0);
+    }
+
+    #[test]
+    fn a_slice_goes_back_when_void_of_a_past_window_or_at_a_stop_and_not_when_fresh() {
+        let now = BootTime::now();
+        let live = slice(60, 5, now);
+        assert!(!live.to_return(now, 60, false));
+        assert!(live.to_return(now, 120, false));
+        assert!(live.to_return(now, 60, true));
+        let void = Slice {
+            void: true,
+            ..live.clone()
+        };
+        assert!(void.to_return(now, 60, false));
+        // Recalled just after it was granted: kept for the requests that asked for it.
+        let recalled = Slice {
+            recalled: true,
+            ..live
+        };
+        assert!(!recalled.to_return(now, 60, false));
+        let empty = slice(60, 0, now);
+        assert!(!empty.to_return(now, 120, true));
+    }
+
+    #[test]
+    fn a_slice_asks_for_at_least_ten_and_twice_the_recent_admissions() {
+        let now = BootTime::now();
+        let mut s = slice(60, 100, now);
+        assert_eq!(s.want(1), 10);
+        assert_eq!(s.want(25), 25);
+        s.spend(30, now);
+        assert_eq!(s.left, 70);
+        assert_eq!(s.want(1), 60);
+    }
+}

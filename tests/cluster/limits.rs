@@ -48,6 +48,11 @@ fn minute_count(pg: &PgCluster, account_id: &str) -> i64 {
 
 /// `requests` racing lookups spread over `nodes`: (status, body) of each.
 fn race(nodes: &[Node], key: &str, requests: usize) -> Vec<(u16, Value)> {
+    race_with(nodes, key, requests, false)
+}
+
+/// As `race`, with bulk validations of 3 records when `bulk`.
+fn race_with(nodes: &[Node], key: &str, requests: usize, bulk: bool) -> Vec<(u16, Value)> {
     let start = Arc::new(Barrier::new(requests));
     let answers = Arc::new(Mutex::new(Vec::new()));
     let threads: Vec<_> = (0..requests)
@@ -56,7 +61,15 @@ fn race(nodes: &[Node], key: &str, requests: usize) -> Vec<(u16, Value)> {
             let (key, start, answers) = (key.to_owned(), start.clone(), answers.clone());
             thread::spawn(move || {
                 start.wait();
-                let answer = client.lookup(&key);
+                let answer = if bulk {
+                    let records = vec![json!({"postalCode": "90210", "countryCode": "US"}); 3];
+                    client.post(
+                        "/api/validate-bulk",
+                        &json!({"apiKey": key, "records": records}),
+                    )
+                } else {
+                    client.lookup(&key)
+                };
                 answers.lock().unwrap().push(answer);
             })
         })
@@ -102,6 +115,41 @@ fn a_per_minute_limit_admits_exactly_its_limit_over_three_racing_nodes() {
     assert_eq!(charged_queries(&pg, &account.account_id), ok);
     assert_eq!(minute_count(&pg, &account.account_id), ok);
     assert_eq!(pg.i64("SELECT count(*) FROM window_slices"), 0);
+    assert_ledger_ok(&pg);
+}
+
+#[test]
+fn racing_bulk_batches_over_three_nodes_fill_a_per_minute_limit_with_whole_batches_only() {
+    let _one = one_at_a_time();
+    let Some(pg) = PgCluster::start() else { return };
+    let url = pg.url();
+    let account = account_worth(&url, 100_000);
+    set_limit(&url, &account.account_id, 30);
+    let mut nodes = three_nodes(&url);
+    wait_for_room_in_the_minute(25);
+
+    let answers = race_with(&nodes, &account.api_key, 45, true);
+    let ok = answers.iter().filter(|(s, _)| *s == 200).count() as i64;
+    for (status, body) in answers.iter().filter(|(s, _)| *s != 200) {
+        assert_eq!(*status, 429, "{body}");
+        assert_eq!(
+            body["error"], "Rate limit would be exceeded by this bulk request",
+            "{body}"
+        );
+    }
+    // 30 queries are 10 batches of 3: never more. Fewer only by the early-429 tolerance
+    // (docs/cluster.md): room left in fragments of other nodes' slices that a batch of 3
+    // waited for through 5 recalls in vain (1 run in 6 on two loaded cores saw it).
+    assert!((1..=10).contains(&ok), "{ok} batches admitted");
+    if ok < 10 {
+        eprintln!("early 429s: {ok} batches of 3 admitted on a limit of 30");
+    }
+
+    for node in &mut nodes {
+        assert!(node.stop("TERM").success(), "{}", node.log());
+    }
+    assert_eq!(charged_queries(&pg, &account.account_id), 3 * ok);
+    assert_eq!(minute_count(&pg, &account.account_id), 3 * ok);
     assert_ledger_ok(&pg);
 }
 
