@@ -35,13 +35,17 @@ pub fn take(amount: Micros, granted: Micros, free: Micros) -> (Micros, Micros) {
 /// The slice of a limited window for a node that needs `need` more queries and asks for
 /// `want` (at least `need`) when `room` queries of the window are neither counted nor
 /// leased to any node (`limit - count - reserved`): nothing when less than `need` is left;
-/// otherwise half the room, but at least `need` and at most `want`. As with money, slices
-/// shrink with the room, so the last queries of a window go one request at a time.
+/// otherwise half the room, but at least `need` and at most `want`, in whole multiples of
+/// `need`: a node asked by requests of that size is not left a fragment of room that
+/// they cannot use while another node lacks it (as money grants are whole queries). As
+/// with money, slices shrink with the room, so the last queries of a window go one
+/// request at a time.
 pub fn slice_size(room: u64, need: u64, want: u64) -> u64 {
     if room < need || need == 0 {
         return 0;
     }
-    want.max(need).min((room / 2).max(need))
+    let size = want.max(need).min((room / 2).max(need));
+    size - size % need
 }
 
 /// The room left in a window of `limit` that counted `count` and has `reserved` leased
@@ -85,7 +89,14 @@ mod tests {
         assert_eq!(slice_size(14, 1, 10), 7);
         assert_eq!(slice_size(3, 1, 10), 1);
         assert_eq!(slice_size(1, 1, 10), 1);
-        assert_eq!(slice_size(10, 4, 10), 5);
+        assert_eq!(slice_size(10, 4, 10), 4);
+    }
+
+    #[test]
+    fn a_slice_is_whole_requests_of_the_asking_size() {
+        assert_eq!(slice_size(30, 3, 10), 9);
+        assert_eq!(slice_size(4, 3, 10), 3);
+        assert_eq!(slice_size(20, 3, 30), 9);
     }
 
     #[test]
