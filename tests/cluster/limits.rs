@@ -139,7 +139,8 @@ fn racing_bulk_batches_over_three_nodes_fill_a_per_minute_limit_with_whole_batch
     }
     // 30 queries are 10 batches of 3: never more. Fewer only by the early-429 tolerance
     // (docs/cluster.md): room left in fragments of other nodes' slices that a batch of 3
-    // waited for through 5 recalls in vain (1 run in 6 on two loaded cores saw it).
+    // waited for through 5 recalls in vain (seen once in 6 runs before slices were cut
+    // to whole multiples of the asking size).
     assert!((1..=10).contains(&ok), "{ok} batches admitted");
     if ok < 10 {
         eprintln!("early 429s: {ok} batches of 3 admitted on a limit of 30");
