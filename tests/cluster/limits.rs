@@ -12,12 +12,18 @@ use crate::helpers::{
 /// Waits until at least `secs` seconds are left in the current UTC minute, so that a
 /// scenario runs within one minute window.
 fn wait_for_room_in_the_minute(secs: u64) {
+    wait_for_room_in(60, secs);
+}
+
+/// Waits until at least `secs` seconds are left in the current UTC window of
+/// `window_secs` seconds.
+fn wait_for_room_in(window_secs: u128, secs: u64) {
     let into = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis()
-        % 60_000;
-    let left = 60_000 - into;
+        % (window_secs * 1000);
+    let left = window_secs * 1000 - into;
     if left < u128::from(secs) * 1000 {
         thread::sleep(Duration::from_millis(left as u64 + 100));
     }
@@ -151,6 +157,46 @@ fn racing_bulk_batches_over_three_nodes_fill_a_per_minute_limit_with_whole_batch
     }
     assert_eq!(charged_queries(&pg, &account.account_id), 3 * ok);
     assert_eq!(minute_count(&pg, &account.account_id), 3 * ok);
+    assert_ledger_ok(&pg);
+}
+
+#[test]
+fn an_hour_limit_under_a_larger_minute_limit_admits_exactly_its_limit() {
+    let _one = one_at_a_time();
+    let Some(pg) = PgCluster::start() else { return };
+    let url = pg.url();
+    let account = account_worth(&url, 100_000);
+    let run = postal(
+        &url,
+        &[
+            "account",
+            "limits",
+            &account.account_id,
+            "--per-minute",
+            "1000",
+            "--per-hour",
+            "20",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut nodes = three_nodes(&url);
+    wait_for_room_in(3600, 25);
+
+    let answers = race(&nodes, &account.api_key, 60);
+    let ok = answers.iter().filter(|(s, _)| *s == 200).count() as i64;
+    assert_eq!(ok, 20, "{answers:?}");
+    for (status, body) in answers.iter().filter(|(s, _)| *s != 200) {
+        assert_eq!(*status, 429, "{body}");
+        assert_eq!(body["error"], "Rate limit exceeded", "{body}");
+        // The hour blocks, not the minute: retry when the hour ends.
+        let retry_after = body["retryAfter"].as_u64().unwrap_or(0);
+        assert!((1..=3600).contains(&retry_after), "{body}");
+    }
+
+    for node in &mut nodes {
+        assert!(node.stop("TERM").success(), "{}", node.log());
+    }
+    assert_eq!(charged_queries(&pg, &account.account_id), 20);
     assert_ledger_ok(&pg);
 }
 
