@@ -3,7 +3,10 @@
 //! mutex of `Billing`; how a charge is checked, how a flush's batch is taken and given
 //! back, and how the store's accounts, keys and grants are taken in.
 
+use super::slices::{Slice, WindowShort};
+use super::store::WindowKey;
 use super::*;
+use crate::domain::rate_limit::Window;
 
 /// Everything charges are decided on.
 #[derive(Default)]
@@ -25,6 +28,8 @@ pub(super) struct Books {
     /// With grants: this node's grant per account (the balances in `accounts` are then
     /// what the envelope shows, the grants what charges are decided on).
     pub(super) leases: HashMap<i64, Lease>,
+    /// With grants: this node's slice per account and limited window.
+    pub(super) slices: HashMap<(i64, Window), Slice>,
     /// Requests short of their grant, waiting for the writer to ask the store.
     pub(super) grant_requests: Vec<GrantRequest>,
     /// Other calls of requests to the store, made by the writer (`Billing::on_writer`).
@@ -35,11 +40,18 @@ pub(super) struct Books {
     pub(super) in_flight: Option<Batch>,
 }
 
-/// A request short of its grant asks the writer for more.
+/// A request short of its grant, or of its slices, asks the writer for more.
 pub(super) struct GrantRequest {
     pub(super) account_id: i64,
-    pub(super) short: Short,
+    pub(super) ask: Ask,
     pub(super) reply: tokio::sync::oneshot::Sender<Result<Granted, String>>,
+}
+
+/// What a request is short of: money, or room in limited windows.
+#[derive(Debug, Clone)]
+pub(super) enum Ask {
+    Money(Short),
+    Windows(WindowShort),
 }
 
 /// A charge the node's grant does not cover: its cost, and how much to ask for (what is
@@ -92,6 +104,14 @@ impl Asking {
                 self.recalls += 1;
                 self.recall_wait = true;
             }
+            Ok(Granted::Full { window, elsewhere }) if !elsewhere || self.recalls >= RECALLS => {
+                let retry_after_secs = window.seconds_left(SystemTime::now());
+                return Some(Err(Refusal::RateLimited { retry_after_secs }.into()));
+            }
+            Ok(Granted::Full { .. }) => {
+                self.recalls += 1;
+                self.recall_wait = true;
+            }
             Err(why) => {
                 tracing::warn!("a charge short of its grant gets 503: {why}");
                 return Some(Err(BillingError::Unavailable(why)));
@@ -120,6 +140,10 @@ pub(super) enum Granted {
     /// Less than the need is free; `elsewhere`: other nodes hold grants of the account
     /// (they were told to hand them back).
     Nothing { elsewhere: bool },
+    /// A limited window has less room than the need (the first such, shortest first);
+    /// `elsewhere`: other nodes hold slices of it that could cover the need (they were
+    /// told to hand them back).
+    Full { window: Window, elsewhere: bool },
 }
 
 /// How many recall waits a charge short of money sits through while other nodes still
@@ -137,6 +161,8 @@ pub(super) const GRANT_WAIT: Duration = Duration::from_secs(2);
 #[derive(Default)]
 pub(super) struct Pending {
     pub(super) rows: HashMap<(i64, Endpoint), (u64, Micros)>,
+    /// With grants: queries admitted per account and window.
+    pub(super) windows: HashMap<(i64, WindowKey), u64>,
     /// Accounts whose window counters changed.
     pub(super) counters: HashSet<i64>,
     /// Answers of idempotent requests whose charges are in `rows`.
@@ -151,6 +177,7 @@ impl Pending {
             && self.counters.is_empty()
             && self.answers.is_empty()
             && self.released.is_empty()
+            && self.windows.is_empty()
     }
 
     /// Per account, the amount charged and not yet flushed (one pass over the rows).
@@ -311,9 +338,13 @@ impl Books {
     pub(super) fn replace(&mut self, snapshot: Snapshot) {
         let mut accounts = HashMap::with_capacity(snapshot.accounts.len());
         let unflushed_all = self.unflushed_all();
+        let mut changed_limits = Vec::new();
         for (id, mut stored) in snapshot.accounts {
             if let Some(known) = self.accounts.get(&id) {
                 stored.counters = known.counters;
+                if known.limits != stored.limits {
+                    changed_limits.push(id);
+                }
             }
             let unflushed = unflushed_all.get(&id).copied().unwrap_or(Micros::ZERO);
             stored.balance = stored
@@ -324,6 +355,9 @@ impl Books {
             accounts.insert(id, stored);
         }
         self.accounts = accounts;
+        for id in changed_limits {
+            self.void_slices(id);
+        }
         self.active_keys = snapshot.keys.iter().map(|k| k.caller.key_id).collect();
         self.keys = snapshot
             .keys
@@ -362,6 +396,17 @@ impl Books {
             .collect();
         let answers = pending.answers;
         let released = pending.released;
+        let mut admitted: Vec<WindowQueries> = pending
+            .windows
+            .into_iter()
+            .map(|((account_id, window), queries)| WindowQueries {
+                account_id,
+                window,
+                queries,
+            })
+            .collect();
+        admitted.sort_unstable();
+        let slice_returns = self.take_slice_returns(SystemTime::now());
         let mut charges: Vec<ChargeRow> = pending
             .rows
             .into_iter()
@@ -396,6 +441,8 @@ impl Books {
             answers,
             released,
             returns,
+            admitted,
+            slice_returns,
         }
     }
 
@@ -411,6 +458,7 @@ impl Books {
         self.leases
             .values()
             .any(|lease| lease.to_return(now, self.stop))
+            || self.slices_due()
     }
 
     /// Is anything not yet in the store: charges, or (with grants) a grant left?
@@ -418,6 +466,7 @@ impl Books {
         !self.pending.is_empty()
             || self.in_flight.is_some()
             || self.leases.values().any(|l| l.left > Micros::ZERO)
+            || self.holds_slices()
     }
 
     /// A batch that did not commit goes back into the pending charges.
@@ -431,5 +480,12 @@ impl Books {
             .extend(batch.counters.into_iter().map(|(id, _)| id));
         self.pending.answers.extend(batch.answers);
         self.pending.released.extend(batch.released);
+        for q in batch.admitted {
+            *self
+                .pending
+                .windows
+                .entry((q.account_id, q.window))
+                .or_default() += q.queries;
+        }
     }
 }

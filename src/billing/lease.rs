@@ -26,7 +26,7 @@ pub const RECALL_WAIT: Duration = Duration::from_millis(30);
 /// A grant this fresh is kept through a recall: requests of this node asked for it and
 /// are about to spend it (handing it straight back makes the last cents of a balance
 /// bounce between nodes).
-const RECALL_HOLD: Duration = Duration::from_millis(50);
+pub(super) const RECALL_HOLD: Duration = Duration::from_millis(50);
 /// A grant asks for twice what the node spent on the account in the last window this long.
 const WANT_WINDOW: Duration = Duration::from_millis(200);
 
@@ -43,7 +43,7 @@ impl BootTime {
         ))
     }
 
-    fn since(self, earlier: BootTime) -> Duration {
+    pub(super) fn since(self, earlier: BootTime) -> Duration {
         self.0.saturating_sub(earlier.0)
     }
 

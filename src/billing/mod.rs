@@ -37,6 +37,7 @@ pub mod lock;
 pub mod notify;
 pub mod per_ip;
 pub mod pg;
+mod slices;
 pub mod sqlite;
 pub mod store;
 mod writer;
@@ -50,7 +51,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
-use books::{Asking, Books, GRANT_WAIT, GrantRequest, Granted, Short};
+use books::{Ask, Asking, Books, GRANT_WAIT, GrantRequest, Granted};
 use writer::run_writer;
 
 pub use answers::Claim;
@@ -60,7 +61,7 @@ pub use lock::ServeLock;
 use sqlite::SqliteStore;
 use store::{
     Applied, Batch, ChargeRow, ChargeStore, Grant, Holder, KeyClaim, Leasing, ReleasedClaim,
-    Snapshot, StoredAnswer,
+    Snapshot, StoredAnswer, WindowQueries,
 };
 
 use crate::domain::api_key::{KeyHash, Publishable};
@@ -233,6 +234,8 @@ impl Billing {
             ..Books::default()
         };
         books.replace(snapshot);
+        let counts = store.load_counts().context("loading the window counts")?;
+        books.sync_counts(&counts);
         let (flushed, _) = tokio::sync::watch::channel(FlushState::default());
         let shared = Arc::new(Shared {
             books: Mutex::new(books),
@@ -320,10 +323,10 @@ impl Billing {
         loop {
             match self.try_decide(caller, queries, endpoint, hold_on) {
                 Ok(verdict) => return verdict,
-                Err(short) => {
+                Err(ask) => {
                     // Not on an async worker (`charge_async` is): blocking is fine.
                     let answer = self
-                        .ask_for_grant(caller.account_id, short)
+                        .ask_for_grant(caller.account_id, ask)
                         .and_then(|reply| {
                             reply
                                 .blocking_recv()
@@ -375,8 +378,8 @@ impl Billing {
         loop {
             match self.try_decide(caller, queries, endpoint, hold_on) {
                 Ok(verdict) => return verdict,
-                Err(short) => {
-                    let answer = match self.ask_for_grant(caller.account_id, short) {
+                Err(ask) => {
+                    let answer = match self.ask_for_grant(caller.account_id, ask) {
                         Ok(reply) => tokio::time::timeout(GRANT_WAIT, reply)
                             .await
                             .map_err(|_| format!("no grant from the ledger within {GRANT_WAIT:?}"))
@@ -395,22 +398,30 @@ impl Billing {
         }
     }
 
-    /// Decides the charge now when the node's grant covers it (or the store leases the
-    /// whole balance); `Err((need, want))` when the grant is short and the ledger must be
-    /// asked first (a 402 is decided only there).
+    /// Decides the charge now when the node's grant and slices cover it (or the store
+    /// leases the whole balance); `Err(ask)` when the grant or a limited window's slice is
+    /// short and the ledger must be asked first (a 402, or a 429 the counts synced from
+    /// the ledger do not already decide, is decided only there).
     fn try_decide(
         &self,
         caller: Caller,
         queries: u64,
         endpoint: Endpoint,
         hold_on: Option<&ClaimedKey>,
-    ) -> Result<Result<Charged, BillingError>, Short> {
+    ) -> Result<Result<Charged, BillingError>, Ask> {
         let now = SystemTime::now();
         let mut books = self.books();
         if let Some(short) = books.short_of_grant(caller, queries, now) {
-            return Err(short);
+            return Err(Ask::Money(short));
         }
-        let verdict = books.check(caller, queries, now).and_then(|_| {
+        let checked = books.check(caller, queries, now);
+        let billed = queries > 0 && !endpoint.is_free();
+        if checked.is_ok()
+            && let Some(short) = books.short_of_slices(caller, queries, billed, now)
+        {
+            return Err(Ask::Windows(short));
+        }
+        let verdict = checked.and_then(|_| {
             let account = books
                 .accounts
                 .get_mut(&caller.account_id)
@@ -420,7 +431,8 @@ impl Billing {
             if let Some(lease) = books.leases.get_mut(&caller.account_id) {
                 lease.spend(cost, BootTime::now());
             }
-            if queries > 0 && !endpoint.is_free() {
+            if billed {
+                books.admit_in_windows(caller.account_id, queries, now);
                 let charge = Held {
                     endpoint,
                     queries,
@@ -460,7 +472,7 @@ impl Billing {
     fn ask_for_grant(
         &self,
         account_id: i64,
-        short: Short,
+        ask: Ask,
     ) -> Result<tokio::sync::oneshot::Receiver<Result<Granted, String>>, String> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         {
@@ -470,7 +482,7 @@ impl Billing {
             }
             books.grant_requests.push(GrantRequest {
                 account_id,
-                short,
+                ask,
                 reply,
             });
         }

@@ -20,9 +20,10 @@ use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use super::lease::LEASE_TTL;
 use super::store::{
-    AnswerIndex, Applied, Batch, ChargeStore, Grant, Holder, KeyClaim, Leasing, Snapshot,
+    AnswerIndex, Applied, Batch, ChargeStore, Grant, Holder, KeyClaim, Leasing, SliceAsk,
+    SliceHeld, Snapshot, WindowQueries,
 };
-use crate::db::pg::{self, CHANGES_CHANNEL, RECALL_CHANNEL, idempotency, node};
+use crate::db::pg::{self, CHANGES_CHANNEL, RECALL_CHANNEL, idempotency, node, windows};
 use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;
 
@@ -171,9 +172,19 @@ impl ChargeStore for PgStore {
         })
     }
 
+    fn slices(&mut self, account_id: i64, asks: &[SliceAsk]) -> anyhow::Result<Vec<SliceHeld>> {
+        self.call(async |client, node_id| {
+            windows::slices(client, node_id, account_id, asks, LEASE_TTL).await
+        })
+    }
+
+    fn load_counts(&mut self) -> anyhow::Result<Vec<WindowQueries>> {
+        self.call(async |client, _| windows::load_counts(client).await)
+    }
+
     fn apply(&mut self, batch: &Batch) -> anyhow::Result<Applied> {
         let flushed = self.call(async |client, node_id| {
-            node::flush(
+            node::flush_with_windows(
                 client,
                 &node::Flush {
                     node_id,
@@ -184,6 +195,10 @@ impl ChargeStore for PgStore {
                     answers: &batch.answers,
                     released: &batch.released,
                     ttl: LEASE_TTL,
+                },
+                &windows::WindowFlush {
+                    admitted: &batch.admitted,
+                    returns: &batch.slice_returns,
                 },
             )
             .await
@@ -207,6 +222,8 @@ impl ChargeStore for PgStore {
                 })
                 .collect(),
             version: Some(flushed.version),
+            slices: flushed.windows.slices,
+            counts: flushed.windows.counts,
         })
     }
 
@@ -248,6 +265,10 @@ impl ChargeStore for PgStore {
                 Ok(swept) => tracing::info!("{swept} expired grants returned to their balances"),
                 Err(e) => tracing::warn!("sweeping expired grants: {e:#}"),
             }
+            let now = crate::db::rows::unix_secs(SystemTime::now());
+            if let Err(e) = self.call(async |client, _| windows::sweep(client, now).await) {
+                tracing::warn!("sweeping expired window slices: {e:#}");
+            }
         }
         if self.latest > self.loaded {
             return self.snapshot().map(Some);
@@ -269,6 +290,7 @@ impl ChargeStore for PgStore {
         if let Some(listener) = self.listener.take() {
             let _ = listener.join();
         }
+        self.call(async |client, node_id| windows::close(client, node_id).await)?;
         self.call(async |client, node_id| node::close(client, node_id).await)
     }
 }

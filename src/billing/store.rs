@@ -11,6 +11,7 @@ use std::time::SystemTime;
 pub use crate::db::idempotency::{AnswerIndex, Holder, KeyClaim, ReleasedClaim, StoredAnswer};
 use crate::db::keys::ActiveKey;
 pub use crate::db::ledger::ChargeRow;
+pub use crate::db::pg::windows::{SliceAsk, SliceHeld, WindowKey, WindowQueries};
 use crate::domain::charge::AccountState;
 use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;
@@ -40,6 +41,11 @@ pub struct Batch {
     /// Unspent grants handed back (account, amount), taken from the books when the batch
     /// was: always empty for a store that leases the whole balance.
     pub returns: Vec<(i64, Micros)>,
+    /// With grants: the queries admitted per window (every window, limited or not), to
+    /// be added to the ledger's window counts and taken from this node's slices.
+    pub admitted: Vec<WindowQueries>,
+    /// With grants: the unspent room of window slices handed back.
+    pub slice_returns: Vec<WindowQueries>,
 }
 
 /// How a store leases money to the node.
@@ -75,6 +81,11 @@ pub struct Applied {
     pub grants: Vec<Grant>,
     /// The version of accounts and keys read in the flush, when the store has one.
     pub version: Option<i64>,
+    /// With grants: this node's window slices after the flush (one not listed is gone).
+    pub slices: Vec<SliceHeld>,
+    /// With grants: the newest count of each window of the accounts the flush touched or
+    /// holds anything of.
+    pub counts: Vec<WindowQueries>,
 }
 
 pub trait ChargeStore: Send {
@@ -89,6 +100,17 @@ pub trait ChargeStore: Send {
     /// Leases this node at least `need` more of the account's free balance (up to
     /// `want`), or nothing when less than `need` is free; what it then holds.
     fn grant(&mut self, account_id: i64, need: Micros, want: Micros) -> anyhow::Result<Grant>;
+    /// Leases this node at least `need` more queries of each window asked for (up to
+    /// `want`), or nothing for a window with less room; what it then holds of each.
+    /// Only a store with `Leasing::Grants` is asked.
+    fn slices(&mut self, account_id: i64, asks: &[SliceAsk]) -> anyhow::Result<Vec<SliceHeld>> {
+        let _ = (account_id, asks);
+        anyhow::bail!("this store does not lease rate-limit windows")
+    }
+    /// The stored window counts (the newest of each account and kind), once at start.
+    fn load_counts(&mut self) -> anyhow::Result<Vec<WindowQueries>> {
+        Ok(Vec::new())
+    }
     /// Applies `batch` in one transaction: `balance = balance - amount` and one ledger row
     /// per charge row, the counters, the answers, the returned grants, all or nothing.
     fn apply(&mut self, batch: &Batch) -> anyhow::Result<Applied>;

@@ -3,6 +3,8 @@
 //! requests and the other calls of requests to the store, purges expired idempotent
 //! answers, and flushes what is left on stop.
 
+use super::slices::WindowShort;
+use super::store::WindowKey;
 use super::*;
 
 /// Longest pause between two tries of a failing flush.
@@ -38,6 +40,69 @@ fn purge_answers(store: &mut dyn ChargeStore, shared: &Shared) -> Duration {
     }
 }
 
+/// Asks the store for the slices a request short of room in limited windows waits for
+/// (the windows it is still short of when asked); `Full` for the first window (shortest
+/// first) that could not be covered. A request needing as much of a window the ledger
+/// refused in this turn gets the same answer unasked (`full`).
+fn answer_slices(
+    store: &mut dyn ChargeStore,
+    shared: &Shared,
+    account_id: i64,
+    short: &WindowShort,
+    full: &mut HashMap<(i64, WindowKey), (u64, bool)>,
+) -> Result<Granted, String> {
+    let asks = {
+        let books = lock(&shared.books);
+        if let Some(why) = &books.failing {
+            return Err(why.clone());
+        }
+        books.slice_asks(account_id, short)
+    };
+    if asks.is_empty() {
+        return Ok(Granted::More);
+    }
+    for ask in &asks {
+        if let Some((need, elsewhere)) = full.get(&(account_id, ask.window))
+            && ask.need >= *need
+        {
+            return Ok(Granted::Full {
+                window: ask.window.window,
+                elsewhere: *elsewhere,
+            });
+        }
+    }
+    let sent = BootTime::now();
+    let held = match store.slices(account_id, &asks) {
+        Ok(held) => held,
+        Err(e) => {
+            tracing::error!("asking the ledger for a window slice: {e:#}");
+            return Err("the ledger cannot be reached".to_string());
+        }
+    };
+    let mut books = lock(&shared.books);
+    books.sync_slices_of(account_id, &held, sent, true);
+    for ask in &asks {
+        if let Some(slice) = books.slices.get_mut(&(account_id, ask.window.window)) {
+            slice.granted_at = Some(sent);
+            slice.last_used = Some(sent);
+        }
+    }
+    for (ask, h) in asks.iter().zip(&held) {
+        let usable = books
+            .slices
+            .get(&(account_id, ask.window.window))
+            .map_or(0, |s| s.usable(ask.window.start, sent));
+        if usable < short.queries {
+            full.insert((account_id, ask.window), (ask.need, h.elsewhere));
+            return Ok(Granted::Full {
+                window: ask.window.window,
+                elsewhere: h.elsewhere,
+            });
+        }
+    }
+    Ok(Granted::More)
+}
+
 /// Asks the store for the grants requests are waiting for (with grants only), one
 /// account at a time; a request whose grant another one's already covers is answered
 /// without asking.
@@ -45,7 +110,16 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
     // What the ledger refused in this turn, per account: (the smallest need refused, whether
     // other nodes held grants). A request needing as much gets the same answer unasked.
     let mut refused: HashMap<i64, (Micros, bool)> = HashMap::new();
+    let mut full: HashMap<(i64, WindowKey), (u64, bool)> = HashMap::new();
     for request in requests {
+        let short = match request.ask {
+            Ask::Money(short) => short,
+            Ask::Windows(short) => {
+                let answer = answer_slices(store, shared, request.account_id, &short, &mut full);
+                let _ = request.reply.send(answer);
+                continue;
+            }
+        };
         let before = {
             let books = lock(&shared.books);
             if let Some(why) = &books.failing {
@@ -56,17 +130,12 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
                 .leases
                 .get(&request.account_id)
                 .map_or(Micros::ZERO, |l| l.usable(BootTime::now()));
-            if usable >= request.short.cost {
+            if usable >= short.cost {
                 let _ = request.reply.send(Ok(Granted::More));
                 continue;
             }
             if let Some((need, elsewhere)) = refused.get(&request.account_id)
-                && request
-                    .short
-                    .cost
-                    .checked_sub(usable)
-                    .unwrap_or(Micros::ZERO)
-                    >= *need
+                && short.cost.checked_sub(usable).unwrap_or(Micros::ZERO) >= *need
             {
                 let _ = request.reply.send(Ok(Granted::Nothing {
                     elsewhere: *elsewhere,
@@ -77,12 +146,8 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
         };
         let sent = BootTime::now();
         // What is still missing now (other requests may have spent some of the grant).
-        let need = request
-            .short
-            .cost
-            .checked_sub(before)
-            .unwrap_or(Micros::ZERO);
-        let want = request.short.want.max(need);
+        let need = short.cost.checked_sub(before).unwrap_or(Micros::ZERO);
+        let want = short.want.max(need);
         let answer = match store.grant(request.account_id, need, want) {
             Ok(grant) => {
                 let mut books = lock(&shared.books);
@@ -95,7 +160,7 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
                     .leases
                     .get(&request.account_id)
                     .map_or(Micros::ZERO, |l| l.usable(sent));
-                Ok(if after > before || after >= request.short.cost {
+                Ok(if after > before || after >= short.cost {
                     Granted::More
                 } else {
                     let elsewhere = grant.elsewhere > Micros::ZERO;
@@ -198,6 +263,7 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                         books.answers.written(&batch.answers);
                         books.in_flight = None;
                         books.sync_grants(&applied, sent);
+                        books.sync_windows(&applied, sent);
                         books.failing.take()
                     };
                     if recovered.is_some() {
@@ -269,6 +335,7 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                 if let Some(lease) = books.leases.get_mut(&id) {
                     lease.recalled = true;
                 }
+                books.recall_slices(id);
             }
         }
         for done in reloads {

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 /// One of the three fixed windows. Unix time has no leap seconds, so every UTC minute,
 /// hour and day is a whole multiple of its length since the epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Window {
     Minute,
     Hour,
@@ -28,6 +28,20 @@ impl Window {
             Window::Hour => 3_600,
             Window::Day => 86_400,
         }
+    }
+
+    /// The window's number in the cluster ledger (`window_counts.kind`; 0 is money in the
+    /// design study's numbering).
+    pub const fn kind(self) -> i16 {
+        match self {
+            Window::Minute => 1,
+            Window::Hour => 2,
+            Window::Day => 3,
+        }
+    }
+
+    pub fn from_kind(kind: i16) -> Option<Window> {
+        Window::ALL.into_iter().find(|w| w.kind() == kind)
     }
 
     /// Start (unix seconds) of this window containing `now`.
@@ -163,7 +177,7 @@ impl Counters {
         }
     }
 
-    fn get_mut(&mut self, window: Window) -> &mut WindowCount {
+    pub fn get_mut(&mut self, window: Window) -> &mut WindowCount {
         match window {
             Window::Minute => &mut self.minute,
             Window::Hour => &mut self.hour,
@@ -271,6 +285,14 @@ mod tests {
     #[test]
     fn the_fixed_clock_is_a_utc_midnight() {
         assert_eq!(MIDNIGHT % 86_400, 0);
+    }
+
+    #[test]
+    fn a_window_kind_reads_back_as_its_window() {
+        for window in Window::ALL {
+            assert_eq!(Window::from_kind(window.kind()), Some(window));
+        }
+        assert_eq!(Window::from_kind(0), None);
     }
 
     #[test]

@@ -16,6 +16,9 @@ mod failures;
 /// Top-up and revocation under load hold on every node once the command returns.
 mod admin;
 
+/// Rate-limit windows across nodes: a window admits its limit, not one more.
+mod limits;
+
 /// `postal ledger migrate` from a single file.
 mod migrate;
 

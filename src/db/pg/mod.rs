@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod idempotency;
 pub mod node;
+pub mod windows;
 
 use anyhow::Context;
 use tokio_postgres::{Client, NoTls};
@@ -115,6 +116,31 @@ CREATE TABLE idempotent_answers (
     PRIMARY KEY (account_id, idempotency_key)
 );
 CREATE INDEX idempotent_answers_by_age ON idempotent_answers (created_at);
+"#,
+    r#"
+-- Rate-limit windows across nodes (design study §4.5, W1): the queries admitted in each
+-- window of an account by every node's flushes, and the slices of a limited window's room
+-- leased to nodes. `kind`: 1 minute, 2 hour, 3 day; `window_start` in unix seconds.
+CREATE TABLE window_counts (
+    account_id   bigint NOT NULL REFERENCES accounts (id),
+    kind         smallint NOT NULL CHECK (kind IN (1, 2, 3)),
+    window_start bigint NOT NULL,
+    count        bigint NOT NULL CHECK (count >= 0),
+    PRIMARY KEY (account_id, kind, window_start)
+);
+
+-- A node's slice of one window: spendable while `window_start` is the window the node
+-- admits in (a slice of a past window is void by its key) and until `expires_at`.
+CREATE TABLE window_slices (
+    account_id   bigint NOT NULL REFERENCES accounts (id),
+    node_id      bigint NOT NULL,
+    kind         smallint NOT NULL CHECK (kind IN (1, 2, 3)),
+    window_start bigint NOT NULL,
+    remaining    bigint NOT NULL CHECK (remaining >= 0),
+    expires_at   timestamptz NOT NULL,
+    PRIMARY KEY (account_id, node_id, kind)
+);
+CREATE INDEX window_slices_by_node ON window_slices (node_id);
 "#,
     r#"
 -- A request with an Idempotency-Key running on a node (`idempotency`): the key is the

@@ -20,6 +20,7 @@ use crate::domain::origin::OriginPattern;
 use crate::domain::rate_limit::{Counters, Limits};
 
 use super::RECALL_CHANNEL;
+use super::windows::{self, WindowFlush, WindowsFlushed};
 
 /// A node's grant on an account as the ledger holds it, with the account's balance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +51,8 @@ pub struct Flushed {
     pub version: i64,
     /// The batch had been applied already (its first COMMIT's answer was lost).
     pub replayed: bool,
+    /// This node's window slices after it, and the window counts of its accounts.
+    pub windows: WindowsFlushed,
 }
 
 fn micros(stored: i64) -> anyhow::Result<Micros> {
@@ -248,6 +251,17 @@ pub async fn grant(
 /// one ledger row each; the grants handed back; the answers. Every grant of the node is
 /// extended by `ttl` on the database clock. Returns the node's grants and the version.
 pub async fn flush(client: &mut Client, flush: &Flush<'_>) -> anyhow::Result<Flushed> {
+    flush_with_windows(client, flush, &WindowFlush::default()).await
+}
+
+/// As [`flush`], with the rate-limit windows of the batch in the same transaction
+/// (`windows::flush`): the accounts whose windows it touches or holds slices of are
+/// locked with the others, in id order.
+pub async fn flush_with_windows(
+    client: &mut Client,
+    flush: &Flush<'_>,
+    window_flush: &WindowFlush<'_>,
+) -> anyhow::Result<Flushed> {
     let tx = client.transaction().await?;
     let number = i64::try_from(flush.number).unwrap_or(i64::MAX);
     let applied: Option<i64> = tx
@@ -276,10 +290,12 @@ pub async fn flush(client: &mut Client, flush: &Flush<'_>) -> anyhow::Result<Flu
             false
         }
     };
-    // Every account this flush touches or holds a grant on, locked in id order.
+    // Every account this flush touches or holds a grant or a window slice of, locked in
+    // id order.
     let held: Vec<i64> = tx
         .query(
-            "SELECT account_id FROM leases WHERE node_id = $1",
+            "SELECT account_id FROM leases WHERE node_id = $1
+             UNION SELECT account_id FROM window_slices WHERE node_id = $1",
             &[&flush.node_id],
         )
         .await?
@@ -290,6 +306,8 @@ pub async fn flush(client: &mut Client, flush: &Flush<'_>) -> anyhow::Result<Flu
     if !replayed {
         ids.extend(flush.charges.iter().map(|c| c.account_id));
         ids.extend(flush.returns.iter().map(|(id, _)| *id));
+        let queries = window_flush.admitted.iter().chain(window_flush.returns);
+        ids.extend(queries.map(|q| q.account_id));
     }
     let ids: Vec<i64> = ids.into_iter().collect();
     let mut accounts: BTreeMap<i64, (i64, i64, i64)> = BTreeMap::new(); // balance, leased, own
@@ -386,6 +404,8 @@ pub async fn flush(client: &mut Client, flush: &Flush<'_>) -> anyhow::Result<Flu
         &[&flush.node_id, &secs(flush.ttl), &ids],
     )
     .await?;
+    let windows =
+        windows::flush(&tx, flush.node_id, &ids, window_flush, replayed, flush.ttl).await?;
     let grants = node_grants(&tx, flush.node_id).await?;
     let version = super::version(&tx).await?;
     tx.commit().await.context("committing a flush")?;
@@ -393,6 +413,7 @@ pub async fn flush(client: &mut Client, flush: &Flush<'_>) -> anyhow::Result<Flu
         grants,
         version,
         replayed,
+        windows,
     })
 }
 
