@@ -51,7 +51,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
-use books::{Ask, Asking, Books, GRANT_WAIT, GrantRequest, Granted};
+use books::{Ask, Asking, Books, GRANT_PATIENCE, GRANT_WAIT, GrantRequest, Granted};
 use writer::run_writer;
 
 pub use answers::Claim;
@@ -582,20 +582,27 @@ impl Billing {
             if let Some(why) = &books.failing {
                 return Err(BillingError::Unavailable(why.clone()));
             }
+            if books.stop {
+                return Err(BillingError::Unavailable("billing stopped".into()));
+            }
             books.store_calls.push(Box::new(move |store| {
                 let _ = reply.send(call(store));
             }));
         }
         self.shared.wake.notify_all();
-        match answer.await {
-            Ok(Ok(found)) => Ok(found),
-            Ok(Err(e)) => {
+        // Bounded: a writer gone (a panic) must not hold the request forever.
+        match tokio::time::timeout(GRANT_PATIENCE, answer).await {
+            Ok(Ok(Ok(found))) => Ok(found),
+            Ok(Ok(Err(e))) => {
                 tracing::error!("asking the ledger: {e:#}");
                 Err(BillingError::Unavailable(
                     "the ledger cannot be reached".into(),
                 ))
             }
-            Err(_) => Err(BillingError::Unavailable("billing stopped".into())),
+            Ok(Err(_)) => Err(BillingError::Unavailable("billing stopped".into())),
+            Err(_) => Err(BillingError::Unavailable(format!(
+                "the billing writer did not answer within {GRANT_PATIENCE:?}"
+            ))),
         }
     }
 

@@ -29,6 +29,10 @@ use crate::domain::money::Micros;
 
 /// The longest a call to the ledger may take (the design's flush_timeout).
 const CALL_TIMEOUT: Duration = Duration::from_secs(1);
+/// The server aborts a statement of the writer's after this, before the call gives up on
+/// it: a call that timed out cannot commit later (a claim of an idempotency key committed
+/// after its release was sent would hold the key on every other node).
+const STATEMENT_TIMEOUT: Duration = Duration::from_millis(900);
 /// How often an idle node reads the version (and beats its heart).
 const POLL: Duration = Duration::from_millis(250);
 /// How long the listener waits before it reconnects.
@@ -85,6 +89,9 @@ impl PgStore {
         let mut client = store.runtime.block_on(pg::connect(url))?;
         store.runtime.block_on(pg::migrate(&mut client))?;
         store.runtime.block_on(node::register(&client, node_id))?;
+        store
+            .runtime
+            .block_on(pg::bound_statements(&client, STATEMENT_TIMEOUT))?;
         store.client = Some(client);
         store.listener = Some(
             thread::Builder::new()
@@ -117,6 +124,8 @@ impl PgStore {
             })?;
             self.runtime
                 .block_on(node::register(&client, self.node_id))?;
+            self.runtime
+                .block_on(pg::bound_statements(&client, STATEMENT_TIMEOUT))?;
             self.client = Some(client);
         }
         let node_id = self.node_id;

@@ -58,7 +58,15 @@ fn answer_slices(
         }
         books.slice_asks(account_id, short)
     };
-    if asks.is_empty() {
+    // An ask of a window that has ended since (a request decided at its last instant) is
+    // not sent: the request is decided again, in the window of now. A slice of an older
+    // window would also move this node's slice of the current one back in the ledger.
+    let now = SystemTime::now();
+    if asks.is_empty()
+        || asks
+            .iter()
+            .any(|a| a.window.start != a.window.window.start(now))
+    {
         return Ok(Granted::More);
     }
     for ask in &asks {

@@ -17,7 +17,7 @@ use tokio_postgres::{Client, GenericClient};
 use crate::db::idempotency::{AnswerIndex, Holder, KeyClaim, ReleasedClaim, StoredAnswer};
 use crate::db::rows::unix_secs;
 use crate::domain::charge::Endpoint;
-use crate::domain::idempotency::{Fingerprint, IdempotencyKey};
+use crate::domain::idempotency::{ANSWER_TTL, Fingerprint, IdempotencyKey};
 
 /// A claim of a node whose heartbeat is older than this can be taken over. Nodes beat at
 /// every flush and every 250 ms when idle.
@@ -133,6 +133,11 @@ pub async fn release(
     Ok(())
 }
 
+/// Answers given before this are no longer replayable at `at`.
+fn expired_before(at: SystemTime) -> i64 {
+    unix_secs(at.checked_sub(ANSWER_TTL).unwrap_or(SystemTime::UNIX_EPOCH))
+}
+
 fn parse(endpoint: String, fingerprint: Vec<u8>) -> anyhow::Result<(Endpoint, Fingerprint)> {
     let endpoint = Endpoint::parse(&endpoint)
         .with_context(|| format!("an unknown endpoint in the ledger: {endpoint}"))?;
@@ -143,7 +148,9 @@ fn parse(endpoint: String, fingerprint: Vec<u8>) -> anyhow::Result<(Endpoint, Fi
 }
 
 /// Writes `answers` in the flush that charges them; each replaces the node's claim of its
-/// key. A row of the same account and key can only be an expired answer: replaced.
+/// key. A row of the same account and key is replaced only when it expired: a live one is
+/// the first answer, given by another node that took the key over while this one could
+/// not reach the ledger (docs/cluster.md), and replays keep sending it.
 pub(super) async fn store_answers(
     client: &impl GenericClient,
     node_id: i64,
@@ -164,7 +171,8 @@ pub(super) async fn store_answers(
                  VALUES ($1, $2, $3, $4, $5, $6)
                  ON CONFLICT (account_id, idempotency_key) DO UPDATE SET
                      endpoint = excluded.endpoint, fingerprint = excluded.fingerprint,
-                     body = excluded.body, created_at = excluded.created_at",
+                     body = excluded.body, created_at = excluded.created_at
+                 WHERE idempotent_answers.created_at < $7",
                 &[
                     &answer.account_id,
                     &answer.key.as_str(),
@@ -172,6 +180,7 @@ pub(super) async fn store_answers(
                     &&answer.fingerprint.as_bytes()[..],
                     &&answer.body[..],
                     &unix_secs(answer.answered),
+                    &expired_before(answer.answered),
                 ],
             )
             .await

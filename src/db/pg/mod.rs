@@ -15,6 +15,8 @@ pub mod idempotency;
 pub mod node;
 pub mod windows;
 
+use std::time::Duration;
+
 use anyhow::Context;
 use tokio_postgres::{Client, NoTls};
 
@@ -212,6 +214,14 @@ pub async fn migrate(client: &mut Client) -> anyhow::Result<()> {
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// Every later statement of this connection is aborted by the server after `timeout`.
+pub async fn bound_statements(client: &Client, timeout: Duration) -> anyhow::Result<()> {
+    client
+        .batch_execute(&format!("SET statement_timeout = {}", timeout.as_millis()))
+        .await
+        .context("bounding the ledger's statements")
 }
 
 /// The current version of accounts and keys.

@@ -166,7 +166,8 @@ pub async fn slices(
                  ON CONFLICT (account_id, node_id, kind) DO UPDATE SET
                      remaining = excluded.remaining,
                      window_start = excluded.window_start,
-                     expires_at = excluded.expires_at",
+                     expires_at = excluded.expires_at
+                 WHERE window_slices.window_start <= excluded.window_start",
                 &[
                     &account_id,
                     &node_id,
@@ -325,7 +326,14 @@ pub async fn load_counts(client: &Client) -> anyhow::Result<Vec<WindowQueries>> 
 /// slices were dropped.
 pub async fn sweep(client: &Client, now_unix: i64) -> anyhow::Result<u64> {
     let dropped = client
-        .execute("DELETE FROM window_slices WHERE expires_at < now()", &[])
+        .execute(
+            // Rows a flush holds are skipped (the next sweep takes them): waiting for them
+            // while holding others could deadlock with that flush.
+            "DELETE FROM window_slices WHERE (account_id, node_id, kind) IN (
+                 SELECT account_id, node_id, kind FROM window_slices
+                 WHERE expires_at < now() FOR UPDATE SKIP LOCKED)",
+            &[],
+        )
         .await?;
     client
         .execute(
