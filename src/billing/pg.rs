@@ -244,6 +244,10 @@ impl ChargeStore for PgStore {
         self.call(async |client, node_id| node::acknowledge(client, node_id, version).await)
     }
 
+    fn node_id(&self) -> Option<i64> {
+        Some(self.node_id)
+    }
+
     fn recalls(&mut self) -> Vec<i64> {
         std::mem::take(&mut *self.heard.recalls.lock().unwrap_or_else(|p| p.into_inner()))
     }
