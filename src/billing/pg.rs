@@ -20,7 +20,7 @@ use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use super::lease::LEASE_TTL;
 use super::store::{AnswerIndex, Applied, Batch, ChargeStore, Grant, Leasing, Snapshot};
-use crate::db::pg::{self, CHANGES_CHANNEL, RECALL_CHANNEL, node};
+use crate::db::pg::{self, RECALL_CHANNEL, node};
 use crate::domain::money::Micros;
 
 /// The longest a call to the ledger may take (the design's flush_timeout).
@@ -318,11 +318,7 @@ async fn listen_once(url: &str, node_id: i64, heard: &Heard) -> anyhow::Result<(
         }
         Ok(())
     });
-    client
-        .batch_execute(&format!(
-            "LISTEN {CHANGES_CHANNEL}; LISTEN {RECALL_CHANNEL};"
-        ))
-        .await?;
+    pg::listen(&client).await?;
     heard.changed.store(true, Ordering::Release);
     loop {
         tokio::select! {
