@@ -65,10 +65,17 @@ fn a_node_paused_past_its_grants_ttl_does_not_spend_the_expired_grant_when_it_re
         assert!(node.stop("TERM").success(), "{}", node.log());
     }
     assert!(seen.other.is_empty(), "{:?}", seen.other);
+    // 402, or 503 while its first call after the pause times out (its clock ran on
+    // through the pause): never 200.
     assert!(
-        resumed.iter().all(|s| *s == 402),
+        resumed.iter().all(|s| *s == 402 || *s == 503) && resumed.contains(&402),
         "the resumed node answered {resumed:?}: {}",
-        nodes[0].log()
+        nodes[0]
+            .log()
+            .lines()
+            .filter(|l| !l.contains(" access "))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     answered += seen.ok.len() as i64;
     let charged = charged_queries(&pg, &account.account_id);
