@@ -13,11 +13,16 @@
 # PostgreSQL transactions per second (the xact_commit delta of pg_stat_database over the
 # run; its statistics are flushed about once a second, so ±1 s of them), and per node its
 # flushes, grant requests, recalls heard and grants handed back per second (from its
-# /metrics); then the ratio of (b) to (a), the issue's targets (three nodes on two cores
+# /metrics), and the grants the ledger holds at the end (how many, their mean size in
+# queries); then the ratio of (b) to (a), the issue's targets (three nodes on two cores
 # >= 0.8x one node; <= 100 flushes a second per node), every answered request against
 # what the ledger charged after every node stopped cleanly (wrk does not count the
 # requests in flight when it stops: charged may exceed answered by up to the
 # connections of each run), and `postal ledger verify --ledger URL`.
+# Each case starts with a warm-up (its req/s printed too): 1 s for one account; for 1,000
+# accounts as long as the run, since nodes that just started (or handed back their idle
+# grants) need one grant per account, one ledger transaction each, before their grants
+# cover the requests: that start is bound by grants per second, not by requests.
 # The three nodes, wrk and PostgreSQL share the machine's cores: (b) against (a) measures
 # the overhead of the cluster, not its scale.
 # Usage: [DATASET=sample|full] [PG_FSYNC=on|off] bench/cluster.sh [seconds per run, default 5] [connections, default 64]
@@ -165,10 +170,11 @@ print(" ".join(str(int(float(seen.get(n, 0)))) for n in want))'
 }
 
 : >"$OUT/answered.txt"
-# run_case LABEL SCRIPT NODE...: a warm-up of 1 s, then wrk on every node given at once.
+# run_case LABEL SCRIPT WARM-UP-SECONDS NODE...: a warm-up, then wrk on every node given
+# at once.
 run_case() {
-  local label=$1 script=$2
-  shift 2
+  local label=$1 script=$2 warmup=$3
+  shift 3
   local nodes=("$@") threads=2 per=$CONNECTIONS i
   if [ ${#nodes[@]} -gt 1 ]; then
     threads=1
@@ -176,7 +182,7 @@ run_case() {
   fi
   local warm=()
   for i in "${nodes[@]}"; do
-    wrk -t"$threads" -c"$per" -d1s -s "$script" "http://127.0.0.1:${node_port[$i]}" >"$OUT/warm-$i.txt" &
+    wrk -t"$threads" -c"$per" -d"${warmup}s" -s "$script" "http://127.0.0.1:${node_port[$i]}" >"$OUT/warm-$i.txt" &
     warm+=($!)
   done
   wait "${warm[@]}"
@@ -191,16 +197,17 @@ run_case() {
     wrks+=($!)
   done
   wait "${wrks[@]}"
-  local after xact_after
+  local after xact_after held
   after=$(for i in "${nodes[@]}"; do echo "$i $(counters "$i")"; done)
+  held=$(sql "SELECT count(*) || ' ' || coalesce(round(avg(remaining) / 28), 0) FROM leases")
   sleep 1.1 # PostgreSQL's statistics of the last second
   xact_after=$(sql "SELECT sum(xact_commit) FROM pg_stat_database")
   for i in "${nodes[@]}"; do cat "$OUT/wrk-$i.txt" >>"$OUT/answered.txt"; done
   python3 - "$label" "$OUT" "$SECONDS_PER_RUN" "$((xact_after - xact_before))" "$before" "$after" \
-    "${nodes[@]}" <<'PY' | tee -a "$OUT/cases.txt"
+    "$warmup" "$held" "${nodes[@]}" <<'PY' | tee -a "$OUT/cases.txt"
 import re, sys
-label, out, seconds, xacts, before, after = sys.argv[1:7]
-nodes = sys.argv[7:]
+label, out, seconds, xacts, before, after, warmup, held = sys.argv[1:9]
+nodes = sys.argv[9:]
 seconds = float(seconds)
 def ms(text, label):
     m = re.search(r"^\s+%s\s+([\d.]+)(us|ms|s)\s*$" % re.escape(label), text, re.M)
@@ -220,13 +227,20 @@ for i in nodes:
     p99.append(ms(text, "99%"))
 per_node = lambda k: [(a[i][k] - b[i][k]) / seconds for i in nodes]
 total = sum(rps)
+warm = 0
+for i in nodes:
+    text = open(f"{out}/warm-{i}.txt").read()
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    warm += (int(re.search(r"(\d+) requests in", text).group(1)) - (int(bad.group(1)) if bad else 0)) / float(warmup)
 print(f"{label}: {total:8.0f} billed req/s (per node {' '.join(f'{r:.0f}' for r in rps)}), "
       f"p99 {max(p99):.2f} ms (per node {' '.join(f'{p:.2f}' for p in p99)}), non-2xx {non2xx}; "
       f"PostgreSQL {int(xacts) / seconds:.0f} xact/s; per node per second: "
       f"flushes {' '.join(f'{v:.0f}' for v in per_node(0))}, "
       f"grant requests {' '.join(f'{v:.1f}' for v in per_node(1))}, "
       f"recalls heard {' '.join(f'{v:.1f}' for v in per_node(2))}, "
-      f"hand-backs {' '.join(f'{v:.1f}' for v in per_node(3))}")
+      f"hand-backs {' '.join(f'{v:.1f}' for v in per_node(3))}; "
+      f"grants in the ledger at the end: {held.split()[0]}, {held.split()[1]} queries each on average; "
+      f"the {warmup} s warm-up before it (nodes just started or idle): {warm:.0f} billed req/s")
 print(f"RESULT {label.split(')')[0].strip('(')} {total:.0f} {max(p99):.3f} {max(per_node(0)):.1f}")
 PY
 }
@@ -237,16 +251,16 @@ echo "bench/cluster.sh $SECONDS_PER_RUN s per run, $CONNECTIONS connections, $DA
   "1,000 accounts made by the CLI in $accounts_seconds s"
 : >"$OUT/cases.txt"
 start_node 0
-run_case "(a1) 1 node,  1 account   " "$OUT/one.lua" 0
+run_case "(a1) 1 node,  1 account   " "$OUT/one.lua" 1 0
 start_node 1
 start_node 2
-run_case "(b1) 3 nodes, 1 account   " "$OUT/one.lua" 0 1 2
+run_case "(b1) 3 nodes, 1 account   " "$OUT/one.lua" 1 0 1 2
 stop_node 1
 stop_node 2
-run_case "(a2) 1 node,  1,000 accts " "$OUT/thousand.lua" 0
+run_case "(a2) 1 node,  1,000 accts " "$OUT/thousand.lua" "$SECONDS_PER_RUN" 0
 start_node 1
 start_node 2
-run_case "(b2) 3 nodes, 1,000 accts " "$OUT/thousand.lua" 0 1 2
+run_case "(b2) 3 nodes, 1,000 accts " "$OUT/thousand.lua" "$SECONDS_PER_RUN" 0 1 2
 for i in 0 1 2; do stop_node "$i"; done
 
 answered=$(python3 - "$OUT/answered.txt" <<'PY'
