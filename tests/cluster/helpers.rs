@@ -437,6 +437,16 @@ impl Node {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// `GET /metrics` (OpenMetrics text).
+    pub fn metrics(&self) -> String {
+        let mut response = self
+            .agent
+            .get(format!("{}/metrics", self.address))
+            .call()
+            .unwrap();
+        response.body_mut().read_to_string().unwrap_or_default()
+    }
+
     /// This node's id on the ledger, as `/readyz` tells it.
     pub fn node_id(&self) -> i64 {
         let (_, body) = self.readyz();

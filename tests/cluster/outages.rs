@@ -181,6 +181,35 @@ fn sigterm_of_a_node_under_load_hands_back_its_grants_and_flushes_every_answer()
         )) > 0,
         "the node holds no grant under load"
     );
+    // What the node tells its operator (docs/cluster.md): its id, its grants, its flushes.
+    let (status, ready) = nodes[1].readyz();
+    assert_eq!(status, 200, "{ready}");
+    assert!(
+        ready["cluster"]["grantsHeld"].as_u64() >= Some(1),
+        "{ready}"
+    );
+    assert!(
+        ready["cluster"]["grantRequests"].as_u64() >= Some(1),
+        "{ready}"
+    );
+    assert!(ready["cluster"]["flushes"].as_u64() >= Some(1), "{ready}");
+    assert_eq!(ready["cluster"]["flushFailures"], 0, "{ready}");
+    let metrics = nodes[1].metrics();
+    for series in [
+        format!("postal_cluster_node{{node_id=\"{stopped_id}\"}} 1"),
+        "postal_ledger_flush_failures_total 0".to_string(),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == series),
+            "{series} not in {metrics}"
+        );
+    }
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("postal_cluster_grant_requests_total ") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
     assert!(nodes[1].stop("TERM").success(), "{}", nodes[1].log());
     // At once, not after the TTL: its grants are handed back and its row is gone.
     let leases_left = pg.i64(&format!(
