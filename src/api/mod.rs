@@ -212,7 +212,9 @@ fn app(
     operations: ops::Operations,
     access_log: Arc<dyn telemetry::AccessLog>,
 ) -> (impl Endpoint, hot::Hot) {
-    let metrics = Arc::new(telemetry::Metrics::new());
+    let metrics = Arc::new(telemetry::Metrics::for_node(
+        state.billing.node_id().is_some(),
+    ));
     let ops = ops::Ops::new(&state, operations, metrics.clone());
     let api = service();
     let docs = api.swagger_ui();

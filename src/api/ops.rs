@@ -73,16 +73,37 @@ pub(super) fn healthz() -> Response {
 #[handler]
 pub(super) async fn readyz(ops: Data<&Ops>) -> Response {
     let reasons = unready_reasons(&ops).await;
-    if reasons.is_empty() {
-        json_response(StatusCode::OK, json!({"status": "ready"}))
+    let (status, mut body) = if reasons.is_empty() {
+        (StatusCode::OK, json!({"status": "ready"}))
     } else {
         let request_id = super::telemetry::current_request_id();
         tracing::warn!(request_id = %request_id, "not ready: {}", reasons.join("; "));
-        json_response(
+        (
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"status": "not ready", "reason": reasons.join("; ")}),
         )
+    };
+    if let Some(node_id) = ops.billing.node_id() {
+        body["cluster"] = cluster_facts(&ops.billing, node_id);
     }
+    json_response(status, body)
+}
+
+/// A cluster node's part of `/readyz` (docs/cluster.md): its id (a string: it does not
+/// fit a JSON number's exact range), its grants and its flushes.
+fn cluster_facts(billing: &Billing, node_id: i64) -> serde_json::Value {
+    let stats = billing.stats();
+    json!({
+        "nodeId": node_id.to_string(),
+        "grantsHeld": stats.grants_held,
+        "grantedMicroDollars": stats.granted.get(),
+        "grantRequests": stats.grant_requests,
+        "recalls": stats.recalls,
+        "handbacks": stats.handbacks,
+        "flushes": stats.flushes,
+        "flushFailures": stats.failed_flushes,
+        "lastFlushAgeSeconds": last_flush_age(&stats),
+    })
 }
 
 /// Why the server cannot serve now (`/readyz`, and `postal_ready` at each scrape); empty
@@ -200,9 +221,45 @@ fn refresh(ops: &Ops) {
         (_, None) => 0.0,
     };
     m.ledger_lag_seconds.set(lag);
+    let failures = m.ledger_flush_failures.get();
+    m.ledger_flush_failures
+        .inc_by(stats.failed_flushes.saturating_sub(failures));
+    if let (Some(cluster), Some(node_id)) = (&m.cluster, ops.billing.node_id()) {
+        cluster
+            .node
+            .get_or_create(&super::telemetry::NodeLabel {
+                node_id: node_id.to_string(),
+            })
+            .set(1);
+        cluster
+            .grants_held
+            .set(i64::try_from(stats.grants_held).unwrap_or(i64::MAX));
+        cluster.granted_micros.set(stats.granted.get());
+        for (counter, total) in [
+            (&cluster.grant_requests, stats.grant_requests),
+            (&cluster.recalls, stats.recalls),
+            (&cluster.handbacks, stats.handbacks),
+        ] {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+        cluster
+            .last_flush_age
+            .set(last_flush_age(&stats).unwrap_or(-1.0));
+    }
     if let Some(rss) = resident_bytes() {
         m.resident_bytes.set(rss);
     }
+}
+
+/// Seconds since the last committed flush; `None` before the first.
+fn last_flush_age(stats: &crate::billing::BillingStats) -> Option<f64> {
+    let at = stats.last_commit?;
+    Some(
+        SystemTime::now()
+            .duration_since(at)
+            .unwrap_or_default()
+            .as_secs_f64(),
+    )
 }
 
 /// `VmRSS` of `/proc/self/status` (Linux); `None` elsewhere.

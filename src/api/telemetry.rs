@@ -44,6 +44,11 @@ struct OperationLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct NodeLabel {
+    pub(crate) node_id: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RefusalLabels {
     status: u16,
     reason: &'static str,
@@ -66,6 +71,10 @@ pub struct Metrics {
     pub(crate) ledger_last_flush_seconds: Gauge<f64, AtomicU64>,
     pub(crate) ledger_lag_seconds: Gauge<f64, AtomicU64>,
     pub(crate) ledger_pending: Gauge,
+    pub(crate) ledger_flush_failures: Counter,
+    /// Cluster mode only (docs/cluster.md): registered when the server charges a shared
+    /// ledger, so the single file's scrape does not change.
+    pub(crate) cluster: Option<ClusterMetrics>,
     pub(crate) dataset_records: Gauge,
     pub(crate) dataset_countries: Gauge,
     pub(crate) dataset_loaded: Gauge,
@@ -76,6 +85,73 @@ pub struct Metrics {
     pub(crate) ready: Gauge,
 }
 
+/// What a node of a cluster tells about its grants and its part of the ledger.
+pub(crate) struct ClusterMetrics {
+    pub(crate) node: Family<NodeLabel, Gauge>,
+    pub(crate) grants_held: Gauge,
+    pub(crate) granted_micros: Gauge,
+    pub(crate) grant_requests: Counter,
+    pub(crate) recalls: Counter,
+    pub(crate) handbacks: Counter,
+    pub(crate) last_flush_age: Gauge<f64, AtomicU64>,
+}
+
+impl ClusterMetrics {
+    fn register(registry: &mut Registry) -> ClusterMetrics {
+        let node = Family::<NodeLabel, Gauge>::default();
+        registry.register(
+            "cluster_node",
+            "1, labelled with this node's id on the shared ledger (a restart is a new node)",
+            node.clone(),
+        );
+        let grants_held = Gauge::default();
+        registry.register(
+            "cluster_grants_held",
+            "Accounts this node holds a live grant of",
+            grants_held.clone(),
+        );
+        let granted_micros = Gauge::default();
+        registry.register(
+            "cluster_granted_micro_dollars",
+            "What is left of this node's live grants, in micro-dollars",
+            granted_micros.clone(),
+        );
+        let grant_requests = Counter::default();
+        registry.register(
+            "cluster_grant_requests",
+            "Grants this node asked the ledger for (a request short of its grant)",
+            grant_requests.clone(),
+        );
+        let recalls = Counter::default();
+        registry.register(
+            "cluster_recalls",
+            "Recalls heard from other nodes (NOTIFY postal_recall): another node lacked money this node may hold",
+            recalls.clone(),
+        );
+        let handbacks = Counter::default();
+        registry.register(
+            "cluster_handbacks",
+            "Grants this node handed back to the ledger (recalled, idle, expired or at a clean stop)",
+            handbacks.clone(),
+        );
+        let last_flush_age = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "cluster_last_flush_age_seconds",
+            "Seconds since this node's last committed flush; -1 before the first",
+            last_flush_age.clone(),
+        );
+        ClusterMetrics {
+            node,
+            grants_held,
+            granted_micros,
+            grant_requests,
+            recalls,
+            handbacks,
+            last_flush_age,
+        }
+    }
+}
+
 fn latency_histogram() -> Histogram {
     // 50 µs .. about 3.3 s
     Histogram::new(exponential_buckets(0.000_05, 2.0, 17))
@@ -83,6 +159,11 @@ fn latency_histogram() -> Histogram {
 
 impl Metrics {
     pub fn new() -> Metrics {
+        Metrics::for_node(false)
+    }
+
+    /// A server's metrics; `cluster`: it charges a shared ledger (the cluster series too).
+    pub fn for_node(cluster: bool) -> Metrics {
         let mut registry = Registry::with_prefix("postal");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -150,6 +231,13 @@ impl Metrics {
             "Charges sent to the billing writer and not answered yet",
             ledger_pending.clone(),
         );
+        let ledger_flush_failures = Counter::default();
+        registry.register(
+            "ledger_flush_failures",
+            "Ledger transactions of the billing writer that failed (kept and retried)",
+            ledger_flush_failures.clone(),
+        );
+        let cluster = cluster.then(|| ClusterMetrics::register(&mut registry));
         let dataset_records = Gauge::default();
         registry.register(
             "dataset_records",
@@ -214,6 +302,8 @@ impl Metrics {
             ledger_last_flush_seconds,
             ledger_lag_seconds,
             ledger_pending,
+            ledger_flush_failures,
+            cluster,
             dataset_records,
             dataset_countries,
             dataset_loaded,

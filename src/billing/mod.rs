@@ -132,6 +132,14 @@ pub struct BillingStats {
     pub last_commit: Option<std::time::SystemTime>,
     /// Charge rows (account x endpoint) waiting for the next flush.
     pub pending: u64,
+    /// Cluster mode only (zero for the single file): grants asked of the ledger, recalls
+    /// heard from other nodes, grants handed back, and the grants held now (how many,
+    /// how much is left of them).
+    pub grant_requests: u64,
+    pub recalls: u64,
+    pub handbacks: u64,
+    pub grants_held: u64,
+    pub granted: Micros,
 }
 
 #[derive(Default)]
@@ -146,6 +154,9 @@ struct Counts {
     /// The last committed flush: how long it took, and when it ended (µs since 1970).
     last_flush_nanos: AtomicU64,
     last_commit_unix_micros: AtomicU64,
+    grant_requests: AtomicU64,
+    recalls: AtomicU64,
+    handbacks: AtomicU64,
 }
 
 /// What a flush has reached: every batch up to `done` is committed; `failing` holds the
@@ -174,6 +185,8 @@ struct Shared {
     flushed: tokio::sync::watch::Sender<FlushState>,
     options: BillingOptions,
     counts: Counts,
+    /// This node's id on the shared ledger (cluster mode).
+    node_id: Option<i64>,
     _lock: Option<ServeLock>,
 }
 
@@ -244,6 +257,7 @@ impl Billing {
             flushed,
             options,
             counts: Counts::default(),
+            node_id: store.node_id(),
             _lock: lock,
         });
         let writer_shared = shared.clone();
@@ -691,9 +705,27 @@ impl Billing {
         self.shared.flushed.borrow().clone()
     }
 
+    /// This node's id on the shared ledger; `None` for the single file.
+    pub fn node_id(&self) -> Option<i64> {
+        self.shared.node_id
+    }
+
     pub fn stats(&self) -> BillingStats {
         let c = &self.shared.counts;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (pending, grants_held, granted) = {
+            let books = self.books();
+            let now = BootTime::now();
+            let (mut held, mut granted) = (0, Micros::ZERO);
+            for lease in books.leases.values() {
+                let usable = lease.usable(now);
+                if usable > Micros::ZERO {
+                    held += 1;
+                    granted = granted.checked_add(usable).unwrap_or(Micros::MAX);
+                }
+            }
+            (books.pending.rows.len() as u64, held, granted)
+        };
         BillingStats {
             charges: get(&c.charges),
             refusals: get(&c.refusals),
@@ -707,7 +739,12 @@ impl Billing {
                 0 => None,
                 micros => Some(std::time::UNIX_EPOCH + Duration::from_micros(micros)),
             },
-            pending: self.books().pending.rows.len() as u64,
+            pending,
+            grant_requests: get(&c.grant_requests),
+            recalls: get(&c.recalls),
+            handbacks: get(&c.handbacks),
+            grants_held,
+            granted,
         }
     }
 

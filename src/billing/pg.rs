@@ -23,7 +23,7 @@ use super::store::{
     AnswerIndex, Applied, Batch, ChargeStore, Grant, Holder, KeyClaim, Leasing, SliceAsk,
     SliceHeld, Snapshot, WindowQueries,
 };
-use crate::db::pg::{self, CHANGES_CHANNEL, RECALL_CHANNEL, idempotency, node, windows};
+use crate::db::pg::{self, RECALL_CHANNEL, idempotency, node, windows};
 use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;
 
@@ -290,6 +290,10 @@ impl ChargeStore for PgStore {
         self.call(async |client, node_id| node::acknowledge(client, node_id, version).await)
     }
 
+    fn node_id(&self) -> Option<i64> {
+        Some(self.node_id)
+    }
+
     fn recalls(&mut self) -> Vec<i64> {
         std::mem::take(&mut *self.heard.recalls.lock().unwrap_or_else(|p| p.into_inner()))
     }
@@ -361,11 +365,7 @@ async fn listen_once(url: &str, node_id: i64, heard: &Heard) -> anyhow::Result<(
         }
         Ok(())
     });
-    client
-        .batch_execute(&format!(
-            "LISTEN {CHANGES_CHANNEL}; LISTEN {RECALL_CHANNEL};"
-        ))
-        .await?;
+    pg::listen(&client).await?;
     heard.changed.store(true, Ordering::Release);
     loop {
         tokio::select! {

@@ -136,6 +136,10 @@ pub trait ChargeStore: Send {
     fn reloaded(&mut self) -> anyhow::Result<()> {
         Ok(())
     }
+    /// This node's id on a shared ledger (cluster mode); `None` for the single file.
+    fn node_id(&self) -> Option<i64> {
+        None
+    }
     /// Accounts whose grants other nodes asked back since the last call.
     fn recalls(&mut self) -> Vec<i64> {
         Vec::new()

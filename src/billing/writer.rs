@@ -156,6 +156,7 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
         // What is still missing now (other requests may have spent some of the grant).
         let need = short.cost.checked_sub(before).unwrap_or(Micros::ZERO);
         let want = short.want.max(need);
+        shared.counts.grant_requests.fetch_add(1, Ordering::Relaxed);
         let answer = match store.grant(request.account_id, need, want) {
             Ok(grant) => {
                 let mut books = lock(&shared.books);
@@ -258,6 +259,9 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                     let took = elapsed.as_nanos() as u64;
                     let counts = &shared.counts;
                     counts.flushes.fetch_add(1, Ordering::Relaxed);
+                    counts
+                        .handbacks
+                        .fetch_add(batch.returns.len() as u64, Ordering::Relaxed);
                     counts.flush_busy_nanos.fetch_add(took, Ordering::Relaxed);
                     counts.last_flush_nanos.store(took, Ordering::Relaxed);
                     let now = std::time::SystemTime::now()
@@ -337,6 +341,10 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
             Err(e) => tracing::error!("reading account changes: {e:#}"),
         }
         let recalls = store.recalls();
+        shared
+            .counts
+            .recalls
+            .fetch_add(recalls.len() as u64, Ordering::Relaxed);
         if !recalls.is_empty() {
             let mut books = lock(&shared.books);
             for id in recalls {

@@ -415,6 +415,46 @@ impl Node {
         assert!(sent.success());
         self.child.wait().unwrap()
     }
+
+    /// Sends `signal` (`STOP`, `CONT`) without waiting.
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    /// `GET /readyz`: (status, body).
+    pub fn readyz(&self) -> (u16, Value) {
+        let mut response = self
+            .agent
+            .get(format!("{}/readyz", self.address))
+            .call()
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// `GET /metrics` (OpenMetrics text).
+    pub fn metrics(&self) -> String {
+        let mut response = self
+            .agent
+            .get(format!("{}/metrics", self.address))
+            .call()
+            .unwrap();
+        response.body_mut().read_to_string().unwrap_or_default()
+    }
+
+    /// This node's id on the ledger, as `/readyz` tells it.
+    pub fn node_id(&self) -> i64 {
+        let (_, body) = self.readyz();
+        body["cluster"]["nodeId"]
+            .as_str()
+            .and_then(|id| id.parse().ok())
+            .unwrap_or_else(|| panic!("no node id in /readyz: {body}"))
+    }
 }
 
 impl Drop for Node {

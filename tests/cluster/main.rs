@@ -13,6 +13,10 @@ mod race;
 /// A node killed under load; PostgreSQL crashed and restarted under load.
 mod failures;
 
+/// A node paused past its grant's TTL, PostgreSQL down past the TTL, a node stopped
+/// cleanly under load.
+mod outages;
+
 /// Top-up and revocation under load hold on every node once the command returns.
 mod admin;
 

@@ -224,6 +224,17 @@ pub async fn bound_statements(client: &Client, timeout: Duration) -> anyhow::Res
         .context("bounding the ledger's statements")
 }
 
+/// Subscribes the listener's connection to changes and recalls (`CHANGES_CHANNEL`,
+/// `RECALL_CHANNEL`); the notifications then arrive on the connection's messages.
+pub async fn listen(client: &Client) -> anyhow::Result<()> {
+    client
+        .batch_execute(&format!(
+            "LISTEN {CHANGES_CHANNEL}; LISTEN {RECALL_CHANNEL};"
+        ))
+        .await
+        .context("LISTEN on the ledger")
+}
+
 /// The current version of accounts and keys.
 pub async fn version(client: &impl tokio_postgres::GenericClient) -> anyhow::Result<i64> {
     Ok(client
