@@ -19,7 +19,7 @@ pub const MARGIN: Duration = Duration::from_secs(1);
 /// The smallest grant asked for: 100 queries.
 pub const MIN_GRANT_QUERIES: u64 = 100;
 /// A grant not spent from for this long is handed back at the next flush.
-pub const IDLE_RETURN: Duration = Duration::from_secs(1);
+pub const IDLE_RETURN: Duration = Duration::from_secs(3);
 /// How long a node short of money waits for other nodes to hand back what it recalled
 /// before it asks the ledger the last time (3 flush intervals).
 pub const RECALL_WAIT: Duration = Duration::from_millis(30);

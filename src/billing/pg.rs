@@ -170,15 +170,23 @@ impl ChargeStore for PgStore {
     }
 
     fn grant(&mut self, account_id: i64, need: Micros, want: Micros) -> anyhow::Result<Grant> {
-        let grant = self.call(async |client, node_id| {
-            node::grant(client, node_id, account_id, need, want, LEASE_TTL).await
-        })?;
-        Ok(Grant {
-            account_id: grant.account_id,
-            remaining: grant.remaining,
-            balance: grant.balance,
-            elsewhere: grant.elsewhere,
-        })
+        self.grants(&[(account_id, need, want)])?
+            .pop()
+            .context("the ledger answered no grant")
+    }
+
+    fn grants(&mut self, asks: &[(i64, Micros, Micros)]) -> anyhow::Result<Vec<Grant>> {
+        let grants = self
+            .call(async |client, node_id| node::grants(client, node_id, asks, LEASE_TTL).await)?;
+        Ok(grants
+            .into_iter()
+            .map(|grant| Grant {
+                account_id: grant.account_id,
+                remaining: grant.remaining,
+                balance: grant.balance,
+                elsewhere: grant.elsewhere,
+            })
+            .collect())
     }
 
     fn slices(&mut self, account_id: i64, asks: &[SliceAsk]) -> anyhow::Result<Vec<SliceHeld>> {

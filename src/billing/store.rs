@@ -100,6 +100,13 @@ pub trait ChargeStore: Send {
     /// Leases this node at least `need` more of the account's free balance (up to
     /// `want`), or nothing when less than `need` is free; what it then holds.
     fn grant(&mut self, account_id: i64, need: Micros, want: Micros) -> anyhow::Result<Grant>;
+    /// As `grant` for several accounts (`(account, need, want)`, each at most once), in
+    /// one transaction where the store has them: what the node then holds of each.
+    fn grants(&mut self, asks: &[(i64, Micros, Micros)]) -> anyhow::Result<Vec<Grant>> {
+        asks.iter()
+            .map(|&(account_id, need, want)| self.grant(account_id, need, want))
+            .collect()
+    }
     /// Leases this node at least `need` more queries of each window asked for (up to
     /// `want`), or nothing for a window with less room; what it then holds of each.
     /// Only a store with `Leasing::Grants` is asked.

@@ -3,6 +3,9 @@
 //! requests and the other calls of requests to the store, purges expired idempotent
 //! answers, and flushes what is left on stop.
 
+use std::collections::BTreeMap;
+
+use super::books::Short;
 use super::slices::WindowShort;
 use super::store::WindowKey;
 use super::*;
@@ -115,10 +118,12 @@ fn answer_slices(
 /// account at a time; a request whose grant another one's already covers is answered
 /// without asking.
 fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<GrantRequest>) {
-    // What the ledger refused in this turn, per account: (the smallest need refused, whether
-    // other nodes held grants). A request needing as much gets the same answer unasked.
-    let mut refused: HashMap<i64, (Micros, bool)> = HashMap::new();
     let mut full: HashMap<(i64, WindowKey), (u64, bool)> = HashMap::new();
+    // Requests short of money: those the grants already cover are answered at once; the
+    // rest wait for one call to the ledger for all their accounts (one transaction, one
+    // commit per writer turn, however many accounts ran short).
+    let mut waiting: Vec<(GrantRequest, Short, Micros)> = Vec::new();
+    let mut asks: BTreeMap<i64, (Micros, Micros)> = BTreeMap::new();
     for request in requests {
         let short = match request.ask {
             Ask::Money(short) => short,
@@ -128,61 +133,75 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
                 continue;
             }
         };
-        let before = {
-            let books = lock(&shared.books);
-            if let Some(why) = &books.failing {
-                let _ = request.reply.send(Err(why.clone()));
-                continue;
-            }
-            let usable = books
-                .leases
-                .get(&request.account_id)
-                .map_or(Micros::ZERO, |l| l.usable(BootTime::now()));
-            if usable >= short.cost {
-                let _ = request.reply.send(Ok(Granted::More));
-                continue;
-            }
-            if let Some((need, elsewhere)) = refused.get(&request.account_id)
-                && short.cost.checked_sub(usable).unwrap_or(Micros::ZERO) >= *need
-            {
-                let _ = request.reply.send(Ok(Granted::Nothing {
-                    elsewhere: *elsewhere,
-                }));
-                continue;
-            }
-            usable
-        };
-        let sent = BootTime::now();
+        let books = lock(&shared.books);
+        if let Some(why) = &books.failing {
+            let _ = request.reply.send(Err(why.clone()));
+            continue;
+        }
+        let usable = books
+            .leases
+            .get(&request.account_id)
+            .map_or(Micros::ZERO, |l| l.usable(BootTime::now()));
+        drop(books);
+        if usable >= short.cost {
+            let _ = request.reply.send(Ok(Granted::More));
+            continue;
+        }
         // What is still missing now (other requests may have spent some of the grant).
-        let need = short.cost.checked_sub(before).unwrap_or(Micros::ZERO);
-        let want = short.want.max(need);
-        shared.counts.grant_requests.fetch_add(1, Ordering::Relaxed);
-        let answer = match store.grant(request.account_id, need, want) {
-            Ok(grant) => {
-                let mut books = lock(&shared.books);
-                let unflushed = books.unflushed(grant.account_id);
-                books.sync_grant(grant, sent, unflushed);
-                if let Some(lease) = books.leases.get_mut(&request.account_id) {
-                    lease.granted(sent);
-                }
-                let after = books
-                    .leases
-                    .get(&request.account_id)
-                    .map_or(Micros::ZERO, |l| l.usable(sent));
-                Ok(if after > before || after >= short.cost {
-                    Granted::More
-                } else {
-                    let elsewhere = grant.elsewhere > Micros::ZERO;
-                    refused.insert(request.account_id, (need, elsewhere));
-                    Granted::Nothing { elsewhere }
-                })
+        let need = short.cost.checked_sub(usable).unwrap_or(Micros::ZERO);
+        let ask = asks
+            .entry(request.account_id)
+            .or_insert((Micros::ZERO, Micros::ZERO));
+        *ask = (ask.0.max(need), ask.1.max(short.want).max(need));
+        waiting.push((request, short, usable));
+    }
+    if asks.is_empty() {
+        return;
+    }
+    let asks: Vec<(i64, Micros, Micros)> = asks
+        .into_iter()
+        .map(|(id, (need, want))| (id, need, want))
+        .collect();
+    shared
+        .counts
+        .grant_requests
+        .fetch_add(asks.len() as u64, Ordering::Relaxed);
+    let sent = BootTime::now();
+    let grants = match store.grants(&asks) {
+        Ok(grants) => grants,
+        Err(e) => {
+            tracing::error!("asking the ledger for grants: {e:#}");
+            for (request, _, _) in waiting {
+                let _ = request
+                    .reply
+                    .send(Err("the ledger cannot be reached".to_string()));
             }
-            Err(e) => {
-                tracing::error!("asking the ledger for a grant: {e:#}");
-                Err("the ledger cannot be reached".to_string())
+            return;
+        }
+    };
+    let mut books = lock(&shared.books);
+    let mut elsewhere: HashMap<i64, bool> = HashMap::new();
+    for grant in grants {
+        let unflushed = books.unflushed(grant.account_id);
+        books.sync_grant(grant, sent, unflushed);
+        if let Some(lease) = books.leases.get_mut(&grant.account_id) {
+            lease.granted(sent);
+        }
+        elsewhere.insert(grant.account_id, grant.elsewhere > Micros::ZERO);
+    }
+    for (request, short, before) in waiting {
+        let after = books
+            .leases
+            .get(&request.account_id)
+            .map_or(Micros::ZERO, |l| l.usable(sent));
+        let answer = if after > before || after >= short.cost {
+            Granted::More
+        } else {
+            Granted::Nothing {
+                elsewhere: elsewhere.get(&request.account_id).copied().unwrap_or(false),
             }
         };
-        let _ = request.reply.send(answer);
+        let _ = request.reply.send(Ok(answer));
     }
 }
 

@@ -27,9 +27,10 @@ fn a_flush_retried_under_its_number_is_applied_once() {
         node::register(&client, 42).await.unwrap();
         let m = |v: i64| Micros::new(v).unwrap();
         let ttl = Duration::from_secs(5);
-        let grant = node::grant(&mut client, 42, id, m(280), m(280), ttl)
+        let grant = node::grants(&mut client, 42, &[(id, m(280), m(280))], ttl)
             .await
-            .unwrap();
+            .unwrap()
+            .remove(0);
         assert_eq!(grant.remaining, m(280));
         let charges = [ChargeRow {
             account_id: id,

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use tokio_postgres::{Client, GenericClient};
+use tokio_postgres::{Client, GenericClient, Transaction};
 
 use crate::db::idempotency::{ReleasedClaim, StoredAnswer};
 use crate::db::keys::ActiveKey;
@@ -168,31 +168,60 @@ pub(super) fn publishable_rules(
     }
 }
 
-/// Leases node `node_id` at least `need` more of the account (up to `want`,
-/// `domain::grant::grant_size`), or nothing when less is free; then the node's grant.
+/// Leases node `node_id` at least `need` more of each account asked (`(account, need,
+/// want)`, up to `want`, `domain::grant::grant_size`), or nothing when less is free, all
+/// in one transaction (one commit for every request of a writer turn); then the node's
+/// grant of each, in ascending account id.
 /// Expired grants of other nodes on the account are swept first. When nothing could be
 /// granted while other nodes hold grants on the account, they are asked to hand them back
 /// (`NOTIFY`, delivered at commit). Committed durably before the node spends it.
-pub async fn grant(
+pub async fn grants(
     client: &mut Client,
     node_id: i64,
+    asks: &[(i64, Micros, Micros)],
+    ttl: Duration,
+) -> anyhow::Result<Vec<NodeGrant>> {
+    let tx = client.transaction().await?;
+    // Every account asked for, locked in ascending id (as flushes lock them).
+    let ids: Vec<i64> = asks.iter().map(|(id, _, _)| *id).collect();
+    let mut locked: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+    for row in tx
+        .query(
+            "SELECT id, balance, leased FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+            &[&ids],
+        )
+        .await?
+    {
+        locked.insert(row.get(0), (row.get(1), row.get(2)));
+    }
+    let mut grants = Vec::with_capacity(asks.len());
+    for (account_id, (balance, leased)) in locked {
+        let Some(&(_, need, want)) = asks.iter().find(|(id, _, _)| *id == account_id) else {
+            continue;
+        };
+        grants.push(
+            grant_locked(&tx, node_id, account_id, (balance, leased), need, want, ttl).await?,
+        );
+    }
+    if grants.len() < asks.len() {
+        anyhow::bail!("a grant asked for an account that does not exist");
+    }
+    tx.commit().await.context("committing a grant")?;
+    Ok(grants)
+}
+
+/// One account's grant, its row locked by the caller's transaction: (balance, leased)
+/// as locked.
+async fn grant_locked(
+    tx: &Transaction<'_>,
+    node_id: i64,
     account_id: i64,
+    (balance, leased): (i64, i64),
     need: Micros,
     want: Micros,
     ttl: Duration,
 ) -> anyhow::Result<NodeGrant> {
-    let tx = client.transaction().await?;
-    let Some(row) = tx
-        .query_opt(
-            "SELECT balance, leased FROM accounts WHERE id = $1 FOR UPDATE",
-            &[&account_id],
-        )
-        .await?
-    else {
-        anyhow::bail!("no account with id {account_id}");
-    };
-    let balance: i64 = row.get(0);
-    let mut leased: i64 = row.get(1);
+    let mut leased = leased;
     let swept: i64 = tx
         .query_one(
             "WITH gone AS (DELETE FROM leases
@@ -237,7 +266,6 @@ pub async fn grant(
         &[&account_id, &(leased + granted.get())],
     )
     .await?;
-    tx.commit().await.context("committing a grant")?;
     Ok(NodeGrant {
         account_id,
         remaining: micros(remaining)?,
@@ -257,6 +285,16 @@ pub async fn flush(client: &mut Client, flush: &Flush<'_>) -> anyhow::Result<Flu
 /// As [`flush`], with the rate-limit windows of the batch in the same transaction
 /// (`windows::flush`): the accounts whose windows it touches or holds slices of are
 /// locked with the others, in id order.
+/// A flush's ledger rows as columns, for one `unnest` insert.
+#[derive(Default)]
+struct ChargeColumns<'a> {
+    account_id: Vec<i64>,
+    amount: Vec<i64>,
+    balance_after: Vec<i64>,
+    queries: Vec<i64>,
+    endpoint: Vec<&'a str>,
+}
+
 pub async fn flush_with_windows(
     client: &mut Client,
     flush: &Flush<'_>,
@@ -341,6 +379,9 @@ pub async fn flush_with_windows(
     }
     if !replayed {
         let at = unix_secs(flush.at);
+        // One ledger row per charge row, written by one statement (rows in the batch's
+        // order): (account, amount, balance after, queries, endpoint).
+        let mut rows = ChargeColumns::default();
         for charge in flush.charges {
             let Some((balance, leased, own)) = accounts.get_mut(&charge.account_id) else {
                 tracing::error!("charges of a missing account {} dropped", charge.account_id);
@@ -360,23 +401,34 @@ pub async fn flush_with_windows(
             *own -= from_grant.get();
             *leased -= from_grant.get();
             *balance -= taken;
-            tx.execute(
-                "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
-                                     endpoint, node_id)
-                 VALUES ($1, $2, 'charge', $3, $4, $5, $6, $7)",
-                &[
-                    &charge.account_id,
-                    &at,
-                    &-taken,
-                    &*balance,
-                    &i64::try_from(charge.queries).unwrap_or(i64::MAX),
-                    &charge.endpoint.as_str(),
-                    &flush.node_id,
-                ],
-            )
-            .await
-            .context("appending a charge row")?;
+            rows.account_id.push(charge.account_id);
+            rows.amount.push(-taken);
+            rows.balance_after.push(*balance);
+            rows.queries
+                .push(i64::try_from(charge.queries).unwrap_or(i64::MAX));
+            rows.endpoint.push(charge.endpoint.as_str());
         }
+        tx.execute(
+            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
+                                 endpoint, node_id)
+             SELECT r.account_id, $6, 'charge', r.amount, r.balance_after, r.query_count,
+                    r.endpoint, $7
+             FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[])
+                  WITH ORDINALITY AS r(account_id, amount, balance_after, query_count,
+                                       endpoint, n)
+             ORDER BY r.n",
+            &[
+                &rows.account_id,
+                &rows.amount,
+                &rows.balance_after,
+                &rows.queries,
+                &rows.endpoint,
+                &at,
+                &flush.node_id,
+            ],
+        )
+        .await
+        .context("appending the charge rows")?;
         for (account_id, amount) in flush.returns {
             let Some((_, leased, own)) = accounts.get_mut(account_id) else {
                 continue;
@@ -391,21 +443,31 @@ pub async fn flush_with_windows(
             .map(|c| c.account_id)
             .chain(flush.returns.iter().map(|(id, _)| *id))
             .collect();
+        // The touched accounts and this node's grants of them, one statement each.
+        let mut changed: (Vec<i64>, Vec<i64>, Vec<i64>, Vec<i64>) = Default::default();
         for id in touched {
             let Some((balance, leased, own)) = accounts.get(&id) else {
                 continue;
             };
-            tx.execute(
-                "UPDATE accounts SET balance = $2, leased = $3 WHERE id = $1",
-                &[&id, balance, leased],
-            )
-            .await?;
-            tx.execute(
-                "UPDATE leases SET remaining = $3 WHERE account_id = $1 AND node_id = $2",
-                &[&id, &flush.node_id, own],
-            )
-            .await?;
+            changed.0.push(id);
+            changed.1.push(*balance);
+            changed.2.push(*leased);
+            changed.3.push(*own);
         }
+        tx.execute(
+            "UPDATE accounts a SET balance = u.balance, leased = u.leased
+             FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(id, balance, leased)
+             WHERE a.id = u.id",
+            &[&changed.0, &changed.1, &changed.2],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE leases l SET remaining = u.remaining
+             FROM unnest($1::bigint[], $2::bigint[]) AS u(account_id, remaining)
+             WHERE l.account_id = u.account_id AND l.node_id = $3",
+            &[&changed.0, &changed.3, &flush.node_id],
+        )
+        .await?;
         super::idempotency::store_answers(&tx, flush.node_id, flush.answers).await?;
         super::idempotency::release(&tx, flush.node_id, flush.released).await?;
     }
