@@ -117,15 +117,14 @@ impl Lease {
         if self.left == Micros::ZERO {
             return false;
         }
-        let idle = self
-            .last_used
-            .is_none_or(|used| now.since(used) >= IDLE_RETURN);
-        let expired = self.deadline.is_none_or(|d| now >= d);
-        let recalled = self.recalled
-            && self
-                .granted_at
-                .is_none_or(|granted| now.since(granted) >= RECALL_HOLD);
-        stopping || recalled || idle || expired
+        stopping
+            || due_back(
+                now,
+                self.last_used,
+                self.deadline,
+                self.recalled,
+                self.granted_at,
+            )
     }
 
     /// The ledger granted it more at `now`.
@@ -133,6 +132,22 @@ impl Lease {
         self.granted_at = Some(now);
         self.last_used = Some(now);
     }
+}
+
+/// Whether what a node holds (a grant, or a window slice) goes back at the next flush:
+/// unused for `IDLE_RETURN`, past its local `deadline`, or `recalled` by another node
+/// (unless granted within `RECALL_HOLD`: this node's requests are about to spend it).
+pub(super) fn due_back(
+    now: BootTime,
+    last_used: Option<BootTime>,
+    deadline: Option<BootTime>,
+    recalled: bool,
+    granted_at: Option<BootTime>,
+) -> bool {
+    let idle = last_used.is_none_or(|used| now.since(used) >= IDLE_RETURN);
+    let expired = deadline.is_none_or(|d| now >= d);
+    let recalled = recalled && granted_at.is_none_or(|granted| now.since(granted) >= RECALL_HOLD);
+    recalled || idle || expired
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! ledger's slices and counts in, and hand slices back. The single file never leases
 //! windows: its books decide on the counters alone, as before.
 
-use super::lease::{IDLE_RETURN, RECALL_HOLD};
+use super::lease::due_back;
 use super::store::{SliceAsk, SliceHeld, WindowKey, WindowQueries};
 use super::*;
 use crate::domain::rate_limit::{Limits, Window, WindowCount};
@@ -72,15 +72,16 @@ impl Slice {
         if self.left == 0 {
             return false;
         }
-        let idle = self
-            .last_used
-            .is_none_or(|used| now.since(used) >= IDLE_RETURN);
-        let expired = self.deadline.is_none_or(|d| now >= d);
-        let recalled = self.recalled
-            && self
-                .granted_at
-                .is_none_or(|granted| now.since(granted) >= RECALL_HOLD);
-        stopping || self.void || recalled || idle || expired || self.start != current
+        stopping
+            || self.void
+            || self.start != current
+            || due_back(
+                now,
+                self.last_used,
+                self.deadline,
+                self.recalled,
+                self.granted_at,
+            )
     }
 }
 
