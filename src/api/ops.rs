@@ -85,6 +85,7 @@ pub(super) async fn readyz(ops: Data<&Ops>) -> Response {
     };
     if let Some(node_id) = ops.billing.node_id() {
         body["cluster"] = cluster_facts(&ops.billing, node_id);
+        body["cluster"]["datasetSha256"] = json!(postal_sha256(&ops.postal()));
     }
     json_response(status, body)
 }
@@ -104,6 +105,15 @@ fn cluster_facts(billing: &Billing, node_id: i64) -> serde_json::Value {
         "flushFailures": stats.failed_flushes,
         "lastFlushAgeSeconds": last_flush_age(&stats),
     })
+}
+
+/// The SHA-256 of the postal file the served dataset was imported from (`None` for an
+/// import that left no provenance): nodes of a cluster that serve different data show
+/// different ones.
+fn postal_sha256(postal: &PostalIndex) -> Option<String> {
+    let provenance = postal.history().provenance()?;
+    let source = provenance.sources.iter().find(|s| s.role == "postal")?;
+    Some(source.sha256.clone())
 }
 
 /// Why the server cannot serve now (`/readyz`, and `postal_ready` at each scrape); empty
@@ -231,6 +241,13 @@ fn refresh(ops: &Ops) {
                 node_id: node_id.to_string(),
             })
             .set(1);
+        // One series, of the dataset served now (a reload may have changed it).
+        let sha256 = postal_sha256(&ops.postal()).unwrap_or_default();
+        let label = super::telemetry::DatasetLabel { sha256 };
+        if cluster.dataset.get(&label).is_none() {
+            cluster.dataset.clear();
+        }
+        cluster.dataset.get_or_create(&label).set(1);
         cluster
             .grants_held
             .set(i64::try_from(stats.grants_held).unwrap_or(i64::MAX));

@@ -49,6 +49,11 @@ pub(crate) struct NodeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct DatasetLabel {
+    pub(crate) sha256: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RefusalLabels {
     status: u16,
     reason: &'static str,
@@ -88,6 +93,7 @@ pub struct Metrics {
 /// What a node of a cluster tells about its grants and its part of the ledger.
 pub(crate) struct ClusterMetrics {
     pub(crate) node: Family<NodeLabel, Gauge>,
+    pub(crate) dataset: Family<DatasetLabel, Gauge>,
     pub(crate) grants_held: Gauge,
     pub(crate) granted_micros: Gauge,
     pub(crate) grant_requests: Counter,
@@ -103,6 +109,12 @@ impl ClusterMetrics {
             "cluster_node",
             "1, labelled with this node's id on the shared ledger (a restart is a new node)",
             node.clone(),
+        );
+        let dataset = Family::<DatasetLabel, Gauge>::default();
+        registry.register(
+            "cluster_dataset",
+            "1, labelled with the SHA-256 of the postal file this node's dataset was imported from (nodes serving different data differ)",
+            dataset.clone(),
         );
         let grants_held = Gauge::default();
         registry.register(
@@ -142,6 +154,7 @@ impl ClusterMetrics {
         );
         ClusterMetrics {
             node,
+            dataset,
             grants_held,
             granted_micros,
             grant_requests,

@@ -1,4 +1,6 @@
 use std::sync::atomic::Ordering;
+
+use sha2::Digest;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -194,9 +196,16 @@ fn sigterm_of_a_node_under_load_hands_back_its_grants_and_flushes_every_answer()
     );
     assert!(ready["cluster"]["flushes"].as_u64() >= Some(1), "{ready}");
     assert_eq!(ready["cluster"]["flushFailures"], 0, "{ready}");
+    // The dataset: the SHA-256 of the file every node's copy was imported from.
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/geonames/sample.zip");
+    let sha256 = hex::encode(sha2::Sha256::digest(std::fs::read(sample).unwrap()));
+    for node in &nodes {
+        assert_eq!(node.readyz().1["cluster"]["datasetSha256"], sha256.as_str());
+    }
     let metrics = nodes[1].metrics();
     for series in [
         format!("postal_cluster_node{{node_id=\"{stopped_id}\"}} 1"),
+        format!("postal_cluster_dataset{{sha256=\"{sha256}\"}} 1"),
         "postal_ledger_flush_failures_total 0".to_string(),
     ] {
         assert!(
