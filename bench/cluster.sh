@@ -25,7 +25,9 @@
 # cover the requests: that start is bound by grants per second, not by requests.
 # The three nodes, wrk and PostgreSQL share the machine's cores: (b) against (a) measures
 # the overhead of the cluster, not its scale.
-# Usage: [DATASET=sample|full] [PG_FSYNC=on|off] bench/cluster.sh [seconds per run, default 5] [connections, default 64]
+# PG_STATEMENTS=1 loads pg_stat_statements and prints, after each case, where PostgreSQL's
+# time went: the statements by total execution time (calls, mean and total ms, rows).
+# Usage: [DATASET=sample|full] [PG_FSYNC=on|off] [PG_STATEMENTS=1] bench/cluster.sh [seconds per run, default 5] [connections, default 64]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${1:-5}
@@ -73,9 +75,11 @@ PGDIR=$(mktemp -d)
 [ "$(id -u)" = 0 ] && chown postgres:postgres "$PGDIR"
 PGPORT=$(free_port)
 "${as_postgres[@]}" "$PGBIN/initdb" -D "$PGDIR/data" -A trust -U postal -E UTF8 --locale=C.UTF-8 --no-sync >/dev/null
+pg_args=()
+[ "${PG_STATEMENTS:-0}" = 1 ] && pg_args=(-c shared_preload_libraries=pg_stat_statements -c log_lock_waits=on -c deadlock_timeout=200ms -c log_min_duration_statement=300)
 "${as_postgres[@]}" "$PGBIN/postgres" -D "$PGDIR/data" -k "$PGDIR" -p "$PGPORT" \
   -c listen_addresses=127.0.0.1 -c max_connections=60 -c fsync="${PG_FSYNC:-on}" \
-  2>"$OUT/postgres.log" &
+  "${pg_args[@]}" 2>"$OUT/postgres.log" &
 pg=$!
 URL=postgres://postal@127.0.0.1:$PGPORT/postgres
 declare -a node_pid=("" "" "")
@@ -95,10 +99,20 @@ for _ in $(seq 200); do
   sleep 0.1
 done
 PG_VERSION=$(sql "SHOW server_version")
+[ "${PG_STATEMENTS:-0}" = 1 ] && sql "CREATE EXTENSION pg_stat_statements" >/dev/null
+statements() { # where PostgreSQL's time went since the last call
+  [ "${PG_STATEMENTS:-0}" = 1 ] || return 0
+  sql "SELECT format('  %8s calls %8s ms mean %9s ms total %9s rows  %s', calls,
+         round(mean_exec_time::numeric, 3), round(total_exec_time::numeric), rows,
+         left(regexp_replace(query, '\s+', ' ', 'g'), 110))
+       FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 10"
+  sql "SELECT pg_stat_statements_reset()" >/dev/null
+}
 
 # Accounts: one with every request, and 1,000 (created eight at a time, before any node
-# runs: a command waits for live nodes to acknowledge it). Each starts with the free
-# 1,000 queries, more than runs of up to 5 s spend on it; longer runs top each one up.
+# runs: a command waits for live nodes to acknowledge it), each topped up with $1,000:
+# the free 1,000 queries each starts with are about what one 5 s case spends on it, and
+# a case that runs into the end of balances measures recalls and 402s, not throughput.
 json_field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 account=$($POSTAL --ledger "$URL" account create --name bench-one)
 one_id=$(echo "$account" | json_field accountId)
@@ -107,11 +121,9 @@ $POSTAL --ledger "$URL" account topup "$one_id" --usd 1000000 >/dev/null
 rm -rf "$OUT/accounts"
 mkdir -p "$OUT/accounts"
 started=$(date +%s.%N)
-TOPUP=$([ "$SECONDS_PER_RUN" -gt 5 ] && echo 1 || echo 0)
-export POSTAL URL OUT TOPUP
+export POSTAL URL OUT
 seq 1000 | xargs -P 8 -I{} sh -c '
   $POSTAL --ledger "$URL" account create --name bench-{} >"$OUT/accounts/{}.json"
-  [ "$TOPUP" = 1 ] || exit 0
   id=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"accountId\"])" "$OUT/accounts/{}.json")
   $POSTAL --ledger "$URL" account topup "$id" --usd 1000 >/dev/null'
 accounts_seconds=$(python3 -c "import time; print(f'{time.time() - $started:.1f}')")
@@ -190,6 +202,7 @@ run_case() {
   local before xact_before
   before=$(for i in "${nodes[@]}"; do echo "$i $(counters "$i")"; done)
   xact_before=$(sql "SELECT sum(xact_commit) FROM pg_stat_database")
+  statements >/dev/null
   local wrks=()
   for i in "${nodes[@]}"; do
     wrk -t"$threads" -c"$per" -d"${SECONDS_PER_RUN}s" --latency -s "$script" \
@@ -203,6 +216,8 @@ run_case() {
   sleep 1.1 # PostgreSQL's statistics of the last second
   xact_after=$(sql "SELECT sum(xact_commit) FROM pg_stat_database")
   for i in "${nodes[@]}"; do cat "$OUT/wrk-$i.txt" >>"$OUT/answered.txt"; done
+  local spent
+  spent=$(statements)
   python3 - "$label" "$OUT" "$SECONDS_PER_RUN" "$((xact_after - xact_before))" "$before" "$after" \
     "$warmup" "$held" "${nodes[@]}" <<'PY' | tee -a "$OUT/cases.txt"
 import re, sys
@@ -243,6 +258,7 @@ print(f"{label}: {total:8.0f} billed req/s (per node {' '.join(f'{r:.0f}' for r 
       f"the {warmup} s warm-up before it (nodes just started or idle): {warm:.0f} billed req/s")
 print(f"RESULT {label.split(')')[0].strip('(')} {total:.0f} {max(p99):.3f} {max(per_node(0)):.1f}")
 PY
+  [ -z "$spent" ] || echo "$spent"
 }
 
 echo "bench/cluster.sh $SECONDS_PER_RUN s per run, $CONNECTIONS connections, $DATASET dataset," \

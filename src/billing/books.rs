@@ -169,6 +169,8 @@ pub(super) struct Pending {
     pub(super) answers: Vec<StoredAnswer>,
     /// Claims in the ledger of keys whose requests ended without an answer.
     pub(super) released: Vec<ReleasedClaim>,
+    /// With grants: when each account's oldest charge here was made (`Books::flush_due`).
+    pub(super) since: HashMap<i64, BootTime>,
 }
 
 impl Pending {
@@ -204,8 +206,55 @@ impl Pending {
         row.0 += queries;
         row.1 = row.1.checked_add(amount).unwrap_or(Micros::MAX);
         self.counters.insert(account_id);
+        self.since.entry(account_id).or_insert_with(BootTime::now);
+    }
+
+    /// Takes out what is pending of the accounts `due` (everything of the answers and
+    /// released claims, whose accounts are always due); the rest stays.
+    fn take_of(&mut self, due: &HashSet<i64>) -> Pending {
+        let mut taken = Pending {
+            answers: std::mem::take(&mut self.answers),
+            released: std::mem::take(&mut self.released),
+            ..Pending::default()
+        };
+        self.rows.retain(|&(id, endpoint), &mut row| {
+            let keep = !due.contains(&id);
+            if !keep {
+                taken.rows.insert((id, endpoint), row);
+            }
+            keep
+        });
+        self.windows.retain(|&(id, key), &mut queries| {
+            let keep = !due.contains(&id);
+            if !keep {
+                taken.windows.insert((id, key), queries);
+            }
+            keep
+        });
+        self.counters.retain(|id| {
+            let keep = !due.contains(id);
+            if !keep {
+                taken.counters.insert(*id);
+            }
+            keep
+        });
+        self.since.retain(|id, _| !due.contains(id));
+        taken
     }
 }
+
+/// With grants and write-behind, an account's charges wait in memory for at most this
+/// long before a flush takes them (sooner when its grant is topped up or handed back, an
+/// idempotent answer of it is stored, or everything is flushed: stop, a flush asked for,
+/// durable mode). A flush then changes only the accounts due, not every account a node
+/// served in the last 10 ms: with many accounts, nodes' flushes would otherwise each
+/// lock nearly every account and wait for one another. A node killed loses at most
+/// this much of its spend (in the customer's favour, as before: never more than its
+/// grants).
+pub(super) const FLUSH_AGE: Duration = Duration::from_millis(500);
+/// A flush takes the charges of at most this many accounts by age (more only when more
+/// are due otherwise).
+const FLUSH_ACCOUNTS: usize = 100;
 
 impl Books {
     /// 503 while flushes fail or after stop; then the charge rule.
@@ -222,7 +271,13 @@ impl Books {
             .accounts
             .get(&caller.account_id)
             .ok_or(Refusal::InvalidKey)?;
-        if let Some(why) = &self.failing {
+        // The file: 503 from the first failed flush. With grants a node keeps answering
+        // from the grants and slices it holds while its flushes fail (the failed batch is
+        // retried unchanged, the charges after it wait with it); 503 comes when it must
+        // ask the ledger for more, or once they expire by its own clock (docs/cluster.md).
+        if let Some(why) = &self.failing
+            && self.leasing == Leasing::WholeBalance
+        {
             return Err(BillingError::Unavailable(why.clone()));
         }
         if self.stop {
@@ -315,15 +370,18 @@ impl Books {
         }
     }
 
-    /// After a flush sent at `sent`: every grant as the store holds it (one not listed
-    /// is gone).
+    /// After a flush sent at `sent`: the grants it reports as the store holds them (one
+    /// of a touched account not listed is gone; one of another account not listed is
+    /// as it was, spendable until the deadline of the flush or grant that last renewed it).
     pub(super) fn sync_grants(&mut self, applied: &Applied, sent: BootTime) {
         if self.leasing != Leasing::Grants {
             return;
         }
-        for lease in self.leases.values_mut() {
-            lease.left = Micros::ZERO;
-            lease.deadline = None;
+        for id in &applied.touched {
+            if let Some(lease) = self.leases.get_mut(id) {
+                lease.left = Micros::ZERO;
+                lease.deadline = None;
+            }
         }
         let unflushed = self.unflushed_all();
         for grant in &applied.grants {
@@ -385,8 +443,53 @@ impl Books {
         }
     }
 
-    pub(super) fn take_batch(&mut self) -> Batch {
-        let pending = std::mem::take(&mut self.pending);
+    /// Takes the next batch: everything pending when `all` or when the whole balance is
+    /// leased; otherwise what `flush_due` finds due, and the grants and slices to hand
+    /// back or top up.
+    pub(super) fn take_batch(&mut self, all: bool) -> Batch {
+        let now = BootTime::now();
+        let stopping = self.stop;
+        let mut returns: Vec<(i64, Micros)> = Vec::new();
+        let mut topups: Vec<(i64, Micros)> = Vec::new();
+        for (id, lease) in self.leases.iter_mut() {
+            if lease.to_return(now, stopping) {
+                returns.push((*id, lease.left));
+                lease.left = Micros::ZERO;
+                lease.recalled = false;
+                continue;
+            }
+            if let Some(want) = lease.top_up(now, stopping) {
+                topups.push((*id, want));
+            }
+            if lease.left == Micros::ZERO {
+                lease.recalled = false;
+            }
+        }
+        returns.sort_unstable();
+        topups.sort_unstable();
+        let slice_returns = self.take_slice_returns(SystemTime::now());
+        let pending = if all || self.leasing == Leasing::WholeBalance {
+            std::mem::take(&mut self.pending)
+        } else {
+            let mut due: HashSet<i64> = returns.iter().chain(&topups).map(|(id, _)| *id).collect();
+            due.extend(slice_returns.iter().map(|q| q.account_id));
+            due.extend(self.pending.answers.iter().map(|a| a.account_id));
+            due.extend(self.pending.released.iter().map(|r| r.account_id));
+            // The oldest charges first, up to `FLUSH_ACCOUNTS` accounts in all: flushes
+            // stay short, and accounts that started together spread over several.
+            let mut aged: Vec<(BootTime, i64)> = self
+                .aged(now)
+                .filter(|id| !due.contains(id))
+                .map(|id| (self.pending.since[&id], id))
+                .collect();
+            let room = FLUSH_ACCOUNTS.saturating_sub(due.len());
+            if aged.len() > room {
+                aged.select_nth_unstable(room);
+                aged.truncate(room);
+            }
+            due.extend(aged.into_iter().map(|(_, id)| id));
+            self.pending.take_of(&due)
+        };
         let number = self.batch;
         self.batch += 1;
         let counters = pending
@@ -406,7 +509,6 @@ impl Books {
             })
             .collect();
         admitted.sort_unstable();
-        let slice_returns = self.take_slice_returns(SystemTime::now());
         let mut charges: Vec<ChargeRow> = pending
             .rows
             .into_iter()
@@ -418,21 +520,6 @@ impl Books {
             })
             .collect();
         charges.sort_by_key(|r| (r.account_id, r.endpoint));
-        let now = BootTime::now();
-        let stopping = self.stop;
-        let mut returns: Vec<(i64, Micros)> = self
-            .leases
-            .iter_mut()
-            .filter_map(|(id, lease)| {
-                let back = lease.to_return(now, stopping).then_some((*id, lease.left));
-                if back.is_some() || lease.left == Micros::ZERO {
-                    lease.left = Micros::ZERO;
-                    lease.recalled = false;
-                }
-                back
-            })
-            .collect();
-        returns.sort_unstable();
         Batch {
             number,
             at: SystemTime::now(),
@@ -441,23 +528,39 @@ impl Books {
             answers,
             released,
             returns,
+            topups,
             admitted,
             slice_returns,
         }
     }
 
-    /// Is there anything to flush: charges, or grants to hand back?
-    pub(super) fn flush_due(&self) -> bool {
-        if !self.pending.is_empty() {
+    /// The accounts whose oldest pending charge is `FLUSH_AGE` old.
+    fn aged(&self, now: BootTime) -> impl Iterator<Item = i64> + '_ {
+        self.pending
+            .since
+            .iter()
+            .filter(move |(_, since)| now.since(**since) >= FLUSH_AGE)
+            .map(|(id, _)| *id)
+    }
+
+    /// Is there anything to flush: with `all` (or the whole balance leased), anything
+    /// pending; with grants, also a grant or slice to hand back or top up; otherwise
+    /// (grants, write-behind) only charges of an account due (`FLUSH_AGE`), answers or
+    /// released claims.
+    pub(super) fn flush_due(&self, all: bool) -> bool {
+        if self.leasing != Leasing::Grants {
+            return !self.pending.is_empty();
+        }
+        if all && !self.pending.is_empty() {
             return true;
         }
-        if self.leasing != Leasing::Grants {
-            return false;
-        }
         let now = BootTime::now();
-        self.leases
-            .values()
-            .any(|lease| lease.to_return(now, self.stop))
+        !self.pending.answers.is_empty()
+            || !self.pending.released.is_empty()
+            || self.aged(now).next().is_some()
+            || self.leases.values().any(|lease| {
+                lease.to_return(now, self.stop) || lease.top_up(now, self.stop).is_some()
+            })
             || self.slices_due()
     }
 
@@ -487,5 +590,75 @@ impl Books {
                 .entry((q.account_id, q.window))
                 .or_default() += q.queries;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(v: i64) -> Micros {
+        Micros::new(v).unwrap()
+    }
+
+    fn cluster() -> Books {
+        Books {
+            leasing: Leasing::Grants,
+            batch: 1,
+            ..Books::default()
+        }
+    }
+
+    #[test]
+    fn with_grants_a_flush_takes_the_accounts_due_and_leaves_the_others_pending() {
+        let mut books = cluster();
+        books.pending.add(1, Endpoint::Lookup, 1, m(28));
+        books.pending.add(2, Endpoint::Lookup, 2, m(56));
+        assert!(!books.flush_due(false), "nothing is old enough yet");
+        assert!(books.flush_due(true));
+        let old = BootTime::now().before(FLUSH_AGE);
+        books.pending.since.insert(1, old);
+        assert!(books.flush_due(false));
+        let batch = books.take_batch(false);
+        let accounts: Vec<i64> = batch.charges.iter().map(|c| c.account_id).collect();
+        assert_eq!(accounts, vec![1]);
+        assert_eq!(batch.charges[0].amount, m(28));
+        // Account 2 waits, and counts as unflushed.
+        assert_eq!(books.pending.rows.len(), 1);
+        assert_eq!(books.unflushed(2), m(56));
+        assert!(!books.flush_due(false));
+        // Everything goes when everything is asked for (stop, durable, a flush asked).
+        let rest = books.take_batch(true);
+        assert_eq!(rest.charges.len(), 1);
+        assert_eq!(rest.charges[0].account_id, 2);
+        assert!(books.pending.is_empty());
+    }
+
+    #[test]
+    fn a_grant_running_low_makes_its_account_due_with_a_top_up() {
+        let mut books = cluster();
+        let now = BootTime::now();
+        let mut lease = Lease::default();
+        lease.left = m(2_800);
+        lease.deadline = Some(now.deadline());
+        lease.spend(m(1_428), now);
+        books.leases.insert(7, lease);
+        books.pending.add(7, Endpoint::Lookup, 51, m(1_428));
+        books.pending.add(8, Endpoint::Lookup, 1, m(28));
+        assert!(books.flush_due(false));
+        let batch = books.take_batch(false);
+        assert_eq!(batch.topups.len(), 1);
+        assert_eq!(batch.topups[0].0, 7);
+        let accounts: Vec<i64> = batch.charges.iter().map(|c| c.account_id).collect();
+        assert_eq!(accounts, vec![7], "account 8 is not due");
+    }
+
+    #[test]
+    fn the_whole_balance_leased_takes_everything_pending() {
+        let mut books = Books::default();
+        books.pending.add(1, Endpoint::Lookup, 1, m(28));
+        books.pending.add(2, Endpoint::Lookup, 1, m(28));
+        assert!(books.flush_due(false));
+        assert_eq!(books.take_batch(false).charges.len(), 2);
     }
 }

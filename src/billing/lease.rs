@@ -27,8 +27,14 @@ pub const RECALL_WAIT: Duration = Duration::from_millis(30);
 /// are about to spend it (handing it straight back makes the last cents of a balance
 /// bounce between nodes).
 pub(super) const RECALL_HOLD: Duration = Duration::from_millis(50);
-/// A grant asks for twice what the node spent on the account in the last window this long.
+/// A grant spent from this recently is topped up by the flush when it runs low.
+const TOP_UP_ACTIVE: Duration = Duration::from_secs(1);
+/// Recent spend is measured over windows this long.
 const WANT_WINDOW: Duration = Duration::from_millis(200);
+/// A grant asks for what the node would spend on the account in this long at its recent
+/// rate: it outlasts a flush that waits for other nodes' (charges wait up to
+/// `books::FLUSH_AGE`), and a top-up asked at half of it comes a second early.
+const WANT_HORIZON: Duration = Duration::from_secs(2);
 
 /// Time since boot on `CLOCK_BOOTTIME` (it counts a suspend).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -45,6 +51,11 @@ impl BootTime {
 
     pub(super) fn since(self, earlier: BootTime) -> Duration {
         self.0.saturating_sub(earlier.0)
+    }
+
+    #[cfg(test)]
+    pub(super) fn before(self, by: Duration) -> BootTime {
+        BootTime(self.0.saturating_sub(by))
     }
 
     /// The last instant a grant set by a request sent at `self` may be spent.
@@ -98,8 +109,8 @@ impl Lease {
             .unwrap_or(Micros::MAX);
     }
 
-    /// How much to ask for when `need` more is needed: twice the recent spend, at least
-    /// `MIN_GRANT_QUERIES` queries, at least `need`.
+    /// How much to ask for when `need` more is needed: the recent spend over
+    /// `WANT_HORIZON`, at least `MIN_GRANT_QUERIES` queries, at least `need`.
     pub fn want(&self, need: Micros) -> Micros {
         let minimum = PRICE_PER_QUERY
             .checked_mul(MIN_GRANT_QUERIES)
@@ -107,9 +118,25 @@ impl Lease {
         let recent = self
             .spent_in_window
             .max(self.spent_in_last_window)
-            .checked_mul(2)
+            .checked_mul((WANT_HORIZON.as_millis() / WANT_WINDOW.as_millis()) as u64)
             .unwrap_or(Micros::MAX);
         need.max(minimum).max(recent)
+    }
+
+    /// The top-up to ask of the next flush: what the node would ask for now (`want`),
+    /// when it spent from the grant within `TOP_UP_ACTIVE` and less than half of that is
+    /// left. Requests then keep spending while the flush refills the grant, instead of
+    /// waiting for a grant of their own when it runs out. `None` when recalled or stopping.
+    pub fn top_up(&self, now: BootTime, stopping: bool) -> Option<Micros> {
+        if stopping || self.recalled {
+            return None;
+        }
+        let active = self
+            .last_used
+            .is_some_and(|used| now.since(used) < TOP_UP_ACTIVE);
+        let want = self.want(PRICE_PER_QUERY);
+        let low = self.left.checked_mul(2).is_some_and(|twice| twice < want);
+        (active && low).then_some(want)
     }
 
     /// Should what is left go back at the next flush?
@@ -181,6 +208,35 @@ mod tests {
             lease.want(Micros::new(28_000).unwrap()),
             Micros::new(28_000).unwrap()
         );
+    }
+
+    #[test]
+    fn a_grant_spent_from_lately_is_topped_up_below_half_of_what_it_would_ask() {
+        let now = BootTime::now();
+        let mut lease = Lease {
+            left: Micros::new(1_400).unwrap(),
+            deadline: Some(now.deadline()),
+            ..Lease::default()
+        };
+        // Never spent from: no top-up.
+        assert_eq!(lease.top_up(now, false), None);
+        lease.spend(PRICE_PER_QUERY, now);
+        // 1,372 left of the 2,800 (100 queries) it would ask for: less than half.
+        assert_eq!(lease.top_up(now, false), Some(Micros::new(2_800).unwrap()));
+        assert_eq!(lease.top_up(now, true), None, "stopping");
+        let recalled = Lease {
+            recalled: true,
+            ..lease.clone()
+        };
+        assert_eq!(recalled.top_up(now, false), None);
+        let plenty = Lease {
+            left: Micros::new(1_400).unwrap(),
+            ..lease.clone()
+        };
+        assert_eq!(plenty.top_up(now, false), None);
+        // Not spent from for a second: not topped up (it will go back when idle).
+        let later = BootTime(now.0 + TOP_UP_ACTIVE);
+        assert_eq!(lease.top_up(later, false), None);
     }
 
     #[test]

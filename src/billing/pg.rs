@@ -209,6 +209,7 @@ impl ChargeStore for PgStore {
                     at: batch.at,
                     charges: &batch.charges,
                     returns: &batch.returns,
+                    topups: &batch.topups,
                     answers: &batch.answers,
                     released: &batch.released,
                     ttl: LEASE_TTL,
@@ -238,6 +239,7 @@ impl ChargeStore for PgStore {
                     elsewhere: g.elsewhere,
                 })
                 .collect(),
+            touched: flushed.touched,
             version: Some(flushed.version),
             slices: flushed.windows.slices,
             counts: flushed.windows.counts,

@@ -143,6 +143,7 @@ impl Books {
                 start: window.start(now),
             };
             *self.pending.windows.entry((account_id, key)).or_default() += queries;
+            self.pending.since.entry(account_id).or_insert(boot);
             if let Some(slice) = self.slices.get_mut(&(account_id, window))
                 && slice.start == key.start
             {
@@ -243,15 +244,18 @@ impl Books {
         }
     }
 
-    /// After a flush sent at `sent`: every slice and count as the ledger holds them (a
-    /// slice not listed is gone).
+    /// After a flush sent at `sent`: the slices and counts it reports as the ledger
+    /// holds them (a slice of a touched account not listed is gone; one of another
+    /// account not listed is as it was).
     pub(super) fn sync_windows(&mut self, applied: &Applied, sent: BootTime) {
         if self.leasing != Leasing::Grants {
             return;
         }
-        for slice in self.slices.values_mut() {
-            slice.left = 0;
-            slice.deadline = None;
+        for ((id, _), slice) in self.slices.iter_mut() {
+            if applied.touched.binary_search(id).is_ok() {
+                slice.left = 0;
+                slice.deadline = None;
+            }
         }
         let mut accounts: Vec<i64> = applied.slices.iter().map(|h| h.account_id).collect();
         accounts.sort_unstable();

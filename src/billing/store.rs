@@ -41,6 +41,9 @@ pub struct Batch {
     /// Unspent grants handed back (account, amount), taken from the books when the batch
     /// was: always empty for a store that leases the whole balance.
     pub returns: Vec<(i64, Micros)>,
+    /// With grants: grants running low that the flush tops up (account, want), so that
+    /// requests do not wait for a grant (`Lease::top_up`); always empty otherwise.
+    pub topups: Vec<(i64, Micros)>,
     /// With grants: the queries admitted per window (every window, limited or not), to
     /// be added to the ledger's window counts and taken from this node's slices.
     pub admitted: Vec<WindowQueries>,
@@ -76,12 +79,17 @@ pub struct Grant {
 /// What a flush reports back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Applied {
-    /// This node's grants as the store holds them after the flush (an account missing
-    /// from the list holds none); empty for `Leasing::WholeBalance`.
+    /// This node's grants as the store holds them after the flush, of the accounts it
+    /// touched or renewed (an account of `touched` missing from the list holds none; the
+    /// grants of other accounts are as they were); empty for `Leasing::WholeBalance`.
     pub grants: Vec<Grant>,
+    /// With grants: the accounts the flush changed. Their grants and slices are reported
+    /// in full; those of other accounts only when the flush renewed them.
+    pub touched: Vec<i64>,
     /// The version of accounts and keys read in the flush, when the store has one.
     pub version: Option<i64>,
-    /// With grants: this node's window slices after the flush (one not listed is gone).
+    /// With grants: this node's window slices after the flush, as `grants` (one of a
+    /// `touched` account not listed is gone).
     pub slices: Vec<SliceHeld>,
     /// With grants: the newest count of each window of the accounts the flush touched or
     /// holds anything of.

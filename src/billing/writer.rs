@@ -247,12 +247,18 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
             let reloads = std::mem::take(&mut books.reload_requests);
             let grants = std::mem::take(&mut books.grant_requests);
             let calls = std::mem::take(&mut books.store_calls);
+            // Everything pending goes in this turn's batch on stop, in durable mode, and
+            // for a reload request (`flush_now` waits for it); otherwise, with grants, only
+            // what is due (`Books::flush_due`).
+            let all = books.stop || options.durable || !reloads.is_empty();
             let batch = match books.leasing {
-                Leasing::WholeBalance => (!books.pending.is_empty()).then(|| books.take_batch()),
+                Leasing::WholeBalance => {
+                    (!books.pending.is_empty()).then(|| books.take_batch(true))
+                }
                 Leasing::Grants => match &books.in_flight {
                     Some(retried) => Some(retried.clone()),
-                    None if books.flush_due() => {
-                        let batch = books.take_batch();
+                    None if books.flush_due(all) => {
+                        let batch = books.take_batch(all);
                         books.in_flight = Some(batch.clone());
                         Some(batch)
                     }

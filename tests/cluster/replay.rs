@@ -44,6 +44,7 @@ fn a_flush_retried_under_its_number_is_applied_once() {
             at: SystemTime::now(),
             charges: &charges,
             returns: &[],
+            topups: &[],
             answers: &[],
             released: &[],
             ttl,

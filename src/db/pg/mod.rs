@@ -238,7 +238,7 @@ pub async fn listen(client: &Client) -> anyhow::Result<()> {
 /// The current version of accounts and keys.
 pub async fn version(client: &impl tokio_postgres::GenericClient) -> anyhow::Result<i64> {
     Ok(client
-        .query_one("SELECT version FROM changes", &[])
+        .query_typed_one("SELECT version FROM changes", &[])
         .await?
         .get(0))
 }

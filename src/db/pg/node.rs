@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, GenericClient, Transaction};
 
 use crate::db::idempotency::{ReleasedClaim, StoredAnswer};
@@ -15,7 +16,7 @@ use crate::db::rows::{Caller, unix_secs};
 use crate::domain::api_key::{KeyHash, KeyKind, Publishable};
 use crate::domain::charge::AccountState;
 use crate::domain::grant;
-use crate::domain::money::Micros;
+use crate::domain::money::{Micros, PRICE_PER_QUERY};
 use crate::domain::origin::OriginPattern;
 use crate::domain::rate_limit::{Counters, Limits};
 
@@ -39,6 +40,10 @@ pub struct Flush<'a> {
     pub at: SystemTime,
     pub charges: &'a [ChargeRow],
     pub returns: &'a [(i64, Micros)],
+    /// Grants running low while the node spends from them (account, want): each gets
+    /// `domain::grant::grant_size` more of the free balance, so that requests do not wait
+    /// for a grant (nothing when less than a query is free; no recall is sent).
+    pub topups: &'a [(i64, Micros)],
     pub answers: &'a [StoredAnswer],
     /// Claims of idempotency keys whose requests ended without an answer.
     pub released: &'a [ReleasedClaim],
@@ -47,13 +52,23 @@ pub struct Flush<'a> {
 
 /// What a flush found: this node's grants after it, and the version of accounts and keys.
 pub struct Flushed {
+    /// The node's grants of the accounts the flush touched or renewed (an account of
+    /// `touched` missing here holds none; a grant of any other account is as it was).
     pub grants: Vec<NodeGrant>,
+    /// The accounts the flush changed (and locked), in ascending id.
+    pub touched: Vec<i64>,
     pub version: i64,
     /// The batch had been applied already (its first COMMIT's answer was lost).
     pub replayed: bool,
     /// This node's window slices after it, and the window counts of its accounts.
     pub windows: WindowsFlushed,
 }
+
+// Parameter types of statements sent with their types (one round trip each, instead of
+// a prepare, an execute and a close): the flush's, run under the accounts' locks.
+const I8: Type = Type::INT8;
+const I8S: Type = Type::INT8_ARRAY;
+const F8: Type = Type::FLOAT8;
 
 fn micros(stored: i64) -> anyhow::Result<Micros> {
     Micros::new(stored).with_context(|| format!("a stored amount out of range: {stored}"))
@@ -186,9 +201,9 @@ pub async fn grants(
     let ids: Vec<i64> = asks.iter().map(|(id, _, _)| *id).collect();
     let mut locked: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
     for row in tx
-        .query(
+        .query_typed(
             "SELECT id, balance, leased FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-            &[&ids],
+            &[(&ids, I8S)],
         )
         .await?
     {
@@ -223,20 +238,20 @@ async fn grant_locked(
 ) -> anyhow::Result<NodeGrant> {
     let mut leased = leased;
     let swept: i64 = tx
-        .query_one(
+        .query_typed_one(
             "WITH gone AS (DELETE FROM leases
                  WHERE account_id = $1 AND node_id <> $2 AND expires_at < now()
                  RETURNING remaining)
              SELECT coalesce(sum(remaining), 0)::bigint FROM gone",
-            &[&account_id, &node_id],
+            &[(&account_id, I8), (&node_id, I8)],
         )
         .await?
         .get(0);
     leased -= swept;
     let own: i64 = tx
-        .query_opt(
+        .query_typed_opt(
             "SELECT remaining FROM leases WHERE account_id = $1 AND node_id = $2",
-            &[&account_id, &node_id],
+            &[(&account_id, I8), (&node_id, I8)],
         )
         .await?
         .map_or(0, |r| r.get(0));
@@ -250,20 +265,25 @@ async fn grant_locked(
         .await?;
     }
     let remaining: i64 = tx
-        .query_one(
+        .query_typed_one(
             "INSERT INTO leases (account_id, node_id, remaining, expires_at)
              VALUES ($1, $2, $3, now() + make_interval(secs => $4))
              ON CONFLICT (account_id, node_id) DO UPDATE
                  SET remaining = leases.remaining + excluded.remaining,
                      expires_at = excluded.expires_at
              RETURNING remaining",
-            &[&account_id, &node_id, &granted.get(), &secs(ttl)],
+            &[
+                (&account_id, I8),
+                (&node_id, I8),
+                (&granted.get(), I8),
+                (&secs(ttl), F8),
+            ],
         )
         .await?
         .get(0);
-    tx.execute(
+    tx.execute_typed(
         "UPDATE accounts SET leased = $2 WHERE id = $1",
-        &[&account_id, &(leased + granted.get())],
+        &[(&account_id, I8), (&(leased + granted.get()), I8)],
     )
     .await?;
     Ok(NodeGrant {
@@ -276,15 +296,13 @@ async fn grant_locked(
 
 /// Applies one flush of a node in one transaction, at most once per batch number: the
 /// charges (from the node's grant first, then the free balance, `domain::grant::take`),
-/// one ledger row each; the grants handed back; the answers. Every grant of the node is
-/// extended by `ttl` on the database clock. Returns the node's grants and the version.
+/// one ledger row each; the grants handed back; the answers. The grants of the accounts
+/// it changes are extended by `ttl` on the database clock, the node's others when they
+/// near their expiry (`RENEW_UNDER`). Returns those grants and the version.
 pub async fn flush(client: &mut Client, flush: &Flush<'_>) -> anyhow::Result<Flushed> {
     flush_with_windows(client, flush, &WindowFlush::default()).await
 }
 
-/// As [`flush`], with the rate-limit windows of the batch in the same transaction
-/// (`windows::flush`): the accounts whose windows it touches or holds slices of are
-/// locked with the others, in id order.
 /// A flush's ledger rows as columns, for one `unnest` insert.
 #[derive(Default)]
 struct ChargeColumns<'a> {
@@ -295,6 +313,9 @@ struct ChargeColumns<'a> {
     endpoint: Vec<&'a str>,
 }
 
+/// As [`flush`], with the rate-limit windows of the batch in the same transaction
+/// (`windows::flush`): the accounts whose windows it changes are locked with the others,
+/// in id order; the node's other slices are renewed as its grants are.
 pub async fn flush_with_windows(
     client: &mut Client,
     flush: &Flush<'_>,
@@ -303,57 +324,47 @@ pub async fn flush_with_windows(
     let tx = client.transaction().await?;
     let number = i64::try_from(flush.number).unwrap_or(i64::MAX);
     let applied: Option<i64> = tx
-        .query_opt(
+        .query_typed_opt(
             "SELECT applied_batch FROM nodes WHERE node_id = $1 FOR UPDATE",
-            &[&flush.node_id],
+            &[(&flush.node_id, I8)],
         )
         .await?
         .map(|r| r.get(0));
     let replayed = match applied {
         Some(done) if done >= number => true,
         Some(_) => {
-            tx.execute(
+            tx.execute_typed(
                 "UPDATE nodes SET applied_batch = $2, heartbeat_at = now() WHERE node_id = $1",
-                &[&flush.node_id, &number],
+                &[(&flush.node_id, I8), (&number, I8)],
             )
             .await?;
             false
         }
         None => {
-            tx.execute(
+            tx.execute_typed(
                 "INSERT INTO nodes (node_id, applied_batch) VALUES ($1, $2)",
-                &[&flush.node_id, &number],
+                &[(&flush.node_id, I8), (&number, I8)],
             )
             .await?;
             false
         }
     };
-    // Every account this flush touches or holds a grant or a window slice of, locked in
-    // id order.
-    let held: Vec<i64> = tx
-        .query(
-            "SELECT account_id FROM leases WHERE node_id = $1
-             UNION SELECT account_id FROM window_slices WHERE node_id = $1",
-            &[&flush.node_id],
-        )
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let mut ids: BTreeSet<i64> = held.into_iter().collect();
-    if !replayed {
-        ids.extend(flush.charges.iter().map(|c| c.account_id));
-        ids.extend(flush.returns.iter().map(|(id, _)| *id));
-        let queries = window_flush.admitted.iter().chain(window_flush.returns);
-        ids.extend(queries.map(|q| q.account_id));
-    }
+    // Every account this flush changes, locked in id order. The node's other grants and
+    // slices are only renewed (`renew_untouched`): other nodes' flushes of the same
+    // accounts do not wait for them.
+    let mut ids: BTreeSet<i64> = BTreeSet::new();
+    ids.extend(flush.charges.iter().map(|c| c.account_id));
+    ids.extend(flush.returns.iter().map(|(id, _)| *id));
+    ids.extend(flush.topups.iter().map(|(id, _)| *id));
+    let queries = window_flush.admitted.iter().chain(window_flush.returns);
+    ids.extend(queries.map(|q| q.account_id));
     let ids: Vec<i64> = ids.into_iter().collect();
     let mut accounts: BTreeMap<i64, (i64, i64, i64)> = BTreeMap::new(); // balance, leased, own
     for r in tx
-        .query(
+        .query_typed(
             "SELECT id, balance, leased FROM accounts
              WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-            &[&ids],
+            &[(&ids, I8S)],
         )
         .await?
     {
@@ -366,10 +377,10 @@ pub async fn flush_with_windows(
     // flush then took from `leased` a second time (found by the test of an outage longer
     // than the TTL: `leased` went negative).
     for r in tx
-        .query(
+        .query_typed(
             "SELECT account_id, remaining FROM leases
              WHERE node_id = $1 AND account_id = ANY($2)",
-            &[&flush.node_id, &ids],
+            &[(&flush.node_id, I8), (&ids, I8S)],
         )
         .await?
     {
@@ -408,7 +419,7 @@ pub async fn flush_with_windows(
                 .push(i64::try_from(charge.queries).unwrap_or(i64::MAX));
             rows.endpoint.push(charge.endpoint.as_str());
         }
-        tx.execute(
+        tx.execute_typed(
             "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
                                  endpoint, node_id)
              SELECT r.account_id, $6, 'charge', r.amount, r.balance_after, r.query_count,
@@ -418,13 +429,13 @@ pub async fn flush_with_windows(
                                        endpoint, n)
              ORDER BY r.n",
             &[
-                &rows.account_id,
-                &rows.amount,
-                &rows.balance_after,
-                &rows.queries,
-                &rows.endpoint,
-                &at,
-                &flush.node_id,
+                (&rows.account_id, I8S),
+                (&rows.amount, I8S),
+                (&rows.balance_after, I8S),
+                (&rows.queries, I8S),
+                (&rows.endpoint, Type::TEXT_ARRAY),
+                (&at, I8),
+                (&flush.node_id, I8),
             ],
         )
         .await
@@ -437,71 +448,139 @@ pub async fn flush_with_windows(
             *own -= back;
             *leased -= back;
         }
-        let touched: BTreeSet<i64> = flush
-            .charges
-            .iter()
-            .map(|c| c.account_id)
-            .chain(flush.returns.iter().map(|(id, _)| *id))
-            .collect();
-        // The touched accounts and this node's grants of them, one statement each.
-        let mut changed: (Vec<i64>, Vec<i64>, Vec<i64>, Vec<i64>) = Default::default();
-        for id in touched {
-            let Some((balance, leased, own)) = accounts.get(&id) else {
+        for (account_id, want) in flush.topups {
+            let Some((balance, leased, own)) = accounts.get_mut(account_id) else {
                 continue;
             };
-            changed.0.push(id);
-            changed.1.push(*balance);
-            changed.2.push(*leased);
-            changed.3.push(*own);
+            let free = micros(*balance - *leased)?;
+            let more = grant::grant_size(free, PRICE_PER_QUERY, *want).get();
+            *own += more;
+            *leased += more;
         }
-        tx.execute(
+        // The changed accounts and this node's grants of them, one statement each: a
+        // grant left is written and extended, an emptied one goes.
+        let mut changed: (Vec<i64>, Vec<i64>, Vec<i64>) = Default::default();
+        let mut kept: (Vec<i64>, Vec<i64>) = Default::default();
+        let mut emptied: Vec<i64> = Vec::new();
+        for (&id, &(balance, leased, own)) in &accounts {
+            changed.0.push(id);
+            changed.1.push(balance);
+            changed.2.push(leased);
+            if own > 0 {
+                kept.0.push(id);
+                kept.1.push(own);
+            } else {
+                emptied.push(id);
+            }
+        }
+        tx.execute_typed(
             "UPDATE accounts a SET balance = u.balance, leased = u.leased
              FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(id, balance, leased)
-             WHERE a.id = u.id",
-            &[&changed.0, &changed.1, &changed.2],
+             WHERE a.id = u.id AND (a.balance, a.leased) <> (u.balance, u.leased)",
+            &[(&changed.0, I8S), (&changed.1, I8S), (&changed.2, I8S)],
         )
         .await?;
-        tx.execute(
-            "UPDATE leases l SET remaining = u.remaining
+        tx.execute_typed(
+            "INSERT INTO leases (account_id, node_id, remaining, expires_at)
+             SELECT u.account_id, $3, u.remaining, now() + make_interval(secs => $4)
              FROM unnest($1::bigint[], $2::bigint[]) AS u(account_id, remaining)
-             WHERE l.account_id = u.account_id AND l.node_id = $3",
-            &[&changed.0, &changed.3, &flush.node_id],
+             ON CONFLICT (account_id, node_id) DO UPDATE
+                 SET remaining = excluded.remaining, expires_at = excluded.expires_at",
+            &[
+                (&kept.0, I8S),
+                (&kept.1, I8S),
+                (&flush.node_id, I8),
+                (&secs(flush.ttl), F8),
+            ],
+        )
+        .await?;
+        tx.execute_typed(
+            "DELETE FROM leases WHERE node_id = $1 AND account_id = ANY($2)",
+            &[(&flush.node_id, I8), (&emptied, I8S)],
         )
         .await?;
         super::idempotency::store_answers(&tx, flush.node_id, flush.answers).await?;
         super::idempotency::release(&tx, flush.node_id, flush.released).await?;
     }
-    tx.execute(
-        "DELETE FROM leases WHERE node_id = $1 AND remaining = 0",
-        &[&flush.node_id],
-    )
-    .await?;
-    tx.execute(
-        "UPDATE leases SET expires_at = now() + make_interval(secs => $2)
-         WHERE node_id = $1 AND account_id = ANY($3)",
-        &[&flush.node_id, &secs(flush.ttl), &ids],
-    )
-    .await?;
-    let windows =
+    if replayed {
+        // Applied before: its grants are extended, as the first application did.
+        tx.execute_typed(
+            "UPDATE leases SET expires_at = now() + make_interval(secs => $2)
+             WHERE node_id = $1 AND account_id = ANY($3)",
+            &[(&flush.node_id, I8), (&secs(flush.ttl), F8), (&ids, I8S)],
+        )
+        .await?;
+    }
+    let mut windows =
         windows::flush(&tx, flush.node_id, &ids, window_flush, replayed, flush.ttl).await?;
-    let grants = node_grants(&tx, flush.node_id).await?;
+    // Last of the writes: the renewals lock rows of accounts this flush does not hold, and
+    // nothing after them waits for a lock.
+    let renewed = renew_untouched(&tx, flush.node_id, &ids, flush.ttl).await?;
+    windows::renew_untouched(&tx, flush.node_id, &ids, flush.ttl, &mut windows).await?;
+    let reported: Vec<i64> = ids.iter().copied().chain(renewed).collect();
+    let grants = node_grants(&tx, flush.node_id, &reported).await?;
     let version = super::version(&tx).await?;
     tx.commit().await.context("committing a flush")?;
     Ok(Flushed {
         grants,
+        touched: ids,
         version,
         replayed,
         windows,
     })
 }
 
-async fn node_grants(client: &impl GenericClient, node_id: i64) -> anyhow::Result<Vec<NodeGrant>> {
+/// A grant this close to its expiry is renewed by the next flush even when the flush
+/// does not touch its account: each grant is extended about once a second, not by every
+/// flush (a node's local deadline is `MARGIN` = 1 s short of the TTL, so a grant renewed
+/// every second or so never reaches it while the node flushes).
+pub const RENEW_UNDER: Duration = Duration::from_secs(4);
+
+/// Extends by `ttl` the node's grants outside `touched` that have less than
+/// `RENEW_UNDER` left on the database clock; a row another transaction holds (a sweep
+/// of it as expired) is skipped, never waited for. The accounts renewed.
+async fn renew_untouched(
+    tx: &Transaction<'_>,
+    node_id: i64,
+    touched: &[i64],
+    ttl: Duration,
+) -> anyhow::Result<Vec<i64>> {
+    Ok(tx
+        .query_typed(
+            "UPDATE leases SET expires_at = now() + make_interval(secs => $3)
+             WHERE node_id = $1 AND account_id IN (
+                 SELECT account_id FROM leases
+                 WHERE node_id = $1 AND NOT account_id = ANY($2)
+                   AND expires_at < now() + make_interval(secs => $4)
+                 FOR UPDATE SKIP LOCKED)
+             RETURNING account_id",
+            &[
+                (&node_id, I8),
+                (&touched, I8S),
+                (&secs(ttl), F8),
+                (&secs(RENEW_UNDER), F8),
+            ],
+        )
+        .await
+        .context("renewing grants")?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// The node's grants of the accounts `ids`.
+async fn node_grants(
+    client: &impl GenericClient,
+    node_id: i64,
+    ids: &[i64],
+) -> anyhow::Result<Vec<NodeGrant>> {
     let mut grants = Vec::new();
     for r in client
-        .query(
+        .query_typed(
             "SELECT l.account_id, l.remaining, a.balance FROM leases l
-             JOIN accounts a ON a.id = l.account_id WHERE l.node_id = $1",
-            &[&node_id],
+             JOIN accounts a ON a.id = l.account_id
+             WHERE l.node_id = $1 AND l.account_id = ANY($2)",
+            &[(&node_id, I8), (&ids, I8S)],
         )
         .await?
     {

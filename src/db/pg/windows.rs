@@ -1,7 +1,7 @@
 //! Rate-limit windows in the PostgreSQL ledger (design study §4.5, W1, "slices"): the
 //! queries every node admitted in each window (`window_counts`), and the slices of a
 //! limited window's room leased to nodes (`window_slices`), asked for, spent, handed back
-//! and extended exactly as money grants are, under the same lock of the account row. The
+//! and renewed exactly as money grants are, under the same lock of the account row. The
 //! arithmetic is `domain::grant`'s (`slice_size`, `window_room`).
 //!
 //! A slice is keyed by its window's start: once a node admits in a newer window, a slice
@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, GenericClient};
 
 use crate::domain::grant;
@@ -72,6 +73,12 @@ pub struct WindowsFlushed {
     pub slices: Vec<SliceHeld>,
     pub counts: Vec<WindowQueries>,
 }
+
+// Parameter types of the flush's statements (sent with their types: one round trip).
+const I8: Type = Type::INT8;
+const I8S: Type = Type::INT8_ARRAY;
+const I2S: Type = Type::INT2_ARRAY;
+const F8: Type = Type::FLOAT8;
 
 fn count(stored: i64) -> u64 {
     u64::try_from(stored).unwrap_or(0)
@@ -201,8 +208,9 @@ pub async fn slices(
 /// The windows part of a flush, inside its transaction, once the accounts `ids` are
 /// locked: unless the batch was `replayed`, adds the admitted queries to the counts and
 /// takes them and the returned room from the node's slices of the same window (a slice
-/// of another window is left alone: it is void or newer); drops emptied slices, extends
-/// the node's other slices by `ttl`, and reports them, and the counts of accounts `ids`.
+/// of another window is left alone: it is void or newer); drops the emptied slices of
+/// accounts `ids`, extends their others by `ttl`, and reports them, and the counts of
+/// accounts `ids`.
 pub(super) async fn flush(
     client: &impl GenericClient,
     node_id: i64,
@@ -236,12 +244,12 @@ pub(super) async fn flush(
         if !counted.is_empty() {
             let (ids, kinds, starts, queries) = columns(&counted);
             client
-                .execute(
+                .execute_typed(
                     "INSERT INTO window_counts (account_id, kind, window_start, count)
                  SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[])
                  ON CONFLICT (account_id, kind, window_start) DO UPDATE
                      SET count = window_counts.count + excluded.count",
-                    &[&ids, &kinds, &starts, &queries],
+                    &[(&ids, I8S), (&kinds, I2S), (&starts, I8S), (&queries, I8S)],
                 )
                 .await
                 .context("adding to the window counts")?;
@@ -249,46 +257,98 @@ pub(super) async fn flush(
         if !taken.is_empty() {
             let (ids, kinds, starts, queries) = columns(&taken);
             client
-                .execute(
+                .execute_typed(
                     "UPDATE window_slices s SET remaining = greatest(s.remaining - u.queries, 0)
                  FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[])
                      AS u(account_id, kind, window_start, queries)
                  WHERE s.node_id = $5 AND s.account_id = u.account_id AND s.kind = u.kind
                    AND s.window_start = u.window_start",
-                    &[&ids, &kinds, &starts, &queries, &node_id],
+                    &[
+                        (&ids, I8S),
+                        (&kinds, I2S),
+                        (&starts, I8S),
+                        (&queries, I8S),
+                        (&node_id, I8),
+                    ],
                 )
                 .await
                 .context("taking from the window slices")?;
         }
     }
-    // One statement: emptied slices go, the others (all of accounts `ids`: the flush
-    // locked every account the node holds slices of) are extended and reported.
+    // One statement: the emptied slices of accounts `ids` go, their others are extended
+    // and reported.
     let mut flushed = WindowsFlushed::default();
     for r in client
-        .query(
-            "WITH gone AS (DELETE FROM window_slices WHERE node_id = $1 AND remaining = 0),
+        .query_typed(
+            "WITH gone AS (DELETE FROM window_slices
+                           WHERE node_id = $1 AND account_id = ANY($3) AND remaining = 0),
                   kept AS (UPDATE window_slices
                            SET expires_at = now() + make_interval(secs => $2)
-                           WHERE node_id = $1 AND remaining > 0
+                           WHERE node_id = $1 AND account_id = ANY($3) AND remaining > 0
                            RETURNING account_id, kind, window_start, remaining)
              SELECT k.account_id, k.kind, k.window_start, k.remaining, coalesce(c.count, 0)
              FROM kept k LEFT JOIN window_counts c
                ON c.account_id = k.account_id AND c.kind = k.kind
               AND c.window_start = k.window_start",
-            &[&node_id, &ttl.as_secs_f64()],
+            &[(&node_id, I8), (&ttl.as_secs_f64(), F8), (&ids, I8S)],
         )
         .await?
     {
-        flushed.slices.push(SliceHeld {
-            account_id: r.get(0),
-            window: key(r.get(1), r.get(2))?,
-            remaining: count(r.get(3)),
-            count: count(r.get(4)),
-            elsewhere: false,
-        });
+        flushed.slices.push(held_of(&r)?);
     }
     flushed.counts = newest_counts(client, Some(ids)).await?;
     Ok(flushed)
+}
+
+fn held_of(r: &tokio_postgres::Row) -> anyhow::Result<SliceHeld> {
+    Ok(SliceHeld {
+        account_id: r.get(0),
+        window: key(r.get(1), r.get(2))?,
+        remaining: count(r.get(3)),
+        count: count(r.get(4)),
+        elsewhere: false,
+    })
+}
+
+/// The end of a flush, as `node::renew_untouched` for grants: the node's slices of
+/// accounts outside `touched` with less than `node::RENEW_UNDER` left are extended by
+/// `ttl` (rows another transaction holds are skipped) and added to `flushed`, with the
+/// counts of their windows.
+pub(super) async fn renew_untouched(
+    client: &impl GenericClient,
+    node_id: i64,
+    touched: &[i64],
+    ttl: Duration,
+    flushed: &mut WindowsFlushed,
+) -> anyhow::Result<()> {
+    let rows = client
+        .query_typed(
+            "WITH kept AS (UPDATE window_slices
+                           SET expires_at = now() + make_interval(secs => $3)
+                           WHERE (account_id, node_id, kind) IN (
+                               SELECT account_id, node_id, kind FROM window_slices
+                               WHERE node_id = $1 AND NOT account_id = ANY($2)
+                                 AND remaining > 0
+                                 AND expires_at < now() + make_interval(secs => $4)
+                               FOR UPDATE SKIP LOCKED)
+                           RETURNING account_id, kind, window_start, remaining)
+             SELECT k.account_id, k.kind, k.window_start, k.remaining, coalesce(c.count, 0)
+             FROM kept k LEFT JOIN window_counts c
+               ON c.account_id = k.account_id AND c.kind = k.kind
+              AND c.window_start = k.window_start",
+            &[
+                (&node_id, I8),
+                (&touched, I8S),
+                (&ttl.as_secs_f64(), F8),
+                (&super::node::RENEW_UNDER.as_secs_f64(), F8),
+            ],
+        )
+        .await
+        .context("renewing window slices")?;
+    for r in &rows {
+        flushed.slices.push(held_of(r)?);
+    }
+    Ok(())
 }
 
 /// The newest count of each window kind of the accounts `ids` (of every account when
@@ -299,11 +359,11 @@ async fn newest_counts(
 ) -> anyhow::Result<Vec<WindowQueries>> {
     let mut counts = Vec::new();
     for r in client
-        .query(
+        .query_typed(
             "SELECT DISTINCT ON (account_id, kind) account_id, kind, window_start, count
              FROM window_counts WHERE $1::bigint[] IS NULL OR account_id = ANY($1)
              ORDER BY account_id, kind, window_start DESC",
-            &[&ids],
+            &[(&ids, I8S)],
         )
         .await?
     {
@@ -337,7 +397,7 @@ pub async fn sweep(client: &Client, now_unix: i64) -> anyhow::Result<u64> {
         .await?;
     client
         .execute(
-            "DELETE FROM window_counts WHERE window_start < $1 - 2 *
+            "DELETE FROM window_counts WHERE window_start < $1::bigint - 2 *
                  CASE kind WHEN 1 THEN 60 WHEN 2 THEN 3600 ELSE 86400 END",
             &[&now_unix],
         )
