@@ -19,8 +19,14 @@ pub(super) struct Books {
     pub(super) answers: Answers,
     /// The batch number charges go into now (the next flush).
     pub(super) batch: u64,
-    /// Set while flushes fail: billed requests get 503.
+    /// Set while flushes fail: billed requests get 503 (with grants, after
+    /// `FAILING_GRACE`).
     pub(super) failing: Option<String>,
+    /// When the flushes began to fail (the first failure's end).
+    pub(super) failing_since: Option<BootTime>,
+    /// Durable mode: a request waits for its charge's commit, so one made while flushes
+    /// fail would be charged and answered 503.
+    pub(super) durable: bool,
     pub(super) reload_requests: Vec<std::sync::mpsc::Sender<()>>,
     pub(super) stop: bool,
     /// How the store leases money: the whole balance (the file) or grants (a cluster).
@@ -252,6 +258,12 @@ impl Pending {
 /// this much of its spend (in the customer's favour, as before: never more than its
 /// grants).
 pub(super) const FLUSH_AGE: Duration = Duration::from_millis(500);
+/// With grants, how long a node whose flushes fail keeps answering from its grants: a
+/// ledger slow for a moment (a flush past its 1 s call timeout on a saturated machine)
+/// does not turn into 503s for requests its grants cover. Bounded, because what it
+/// answers meanwhile is at risk if the outage outlasts the grants' TTL and other nodes
+/// are given the expired grants' money (docs/cluster.md).
+pub(super) const FAILING_GRACE: Duration = Duration::from_secs(1);
 /// A flush takes the charges of at most this many accounts by age (more only when more
 /// are due otherwise).
 const FLUSH_ACCOUNTS: usize = 100;
@@ -271,14 +283,20 @@ impl Books {
             .accounts
             .get(&caller.account_id)
             .ok_or(Refusal::InvalidKey)?;
-        // The file: 503 from the first failed flush. With grants a node keeps answering
-        // from the grants and slices it holds while its flushes fail (the failed batch is
-        // retried unchanged, the charges after it wait with it); 503 comes when it must
-        // ask the ledger for more, or once they expire by its own clock (docs/cluster.md).
-        if let Some(why) = &self.failing
-            && self.leasing == Leasing::WholeBalance
-        {
-            return Err(BillingError::Unavailable(why.clone()));
+        // The file, and durable mode: 503 from the first failed flush. With grants a node
+        // keeps answering from the grants and slices it holds for `FAILING_GRACE` after
+        // its flushes began to fail (the failed batch is retried unchanged, the charges
+        // after it wait with it), and sooner when it must ask the ledger for more or its
+        // grants expire by its own clock (docs/cluster.md).
+        if let Some(why) = &self.failing {
+            let grace = self.leasing == Leasing::Grants
+                && !self.durable
+                && self
+                    .failing_since
+                    .is_some_and(|since| BootTime::now().since(since) < FAILING_GRACE);
+            if !grace {
+                return Err(BillingError::Unavailable(why.clone()));
+            }
         }
         if self.stop {
             return Err(BillingError::Unavailable("shutting down".into()));
@@ -460,6 +478,7 @@ impl Books {
             }
             if let Some(want) = lease.top_up(now, stopping) {
                 topups.push((*id, want));
+                lease.topped_up = Some(now);
             }
             if lease.left == Micros::ZERO {
                 lease.recalled = false;

@@ -29,6 +29,8 @@ pub const RECALL_WAIT: Duration = Duration::from_millis(30);
 pub(super) const RECALL_HOLD: Duration = Duration::from_millis(50);
 /// A grant spent from this recently is topped up by the flush when it runs low.
 const TOP_UP_ACTIVE: Duration = Duration::from_secs(1);
+/// A grant is topped up at most this often.
+const TOP_UP_EVERY: Duration = Duration::from_millis(500);
 /// Recent spend is measured over windows this long.
 const WANT_WINDOW: Duration = Duration::from_millis(200);
 /// A grant asks for what the node would spend on the account in this long at its recent
@@ -78,6 +80,8 @@ pub(super) struct Lease {
     pub last_used: Option<BootTime>,
     /// When the ledger last granted it more.
     pub granted_at: Option<BootTime>,
+    /// When a flush last asked to top it up.
+    pub topped_up: Option<BootTime>,
     window: Option<BootTime>,
     spent_in_window: Micros,
     spent_in_last_window: Micros,
@@ -126,9 +130,19 @@ impl Lease {
     /// The top-up to ask of the next flush: what the node would ask for now (`want`),
     /// when it spent from the grant within `TOP_UP_ACTIVE` and less than half of that is
     /// left. Requests then keep spending while the flush refills the grant, instead of
-    /// waiting for a grant of their own when it runs out. `None` when recalled or stopping.
+    /// waiting for a grant of their own when it runs out. `None` when recalled or
+    /// stopping; when nothing is left (handed back, or spent: a request short of it asks
+    /// for a grant itself, and a top-up must not take back what a recall returned); and
+    /// within `TOP_UP_EVERY` of the last ask (a drained account grants nothing, and would
+    /// otherwise be flushed at every writer turn).
     pub fn top_up(&self, now: BootTime, stopping: bool) -> Option<Micros> {
-        if stopping || self.recalled {
+        if stopping || self.recalled || self.left == Micros::ZERO {
+            return None;
+        }
+        if self
+            .topped_up
+            .is_some_and(|asked| now.since(asked) < TOP_UP_EVERY)
+        {
             return None;
         }
         let active = self
@@ -237,6 +251,18 @@ mod tests {
         // Not spent from for a second: not topped up (it will go back when idle).
         let later = BootTime(now.0 + TOP_UP_ACTIVE);
         assert_eq!(lease.top_up(later, false), None);
+        // Asked for just now: not again before `TOP_UP_EVERY`.
+        let asked = Lease {
+            topped_up: Some(now),
+            ..lease.clone()
+        };
+        assert_eq!(asked.top_up(now, false), None);
+        // Nothing left: a request short of it asks for a grant itself.
+        let spent = Lease {
+            left: Micros::ZERO,
+            ..lease
+        };
+        assert_eq!(spent.top_up(now, false), None);
     }
 
     #[test]

@@ -244,6 +244,7 @@ impl Billing {
             batch: 1,
             answers: Answers::from_index(answered),
             leasing: store.leasing(),
+            durable: options.durable,
             ..Books::default()
         };
         books.replace(snapshot);

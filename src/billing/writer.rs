@@ -301,6 +301,7 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                         books.in_flight = None;
                         books.sync_grants(&applied, sent);
                         books.sync_windows(&applied, sent);
+                        books.failing_since = None;
                         books.failing.take()
                     };
                     if recovered.is_some() {
@@ -334,6 +335,7 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                         books.put_back(batch);
                     } // else: still `in_flight`, retried as it is
                     books.failing = Some("the ledger cannot be written".into());
+                    books.failing_since.get_or_insert_with(BootTime::now);
                     for request in std::mem::take(&mut books.grant_requests) {
                         let _ = request
                             .reply

@@ -10,9 +10,12 @@ use crate::helpers::{
 const LAST_MOMENTS: Duration = Duration::from_secs(1);
 
 /// A node stops spending its grants this long after its last flush or grant (the TTL, 5 s,
-/// less the 1 s margin, docs/cluster.md), and while the ledger cannot be reached it
-/// answers from them until then.
+/// less the 1 s margin, docs/cluster.md).
 const GRANTS_LAST: Duration = Duration::from_secs(4);
+/// While its flushes fail a node answers from its grants for 1 s (`FAILING_GRACE`) after
+/// the first failure, which comes within 500 ms of the crash (an account's charges wait
+/// that long for their flush); 1.5 s more allows for a machine this loaded.
+const ANSWERED_AFTER_CRASH: Duration = Duration::from_secs(3);
 
 #[test]
 fn kill_9_of_a_node_under_load_loses_at_most_its_unflushed_spend_and_its_grant_comes_back() {
@@ -77,8 +80,8 @@ fn postgresql_crashed_and_restarted_under_load_answers_from_grants_then_503_and_
     thread::sleep(Duration::from_millis(1500));
     pg.crash();
     let crashed_at = Instant::now();
-    // Billed requests: answered from the grants the nodes hold until they expire by the
-    // nodes' clocks, 503 from then on (never anything else); the free operation answers
+    // Billed requests: answered from the grants the nodes hold for a moment after their
+    // flushes fail, 503 from then on (never anything else); the free operation answers
     // throughout.
     let mut free = Vec::new();
     let mut during: Vec<Vec<(Duration, u16)>> = vec![Vec::new(); 3];
@@ -114,8 +117,8 @@ fn postgresql_crashed_and_restarted_under_load_answers_from_grants_then_503_and_
     }
     assert!(free.iter().all(|s| *s == 200), "{free:?}");
     for statuses in &during {
-        // 200 only while a grant can still be alive: `GRANTS_LAST` after the crash (and
-        // a sample's own time); 503 from the first 503 on, and at the end.
+        // 200 only in the moment after the crash; 503 from the first 503 on, and at the
+        // end.
         let first_503 = statuses.iter().position(|(_, s)| *s == 503);
         assert!(first_503.is_some(), "{statuses:?}");
         assert!(
@@ -125,8 +128,9 @@ fn postgresql_crashed_and_restarted_under_load_answers_from_grants_then_503_and_
             "{statuses:?}"
         );
         assert!(
-            statuses.iter().all(|(at, s)| *s == 503
-                || (*s == 200 && *at < GRANTS_LAST + Duration::from_millis(500))),
+            statuses
+                .iter()
+                .all(|(at, s)| *s == 503 || (*s == 200 && *at < ANSWERED_AFTER_CRASH)),
             "{statuses:?}"
         );
     }

@@ -264,8 +264,11 @@ async fn grant_locked(
         )
         .await?;
     }
-    let remaining: i64 = tx
-        .query_typed_one(
+    // Nothing granted and nothing held: no row (an empty one would only be renewed).
+    let remaining: i64 = if granted == Micros::ZERO && own == 0 {
+        0
+    } else {
+        tx.query_typed_one(
             "INSERT INTO leases (account_id, node_id, remaining, expires_at)
              VALUES ($1, $2, $3, now() + make_interval(secs => $4))
              ON CONFLICT (account_id, node_id) DO UPDATE
@@ -280,7 +283,8 @@ async fn grant_locked(
             ],
         )
         .await?
-        .get(0);
+        .get(0)
+    };
     tx.execute_typed(
         "UPDATE accounts SET leased = $2 WHERE id = $1",
         &[(&account_id, I8), (&(leased + granted.get()), I8)],
@@ -550,7 +554,7 @@ async fn renew_untouched(
             "UPDATE leases SET expires_at = now() + make_interval(secs => $3)
              WHERE node_id = $1 AND account_id IN (
                  SELECT account_id FROM leases
-                 WHERE node_id = $1 AND NOT account_id = ANY($2)
+                 WHERE node_id = $1 AND NOT account_id = ANY($2) AND remaining > 0
                    AND expires_at < now() + make_interval(secs => $4)
                  FOR UPDATE SKIP LOCKED)
              RETURNING account_id",

@@ -397,8 +397,12 @@ pub async fn sweep(client: &Client, now_unix: i64) -> anyhow::Result<u64> {
         .await?;
     client
         .execute(
-            "DELETE FROM window_counts WHERE window_start < $1::bigint - 2 *
-                 CASE kind WHEN 1 THEN 60 WHEN 2 THEN 3600 ELSE 86400 END",
+            // As above: rows a flush is adding to are skipped.
+            "DELETE FROM window_counts WHERE (account_id, kind, window_start) IN (
+                 SELECT account_id, kind, window_start FROM window_counts
+                 WHERE window_start < $1::bigint - 2 *
+                     CASE kind WHEN 1 THEN 60 WHEN 2 THEN 3600 ELSE 86400 END
+                 FOR UPDATE SKIP LOCKED)",
             &[&now_unix],
         )
         .await?;
