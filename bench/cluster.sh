@@ -61,7 +61,7 @@ if [ ! -f "$DB" ]; then
 fi
 sqlite_copy() { python3 -c 'import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)' "$1" "$2"; }
 for i in 0 1 2; do
-  rm -f "$OUT/node$i.db" "$OUT/node$i.db-wal" "$OUT/node$i.db-shm"
+  rm -f "$OUT/node$i.db" "$OUT/node$i.db-wal" "$OUT/node$i.db-shm" "$OUT/node$i.log"
   sqlite_copy "$DB" "$OUT/node$i.db"
 done
 
@@ -155,7 +155,7 @@ PY
 start_node() {
   local i=$1
   "$POSTAL" --db "$OUT/node$i.db" serve --listen "127.0.0.1:${node_port[$i]}" --ledger "$URL" \
-    >"$OUT/node$i.log" 2>&1 &
+    >>"$OUT/node$i.log" 2>&1 &
   node_pid[i]=$!
   for _ in $(seq 300); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${node_port[$i]}/readyz")" = 200 ] && return

@@ -68,9 +68,11 @@ fn a_node_paused_past_its_grants_ttl_does_not_spend_the_expired_grant_when_it_re
     }
     assert!(seen.other.is_empty(), "{:?}", seen.other);
     // 402, or 503 while its first call after the pause times out (its clock ran on
-    // through the pause): never 200.
+    // through the pause), or no answer (0) on the first request: the client's kept-alive
+    // connection, idle through the pause, is closed by the resumed server (seen once in
+    // 6 runs: [0, 402, 402, ...]). Never 200.
     assert!(
-        resumed.iter().all(|s| *s == 402 || *s == 503) && resumed.contains(&402),
+        resumed.iter().all(|s| matches!(s, 0 | 402 | 503)) && resumed.contains(&402),
         "the resumed node answered {resumed:?}: {}",
         nodes[0]
             .log()

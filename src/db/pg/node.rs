@@ -327,32 +327,6 @@ pub async fn flush_with_windows(
 ) -> anyhow::Result<Flushed> {
     let tx = client.transaction().await?;
     let number = i64::try_from(flush.number).unwrap_or(i64::MAX);
-    let applied: Option<i64> = tx
-        .query_typed_opt(
-            "SELECT applied_batch FROM nodes WHERE node_id = $1 FOR UPDATE",
-            &[(&flush.node_id, I8)],
-        )
-        .await?
-        .map(|r| r.get(0));
-    let replayed = match applied {
-        Some(done) if done >= number => true,
-        Some(_) => {
-            tx.execute_typed(
-                "UPDATE nodes SET applied_batch = $2, heartbeat_at = now() WHERE node_id = $1",
-                &[(&flush.node_id, I8), (&number, I8)],
-            )
-            .await?;
-            false
-        }
-        None => {
-            tx.execute_typed(
-                "INSERT INTO nodes (node_id, applied_batch) VALUES ($1, $2)",
-                &[(&flush.node_id, I8), (&number, I8)],
-            )
-            .await?;
-            false
-        }
-    };
     // Every account this flush changes, locked in id order. The node's other grants and
     // slices are only renewed (`renew_untouched`): other nodes' flushes of the same
     // accounts do not wait for them.
@@ -363,40 +337,65 @@ pub async fn flush_with_windows(
     let queries = window_flush.admitted.iter().chain(window_flush.returns);
     ids.extend(queries.map(|q| q.account_id));
     let ids: Vec<i64> = ids.into_iter().collect();
+    // One round trip (the statements are sent together and run in this order, `biased`):
+    // the batch number claimed (no row: applied before, the flush only reports), the
+    // accounts locked, and the node's grants of them read once they are locked, by a
+    // statement of its own: a grant joined into the locking statement is read from that
+    // statement's snapshot, and when the lock waited for another node's sweep of this
+    // node's expired grant, PostgreSQL rereads the account (its `leased` without the
+    // grant) but not the joined grant, which the flush then took from `leased` a second
+    // time (found by the test of an outage longer than the TTL: `leased` went negative).
+    let (claimed, locked, own) = tokio::try_join!(
+        biased;
+        async {
+            tx.query_typed_opt(
+                "INSERT INTO nodes (node_id, applied_batch) VALUES ($1, $2)
+                 ON CONFLICT (node_id) DO UPDATE
+                     SET applied_batch = excluded.applied_batch, heartbeat_at = now()
+                     WHERE nodes.applied_batch < excluded.applied_batch
+                 RETURNING node_id",
+                &[(&flush.node_id, I8), (&number, I8)],
+            )
+            .await
+            .context("claiming the batch number")
+        },
+        async {
+            tx.query_typed(
+                "SELECT id, balance, leased FROM accounts
+                 WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+                &[(&ids, I8S)],
+            )
+            .await
+            .context("locking the accounts")
+        },
+        async {
+            tx.query_typed(
+                "SELECT account_id, remaining FROM leases
+                 WHERE node_id = $1 AND account_id = ANY($2)",
+                &[(&flush.node_id, I8), (&ids, I8S)],
+            )
+            .await
+            .context("reading the grants")
+        },
+    )?;
+    let replayed = claimed.is_none();
     let mut accounts: BTreeMap<i64, (i64, i64, i64)> = BTreeMap::new(); // balance, leased, own
-    for r in tx
-        .query_typed(
-            "SELECT id, balance, leased FROM accounts
-             WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-            &[(&ids, I8S)],
-        )
-        .await?
-    {
+    for r in locked {
         accounts.insert(r.get(0), (r.get(1), r.get(2), 0));
     }
-    // Read once the accounts are locked, by a statement of its own: a grant joined into
-    // the locking statement is read from that statement's snapshot, and when the lock
-    // waited for another node's sweep of this node's expired grant, PostgreSQL rereads
-    // the account (its `leased` without the grant) but not the joined grant, which the
-    // flush then took from `leased` a second time (found by the test of an outage longer
-    // than the TTL: `leased` went negative).
-    for r in tx
-        .query_typed(
-            "SELECT account_id, remaining FROM leases
-             WHERE node_id = $1 AND account_id = ANY($2)",
-            &[(&flush.node_id, I8), (&ids, I8S)],
-        )
-        .await?
-    {
+    for r in own {
         if let Some(account) = accounts.get_mut(&r.get::<_, i64>(0)) {
             account.2 = r.get(1);
         }
     }
+    // One ledger row per charge row (rows in the batch's order).
+    let mut rows = ChargeColumns::default();
+    // The changed accounts and this node's grants of them: a grant left is written and
+    // extended, an emptied one goes.
+    let mut changed: (Vec<i64>, Vec<i64>, Vec<i64>) = Default::default();
+    let mut kept: (Vec<i64>, Vec<i64>) = Default::default();
+    let mut emptied: Vec<i64> = Vec::new();
     if !replayed {
-        let at = unix_secs(flush.at);
-        // One ledger row per charge row, written by one statement (rows in the batch's
-        // order): (account, amount, balance after, queries, endpoint).
-        let mut rows = ChargeColumns::default();
         for charge in flush.charges {
             let Some((balance, leased, own)) = accounts.get_mut(&charge.account_id) else {
                 tracing::error!("charges of a missing account {} dropped", charge.account_id);
@@ -423,27 +422,6 @@ pub async fn flush_with_windows(
                 .push(i64::try_from(charge.queries).unwrap_or(i64::MAX));
             rows.endpoint.push(charge.endpoint.as_str());
         }
-        tx.execute_typed(
-            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
-                                 endpoint, node_id)
-             SELECT r.account_id, $6, 'charge', r.amount, r.balance_after, r.query_count,
-                    r.endpoint, $7
-             FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[])
-                  WITH ORDINALITY AS r(account_id, amount, balance_after, query_count,
-                                       endpoint, n)
-             ORDER BY r.n",
-            &[
-                (&rows.account_id, I8S),
-                (&rows.amount, I8S),
-                (&rows.balance_after, I8S),
-                (&rows.queries, I8S),
-                (&rows.endpoint, Type::TEXT_ARRAY),
-                (&at, I8),
-                (&flush.node_id, I8),
-            ],
-        )
-        .await
-        .context("appending the charge rows")?;
         for (account_id, amount) in flush.returns {
             let Some((_, leased, own)) = accounts.get_mut(account_id) else {
                 continue;
@@ -461,11 +439,6 @@ pub async fn flush_with_windows(
             *own += more;
             *leased += more;
         }
-        // The changed accounts and this node's grants of them, one statement each: a
-        // grant left is written and extended, an emptied one goes.
-        let mut changed: (Vec<i64>, Vec<i64>, Vec<i64>) = Default::default();
-        let mut kept: (Vec<i64>, Vec<i64>) = Default::default();
-        let mut emptied: Vec<i64> = Vec::new();
         for (&id, &(balance, leased, own)) in &accounts {
             changed.0.push(id);
             changed.1.push(balance);
@@ -477,53 +450,104 @@ pub async fn flush_with_windows(
                 emptied.push(id);
             }
         }
-        tx.execute_typed(
-            "UPDATE accounts a SET balance = u.balance, leased = u.leased
-             FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(id, balance, leased)
-             WHERE a.id = u.id AND (a.balance, a.leased) <> (u.balance, u.leased)",
-            &[(&changed.0, I8S), (&changed.1, I8S), (&changed.2, I8S)],
-        )
-        .await?;
-        tx.execute_typed(
-            "INSERT INTO leases (account_id, node_id, remaining, expires_at)
-             SELECT u.account_id, $3, u.remaining, now() + make_interval(secs => $4)
-             FROM unnest($1::bigint[], $2::bigint[]) AS u(account_id, remaining)
-             ON CONFLICT (account_id, node_id) DO UPDATE
-                 SET remaining = excluded.remaining, expires_at = excluded.expires_at",
-            &[
-                (&kept.0, I8S),
-                (&kept.1, I8S),
-                (&flush.node_id, I8),
-                (&secs(flush.ttl), F8),
-            ],
-        )
-        .await?;
-        tx.execute_typed(
-            "DELETE FROM leases WHERE node_id = $1 AND account_id = ANY($2)",
-            &[(&flush.node_id, I8), (&emptied, I8S)],
-        )
-        .await?;
         super::idempotency::store_answers(&tx, flush.node_id, flush.answers).await?;
         super::idempotency::release(&tx, flush.node_id, flush.released).await?;
     }
-    if replayed {
-        // Applied before: its grants are extended, as the first application did.
-        tx.execute_typed(
-            "UPDATE leases SET expires_at = now() + make_interval(secs => $2)
-             WHERE node_id = $1 AND account_id = ANY($3)",
-            &[(&flush.node_id, I8), (&secs(flush.ttl), F8), (&ids, I8S)],
-        )
-        .await?;
-    }
-    let mut windows =
-        windows::flush(&tx, flush.node_id, &ids, window_flush, replayed, flush.ttl).await?;
-    // Last of the writes: the renewals lock rows of accounts this flush does not hold, and
-    // nothing after them waits for a lock.
-    let renewed = renew_untouched(&tx, flush.node_id, &ids, flush.ttl).await?;
-    windows::renew_untouched(&tx, flush.node_id, &ids, flush.ttl, &mut windows).await?;
-    let reported: Vec<i64> = ids.iter().copied().chain(renewed).collect();
-    let grants = node_grants(&tx, flush.node_id, &reported).await?;
-    let version = super::version(&tx).await?;
+    let at = unix_secs(flush.at);
+    // One round trip again: the writes, then the renewals (the last writes: they lock
+    // rows of accounts this flush does not hold, and nothing after them waits for a
+    // lock), then what the flush reports. A replayed batch writes nothing; its grants
+    // are extended, as its first application did.
+    let ttl = secs(flush.ttl);
+    let (_, _, _, _, _, windows, renewed, renewed_slices, mut grants, version) = tokio::try_join!(
+        biased;
+        async {
+            if rows.account_id.is_empty() {
+                return Ok(0);
+            }
+            tx.execute_typed(
+                "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
+                                     endpoint, node_id)
+                 SELECT r.account_id, $6, 'charge', r.amount, r.balance_after, r.query_count,
+                        r.endpoint, $7
+                 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[],
+                             $5::text[])
+                      WITH ORDINALITY AS r(account_id, amount, balance_after, query_count,
+                                           endpoint, n)
+                 ORDER BY r.n",
+                &[
+                    (&rows.account_id, I8S),
+                    (&rows.amount, I8S),
+                    (&rows.balance_after, I8S),
+                    (&rows.queries, I8S),
+                    (&rows.endpoint, Type::TEXT_ARRAY),
+                    (&at, I8),
+                    (&flush.node_id, I8),
+                ],
+            )
+            .await
+            .context("appending the charge rows")
+        },
+        async {
+            if changed.0.is_empty() {
+                return Ok(0);
+            }
+            tx.execute_typed(
+                "UPDATE accounts a SET balance = u.balance, leased = u.leased
+                 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(id, balance, leased)
+                 WHERE a.id = u.id AND (a.balance, a.leased) <> (u.balance, u.leased)",
+                &[(&changed.0, I8S), (&changed.1, I8S), (&changed.2, I8S)],
+            )
+            .await
+            .context("writing the balances")
+        },
+        async {
+            if kept.0.is_empty() {
+                return Ok(0);
+            }
+            tx.execute_typed(
+                "INSERT INTO leases (account_id, node_id, remaining, expires_at)
+                 SELECT u.account_id, $3, u.remaining, now() + make_interval(secs => $4)
+                 FROM unnest($1::bigint[], $2::bigint[]) AS u(account_id, remaining)
+                 ON CONFLICT (account_id, node_id) DO UPDATE
+                     SET remaining = excluded.remaining, expires_at = excluded.expires_at",
+                &[(&kept.0, I8S), (&kept.1, I8S), (&flush.node_id, I8), (&ttl, F8)],
+            )
+            .await
+            .context("writing the grants")
+        },
+        async {
+            if emptied.is_empty() {
+                return Ok(0);
+            }
+            tx.execute_typed(
+                "DELETE FROM leases WHERE node_id = $1 AND account_id = ANY($2)",
+                &[(&flush.node_id, I8), (&emptied, I8S)],
+            )
+            .await
+            .context("deleting emptied grants")
+        },
+        async {
+            if !replayed {
+                return Ok(0);
+            }
+            tx.execute_typed(
+                "UPDATE leases SET expires_at = now() + make_interval(secs => $2)
+                 WHERE node_id = $1 AND account_id = ANY($3)",
+                &[(&flush.node_id, I8), (&ttl, F8), (&ids, I8S)],
+            )
+            .await
+            .context("extending the grants of a replayed batch")
+        },
+        windows::flush(&tx, flush.node_id, &ids, window_flush, replayed, flush.ttl),
+        renew_untouched(&tx, flush.node_id, &ids, flush.ttl),
+        windows::renew_untouched(&tx, flush.node_id, &ids, flush.ttl),
+        node_grants(&tx, flush.node_id, &ids),
+        async { super::version(&tx).await },
+    )?;
+    let mut windows = windows;
+    windows.slices.extend(renewed_slices);
+    grants.extend(renewed);
     tx.commit().await.context("committing a flush")?;
     Ok(Flushed {
         grants,
@@ -542,22 +566,25 @@ pub const RENEW_UNDER: Duration = Duration::from_secs(4);
 
 /// Extends by `ttl` the node's grants outside `touched` that have less than
 /// `RENEW_UNDER` left on the database clock; a row another transaction holds (a sweep
-/// of it as expired) is skipped, never waited for. The accounts renewed.
+/// of it as expired) is skipped, never waited for. The grants renewed, with their
+/// accounts' balances (read, not locked).
 async fn renew_untouched(
     tx: &Transaction<'_>,
     node_id: i64,
     touched: &[i64],
     ttl: Duration,
-) -> anyhow::Result<Vec<i64>> {
-    Ok(tx
+) -> anyhow::Result<Vec<NodeGrant>> {
+    let mut grants = Vec::new();
+    for r in tx
         .query_typed(
-            "UPDATE leases SET expires_at = now() + make_interval(secs => $3)
-             WHERE node_id = $1 AND account_id IN (
+            "UPDATE leases l SET expires_at = now() + make_interval(secs => $3)
+             FROM accounts a
+             WHERE a.id = l.account_id AND l.node_id = $1 AND l.account_id IN (
                  SELECT account_id FROM leases
                  WHERE node_id = $1 AND NOT account_id = ANY($2) AND remaining > 0
                    AND expires_at < now() + make_interval(secs => $4)
                  FOR UPDATE SKIP LOCKED)
-             RETURNING account_id",
+             RETURNING l.account_id, l.remaining, a.balance",
             &[
                 (&node_id, I8),
                 (&touched, I8S),
@@ -567,9 +594,15 @@ async fn renew_untouched(
         )
         .await
         .context("renewing grants")?
-        .iter()
-        .map(|r| r.get(0))
-        .collect())
+    {
+        grants.push(NodeGrant {
+            account_id: r.get(0),
+            remaining: micros(r.get(1))?,
+            balance: micros(r.get(2))?,
+            elsewhere: Micros::ZERO,
+        });
+    }
+    Ok(grants)
 }
 
 /// The node's grants of the accounts `ids`.

@@ -312,15 +312,14 @@ fn held_of(r: &tokio_postgres::Row) -> anyhow::Result<SliceHeld> {
 
 /// The end of a flush, as `node::renew_untouched` for grants: the node's slices of
 /// accounts outside `touched` with less than `node::RENEW_UNDER` left are extended by
-/// `ttl` (rows another transaction holds are skipped) and added to `flushed`, with the
+/// `ttl` (rows another transaction holds are skipped); they are returned, with the
 /// counts of their windows.
 pub(super) async fn renew_untouched(
     client: &impl GenericClient,
     node_id: i64,
     touched: &[i64],
     ttl: Duration,
-    flushed: &mut WindowsFlushed,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<SliceHeld>> {
     let rows = client
         .query_typed(
             "WITH kept AS (UPDATE window_slices
@@ -345,10 +344,7 @@ pub(super) async fn renew_untouched(
         )
         .await
         .context("renewing window slices")?;
-    for r in &rows {
-        flushed.slices.push(held_of(r)?);
-    }
-    Ok(())
+    rows.iter().map(held_of).collect()
 }
 
 /// The newest count of each window kind of the accounts `ids` (of every account when
