@@ -259,11 +259,11 @@ impl Pending {
 /// grants).
 pub(super) const FLUSH_AGE: Duration = Duration::from_millis(500);
 /// With grants, how long a node whose flushes fail keeps answering from its grants: a
-/// ledger slow for a moment (a flush past its 1 s call timeout on a saturated machine)
+/// ledger slow for a moment (a flush past its call timeout on a saturated machine)
 /// does not turn into 503s for requests its grants cover. Bounded, because what it
 /// answers meanwhile is at risk if the outage outlasts the grants' TTL and other nodes
 /// are given the expired grants' money (docs/cluster.md).
-pub(super) const FAILING_GRACE: Duration = Duration::from_secs(1);
+pub(super) const FAILING_GRACE: Duration = Duration::from_secs(2);
 /// A flush takes the charges of at most this many accounts by age (more only when more
 /// are due otherwise).
 const FLUSH_ACCOUNTS: usize = 100;

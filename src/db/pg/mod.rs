@@ -164,15 +164,22 @@ CREATE TABLE idempotency_claims (
 /// Connects to `url` (no TLS: the ledger is reached on a trusted network or loopback)
 /// and drives the connection on the current runtime.
 pub async fn connect(url: &str) -> anyhow::Result<Client> {
+    Ok(connect_task(url).await?.0)
+}
+
+/// As [`connect`], with the task that drives the connection: aborting it closes the
+/// socket at once, and the server rolls back whatever transaction the connection had
+/// open (a call given up on must not keep its locks until the server notices).
+pub async fn connect_task(url: &str) -> anyhow::Result<(Client, tokio::task::JoinHandle<()>)> {
     let (client, connection) = tokio_postgres::connect(url, NoTls)
         .await
         .with_context(|| format!("connecting to the ledger {}", redacted(url)))?;
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!("ledger connection closed: {e}");
         }
     });
-    Ok(client)
+    Ok((client, task))
 }
 
 /// `url` without its password, for messages.

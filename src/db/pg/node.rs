@@ -197,105 +197,118 @@ pub async fn grants(
     ttl: Duration,
 ) -> anyhow::Result<Vec<NodeGrant>> {
     let tx = client.transaction().await?;
-    // Every account asked for, locked in ascending id (as flushes lock them).
     let ids: Vec<i64> = asks.iter().map(|(id, _, _)| *id).collect();
-    let mut locked: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
-    for row in tx
-        .query_typed(
-            "SELECT id, balance, leased FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-            &[(&ids, I8S)],
-        )
-        .await?
-    {
-        locked.insert(row.get(0), (row.get(1), row.get(2)));
-    }
+    // One round trip (sent together, run in this order): every account asked for locked
+    // in ascending id (as flushes lock them); other nodes' expired grants on them swept
+    // (what each returns to its account); this node's grants of them.
+    let (locked, swept, own) = tokio::try_join!(
+        biased;
+        async {
+            tx.query_typed(
+                "SELECT id, balance, leased FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+                &[(&ids, I8S)],
+            )
+            .await
+            .context("locking the accounts")
+        },
+        async {
+            tx.query_typed(
+                "WITH gone AS (DELETE FROM leases
+                     WHERE account_id = ANY($1) AND node_id <> $2 AND expires_at < now()
+                     RETURNING account_id, remaining)
+                 SELECT account_id, sum(remaining)::bigint FROM gone GROUP BY account_id",
+                &[(&ids, I8S), (&node_id, I8)],
+            )
+            .await
+            .context("sweeping expired grants")
+        },
+        async {
+            tx.query_typed(
+                "SELECT account_id, remaining FROM leases
+                 WHERE account_id = ANY($1) AND node_id = $2",
+                &[(&ids, I8S), (&node_id, I8)],
+            )
+            .await
+            .context("reading the grants")
+        },
+    )?;
+    let swept: BTreeMap<i64, i64> = swept.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let own: BTreeMap<i64, i64> = own.iter().map(|r| (r.get(0), r.get(1))).collect();
     let mut grants = Vec::with_capacity(asks.len());
-    for (account_id, (balance, leased)) in locked {
+    let mut recalls = Vec::new();
+    // The grants written (account, granted, leased after), in ascending id.
+    let mut written: (Vec<i64>, Vec<i64>, Vec<i64>) = Default::default();
+    for row in &locked {
+        let account_id: i64 = row.get(0);
+        let (balance, leased): (i64, i64) = (row.get(1), row.get(2));
         let Some(&(_, need, want)) = asks.iter().find(|(id, _, _)| *id == account_id) else {
             continue;
         };
-        grants.push(
-            grant_locked(&tx, node_id, account_id, (balance, leased), need, want, ttl).await?,
-        );
+        let leased = leased - swept.get(&account_id).copied().unwrap_or(0);
+        let own = own.get(&account_id).copied().unwrap_or(0);
+        let free = micros(balance - leased)?;
+        let granted = grant::grant_size(free, need, want);
+        if granted == Micros::ZERO && leased > own {
+            recalls.push(format!("{account_id}:{node_id}"));
+        }
+        written.0.push(account_id);
+        written.1.push(granted.get());
+        written.2.push(leased + granted.get());
+        grants.push(NodeGrant {
+            account_id,
+            remaining: micros(own + granted.get())?,
+            balance: micros(balance)?,
+            elsewhere: micros(leased - own).unwrap_or(Micros::ZERO),
+        });
     }
     if grants.len() < asks.len() {
         anyhow::bail!("a grant asked for an account that does not exist");
     }
+    // One round trip again: the grants (extended; an account with nothing granted and
+    // nothing held gets no row), the accounts' `leased`, and the recalls (NOTIFY, sent at
+    // commit) of accounts with nothing free while other nodes hold grants of them.
+    let ttl = secs(ttl);
+    tokio::try_join!(
+        biased;
+        async {
+            tx.execute_typed(
+                "INSERT INTO leases (account_id, node_id, remaining, expires_at)
+                 SELECT u.account_id, $3, u.granted, now() + make_interval(secs => $4)
+                 FROM unnest($1::bigint[], $2::bigint[]) AS u(account_id, granted)
+                 WHERE u.granted > 0 OR EXISTS (SELECT 1 FROM leases l
+                     WHERE l.account_id = u.account_id AND l.node_id = $3)
+                 ON CONFLICT (account_id, node_id) DO UPDATE
+                     SET remaining = leases.remaining + excluded.remaining,
+                         expires_at = excluded.expires_at",
+                &[(&written.0, I8S), (&written.1, I8S), (&node_id, I8), (&ttl, F8)],
+            )
+            .await
+            .context("writing the grants")
+        },
+        async {
+            tx.execute_typed(
+                "UPDATE accounts a SET leased = u.leased
+                 FROM unnest($1::bigint[], $2::bigint[]) AS u(id, leased)
+                 WHERE a.id = u.id AND a.leased <> u.leased",
+                &[(&written.0, I8S), (&written.2, I8S)],
+            )
+            .await
+            .context("writing what is leased")
+        },
+        async {
+            if recalls.is_empty() {
+                return Ok(0);
+            }
+            tx.execute_typed(
+                "SELECT pg_notify($1, r) FROM unnest($2::text[]) AS r",
+                &[(&RECALL_CHANNEL, Type::TEXT), (&recalls, Type::TEXT_ARRAY)],
+            )
+            .await
+            .context("recalling grants")
+        },
+    )?;
     tx.commit().await.context("committing a grant")?;
     Ok(grants)
-}
-
-/// One account's grant, its row locked by the caller's transaction: (balance, leased)
-/// as locked.
-async fn grant_locked(
-    tx: &Transaction<'_>,
-    node_id: i64,
-    account_id: i64,
-    (balance, leased): (i64, i64),
-    need: Micros,
-    want: Micros,
-    ttl: Duration,
-) -> anyhow::Result<NodeGrant> {
-    let mut leased = leased;
-    let swept: i64 = tx
-        .query_typed_one(
-            "WITH gone AS (DELETE FROM leases
-                 WHERE account_id = $1 AND node_id <> $2 AND expires_at < now()
-                 RETURNING remaining)
-             SELECT coalesce(sum(remaining), 0)::bigint FROM gone",
-            &[(&account_id, I8), (&node_id, I8)],
-        )
-        .await?
-        .get(0);
-    leased -= swept;
-    let own: i64 = tx
-        .query_typed_opt(
-            "SELECT remaining FROM leases WHERE account_id = $1 AND node_id = $2",
-            &[(&account_id, I8), (&node_id, I8)],
-        )
-        .await?
-        .map_or(0, |r| r.get(0));
-    let free = micros(balance - leased)?;
-    let granted = grant::grant_size(free, need, want);
-    if granted == Micros::ZERO && leased > own {
-        tx.execute(
-            "SELECT pg_notify($1, $2)",
-            &[&RECALL_CHANNEL, &format!("{account_id}:{node_id}")],
-        )
-        .await?;
-    }
-    // Nothing granted and nothing held: no row (an empty one would only be renewed).
-    let remaining: i64 = if granted == Micros::ZERO && own == 0 {
-        0
-    } else {
-        tx.query_typed_one(
-            "INSERT INTO leases (account_id, node_id, remaining, expires_at)
-             VALUES ($1, $2, $3, now() + make_interval(secs => $4))
-             ON CONFLICT (account_id, node_id) DO UPDATE
-                 SET remaining = leases.remaining + excluded.remaining,
-                     expires_at = excluded.expires_at
-             RETURNING remaining",
-            &[
-                (&account_id, I8),
-                (&node_id, I8),
-                (&granted.get(), I8),
-                (&secs(ttl), F8),
-            ],
-        )
-        .await?
-        .get(0)
-    };
-    tx.execute_typed(
-        "UPDATE accounts SET leased = $2 WHERE id = $1",
-        &[(&account_id, I8), (&(leased + granted.get()), I8)],
-    )
-    .await?;
-    Ok(NodeGrant {
-        account_id,
-        remaining: micros(remaining)?,
-        balance: micros(balance)?,
-        elsewhere: micros(leased - own).unwrap_or(Micros::ZERO),
-    })
 }
 
 /// Applies one flush of a node in one transaction, at most once per batch number: the
