@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, GenericClient, Transaction};
 
 use crate::db::idempotency::{ReleasedClaim, StoredAnswer};
@@ -270,42 +270,36 @@ pub async fn grants(
     let ttl = secs(ttl);
     tokio::try_join!(
         biased;
-        async {
-            tx.execute_typed(
-                "INSERT INTO leases (account_id, node_id, remaining, expires_at)
-                 SELECT u.account_id, $3, u.granted, now() + make_interval(secs => $4)
-                 FROM unnest($1::bigint[], $2::bigint[]) AS u(account_id, granted)
-                 WHERE u.granted > 0 OR EXISTS (SELECT 1 FROM leases l
-                     WHERE l.account_id = u.account_id AND l.node_id = $3)
-                 ON CONFLICT (account_id, node_id) DO UPDATE
-                     SET remaining = leases.remaining + excluded.remaining,
-                         expires_at = excluded.expires_at",
-                &[(&written.0, I8S), (&written.1, I8S), (&node_id, I8), (&ttl, F8)],
-            )
-            .await
-            .context("writing the grants")
-        },
-        async {
-            tx.execute_typed(
-                "UPDATE accounts a SET leased = u.leased
-                 FROM unnest($1::bigint[], $2::bigint[]) AS u(id, leased)
-                 WHERE a.id = u.id AND a.leased <> u.leased",
-                &[(&written.0, I8S), (&written.2, I8S)],
-            )
-            .await
-            .context("writing what is leased")
-        },
-        async {
-            if recalls.is_empty() {
-                return Ok(0);
-            }
-            tx.execute_typed(
-                "SELECT pg_notify($1, r) FROM unnest($2::text[]) AS r",
-                &[(&RECALL_CHANNEL, Type::TEXT), (&recalls, Type::TEXT_ARRAY)],
-            )
-            .await
-            .context("recalling grants")
-        },
+        write(
+            &tx,
+            true,
+            "INSERT INTO leases (account_id, node_id, remaining, expires_at)
+             SELECT u.account_id, $3, u.granted, now() + make_interval(secs => $4)
+             FROM unnest($1::bigint[], $2::bigint[]) AS u(account_id, granted)
+             WHERE u.granted > 0 OR EXISTS (SELECT 1 FROM leases l
+                 WHERE l.account_id = u.account_id AND l.node_id = $3)
+             ON CONFLICT (account_id, node_id) DO UPDATE
+                 SET remaining = leases.remaining + excluded.remaining,
+                     expires_at = excluded.expires_at",
+            vec![(&written.0, I8S), (&written.1, I8S), (&node_id, I8), (&ttl, F8)],
+            "writing the grants",
+        ),
+        write(
+            &tx,
+            true,
+            "UPDATE accounts a SET leased = u.leased
+             FROM unnest($1::bigint[], $2::bigint[]) AS u(id, leased)
+             WHERE a.id = u.id AND a.leased <> u.leased",
+            vec![(&written.0, I8S), (&written.2, I8S)],
+            "writing what is leased",
+        ),
+        write(
+            &tx,
+            !recalls.is_empty(),
+            "SELECT pg_notify($1, r) FROM unnest($2::text[]) AS r",
+            vec![(&RECALL_CHANNEL, Type::TEXT), (&recalls, Type::TEXT_ARRAY)],
+            "recalling grants",
+        ),
     )?;
     tx.commit().await.context("committing a grant")?;
     Ok(grants)
@@ -474,21 +468,19 @@ pub async fn flush_with_windows(
     let ttl = secs(flush.ttl);
     let (_, _, _, _, _, windows, renewed, renewed_slices, mut grants, version) = tokio::try_join!(
         biased;
-        async {
-            if rows.account_id.is_empty() {
-                return Ok(0);
-            }
-            tx.execute_typed(
-                "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
-                                     endpoint, node_id)
-                 SELECT r.account_id, $6, 'charge', r.amount, r.balance_after, r.query_count,
-                        r.endpoint, $7
-                 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[],
-                             $5::text[])
-                      WITH ORDINALITY AS r(account_id, amount, balance_after, query_count,
-                                           endpoint, n)
-                 ORDER BY r.n",
-                &[
+        write(
+            &tx,
+            !rows.account_id.is_empty(),
+            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
+                                 endpoint, node_id)
+             SELECT r.account_id, $6, 'charge', r.amount, r.balance_after, r.query_count,
+                    r.endpoint, $7
+             FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[],
+                         $5::text[])
+                  WITH ORDINALITY AS r(account_id, amount, balance_after, query_count,
+                                       endpoint, n)
+             ORDER BY r.n",
+            vec![
                     (&rows.account_id, I8S),
                     (&rows.amount, I8S),
                     (&rows.balance_after, I8S),
@@ -497,61 +489,43 @@ pub async fn flush_with_windows(
                     (&at, I8),
                     (&flush.node_id, I8),
                 ],
-            )
-            .await
-            .context("appending the charge rows")
-        },
-        async {
-            if changed.0.is_empty() {
-                return Ok(0);
-            }
-            tx.execute_typed(
-                "UPDATE accounts a SET balance = u.balance, leased = u.leased
-                 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(id, balance, leased)
-                 WHERE a.id = u.id AND (a.balance, a.leased) <> (u.balance, u.leased)",
-                &[(&changed.0, I8S), (&changed.1, I8S), (&changed.2, I8S)],
-            )
-            .await
-            .context("writing the balances")
-        },
-        async {
-            if kept.0.is_empty() {
-                return Ok(0);
-            }
-            tx.execute_typed(
-                "INSERT INTO leases (account_id, node_id, remaining, expires_at)
-                 SELECT u.account_id, $3, u.remaining, now() + make_interval(secs => $4)
-                 FROM unnest($1::bigint[], $2::bigint[]) AS u(account_id, remaining)
-                 ON CONFLICT (account_id, node_id) DO UPDATE
-                     SET remaining = excluded.remaining, expires_at = excluded.expires_at",
-                &[(&kept.0, I8S), (&kept.1, I8S), (&flush.node_id, I8), (&ttl, F8)],
-            )
-            .await
-            .context("writing the grants")
-        },
-        async {
-            if emptied.is_empty() {
-                return Ok(0);
-            }
-            tx.execute_typed(
-                "DELETE FROM leases WHERE node_id = $1 AND account_id = ANY($2)",
-                &[(&flush.node_id, I8), (&emptied, I8S)],
-            )
-            .await
-            .context("deleting emptied grants")
-        },
-        async {
-            if !replayed {
-                return Ok(0);
-            }
-            tx.execute_typed(
-                "UPDATE leases SET expires_at = now() + make_interval(secs => $2)
-                 WHERE node_id = $1 AND account_id = ANY($3)",
-                &[(&flush.node_id, I8), (&ttl, F8), (&ids, I8S)],
-            )
-            .await
-            .context("extending the grants of a replayed batch")
-        },
+            "appending the charge rows",
+        ),
+        write(
+            &tx,
+            !changed.0.is_empty(),
+            "UPDATE accounts a SET balance = u.balance, leased = u.leased
+             FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(id, balance, leased)
+             WHERE a.id = u.id AND (a.balance, a.leased) <> (u.balance, u.leased)",
+            vec![(&changed.0, I8S), (&changed.1, I8S), (&changed.2, I8S)],
+            "writing the balances",
+        ),
+        write(
+            &tx,
+            !kept.0.is_empty(),
+            "INSERT INTO leases (account_id, node_id, remaining, expires_at)
+             SELECT u.account_id, $3, u.remaining, now() + make_interval(secs => $4)
+             FROM unnest($1::bigint[], $2::bigint[]) AS u(account_id, remaining)
+             ON CONFLICT (account_id, node_id) DO UPDATE
+                 SET remaining = excluded.remaining, expires_at = excluded.expires_at",
+            vec![(&kept.0, I8S), (&kept.1, I8S), (&flush.node_id, I8), (&ttl, F8)],
+            "writing the grants",
+        ),
+        write(
+            &tx,
+            !emptied.is_empty(),
+            "DELETE FROM leases WHERE node_id = $1 AND account_id = ANY($2)",
+            vec![(&flush.node_id, I8), (&emptied, I8S)],
+            "deleting emptied grants",
+        ),
+        write(
+            &tx,
+            replayed,
+            "UPDATE leases SET expires_at = now() + make_interval(secs => $2)
+             WHERE node_id = $1 AND account_id = ANY($3)",
+            vec![(&flush.node_id, I8), (&ttl, F8), (&ids, I8S)],
+            "extending the grants of a replayed batch",
+        ),
         windows::flush(&tx, flush.node_id, &ids, window_flush, replayed, flush.ttl),
         renew_untouched(&tx, flush.node_id, &ids, flush.ttl),
         windows::renew_untouched(&tx, flush.node_id, &ids, flush.ttl),
@@ -571,6 +545,21 @@ pub async fn flush_with_windows(
     })
 }
 
+/// One write of a pipelined group (`tokio::try_join!(biased; ...)`): sent when first
+/// polled, so in the group's order; nothing is sent (0 rows) unless `run`.
+async fn write(
+    tx: &Transaction<'_>,
+    run: bool,
+    sql: &str,
+    params: Vec<(&(dyn ToSql + Sync), Type)>,
+    what: &'static str,
+) -> anyhow::Result<u64> {
+    if !run {
+        return Ok(0);
+    }
+    tx.execute_typed(sql, &params).await.context(what)
+}
+
 /// A grant this close to its expiry is renewed by the next flush even when the flush
 /// does not touch its account: each grant is extended about once a second, not by every
 /// flush (a node's local deadline is `MARGIN` = 1 s short of the TTL, so a grant renewed
@@ -587,10 +576,8 @@ async fn renew_untouched(
     touched: &[i64],
     ttl: Duration,
 ) -> anyhow::Result<Vec<NodeGrant>> {
-    let mut grants = Vec::new();
-    for r in tx
-        .query_typed(
-            "UPDATE leases l SET expires_at = now() + make_interval(secs => $3)
+    tx.query_typed(
+        "UPDATE leases l SET expires_at = now() + make_interval(secs => $3)
              FROM accounts a
              WHERE a.id = l.account_id AND l.node_id = $1 AND l.account_id IN (
                  SELECT account_id FROM leases
@@ -598,24 +585,18 @@ async fn renew_untouched(
                    AND expires_at < now() + make_interval(secs => $4)
                  FOR UPDATE SKIP LOCKED)
              RETURNING l.account_id, l.remaining, a.balance",
-            &[
-                (&node_id, I8),
-                (&touched, I8S),
-                (&secs(ttl), F8),
-                (&secs(RENEW_UNDER), F8),
-            ],
-        )
-        .await
-        .context("renewing grants")?
-    {
-        grants.push(NodeGrant {
-            account_id: r.get(0),
-            remaining: micros(r.get(1))?,
-            balance: micros(r.get(2))?,
-            elsewhere: Micros::ZERO,
-        });
-    }
-    Ok(grants)
+        &[
+            (&node_id, I8),
+            (&touched, I8S),
+            (&secs(ttl), F8),
+            (&secs(RENEW_UNDER), F8),
+        ],
+    )
+    .await
+    .context("renewing grants")?
+    .iter()
+    .map(grant_of)
+    .collect()
 }
 
 /// The node's grants of the accounts `ids`.
@@ -624,8 +605,7 @@ async fn node_grants(
     node_id: i64,
     ids: &[i64],
 ) -> anyhow::Result<Vec<NodeGrant>> {
-    let mut grants = Vec::new();
-    for r in client
+    client
         .query_typed(
             "SELECT l.account_id, l.remaining, a.balance FROM leases l
              JOIN accounts a ON a.id = l.account_id
@@ -633,15 +613,19 @@ async fn node_grants(
             &[(&node_id, I8), (&ids, I8S)],
         )
         .await?
-    {
-        grants.push(NodeGrant {
-            account_id: r.get(0),
-            remaining: micros(r.get(1))?,
-            balance: micros(r.get(2))?,
-            elsewhere: Micros::ZERO,
-        });
-    }
-    Ok(grants)
+        .iter()
+        .map(grant_of)
+        .collect()
+}
+
+/// A grant read as (account, remaining, balance).
+fn grant_of(r: &tokio_postgres::Row) -> anyhow::Result<NodeGrant> {
+    Ok(NodeGrant {
+        account_id: r.get(0),
+        remaining: micros(r.get(1))?,
+        balance: micros(r.get(2))?,
+        elsewhere: Micros::ZERO,
+    })
 }
 
 /// Grants past their expiry (on the database clock) go back to their accounts' free
