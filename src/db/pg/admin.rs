@@ -187,8 +187,8 @@ pub async fn create_account(
     ))
 }
 
-/// The account as stored (its balance holds every flushed charge; nodes flush every
-/// 10 ms).
+/// The account as stored (its balance holds every flushed charge; a node flushes an
+/// account's charges within 500 ms).
 pub async fn show(client: &Client, public_id: &str) -> Result<AccountView, AccountError> {
     let row = client
         .query_opt(
