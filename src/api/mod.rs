@@ -263,6 +263,30 @@ pub struct Settings {
     /// Cluster mode: accounts, keys and the ledger in this PostgreSQL (`--ledger`), the
     /// file holding only the postal data (docs/cluster.md). `None`: the file holds all.
     pub ledger: Option<String>,
+    /// A dataset already in memory, loaded from a database of the same generation (a copy
+    /// of the file): answered from instead of loading the file's. The tests start about
+    /// 150 servers on copies of a few databases and load each once. `None`: the file's.
+    pub dataset: Option<Dataset>,
+}
+
+/// A dataset loaded once and shared by servers (`Settings::dataset`).
+#[derive(Clone)]
+pub struct Dataset(pub Arc<crate::index::postal::PostalIndex>);
+
+impl std::fmt::Debug for Dataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Dataset(generation {})", self.0.loaded_generation())
+    }
+}
+
+impl Dataset {
+    /// The dataset of the database at `path`, loaded now.
+    pub fn load(path: &Path) -> Result<Dataset> {
+        let conn = db::open(path)?;
+        Ok(Dataset(Arc::new(crate::index::postal::PostalIndex::load(
+            &conn,
+        )?)))
+    }
 }
 
 /// The books on the file, or on the cluster's ledger.
@@ -314,7 +338,8 @@ async fn run(
     let served = async {
         let _changes = notify::Listener::start(db_path, billing.clone());
         let slow_pool = db::pool(db_path, SLOW_POOL_SIZE)?;
-        let (postal, loader) = loader::start(slow_pool.clone()).await?;
+        let (postal, loader) =
+            loader::start(slow_pool.clone(), settings.dataset.clone().map(|d| d.0)).await?;
         let mut state = State::new(postal, loader, slow_pool, billing.clone());
         state.trusted_proxies = settings.trusted_proxies.clone();
         let access_log = settings

@@ -121,6 +121,7 @@ pub(super) fn run(
         trusted_proxies: args.trusted_proxies,
         without_hot_path: args.without_hot_path,
         ledger,
+        dataset: None,
     };
     runtime.block_on(postal::api::serve(db_path, &args.listen, settings))?;
     Ok(Verdict::Success)

@@ -28,7 +28,15 @@ pub type Slot = Arc<RwLock<Arc<PostalIndex>>>;
 /// 1.45x the first load after five imports, `bench/import-under-load.sh`). Here the same
 /// thread allocates every index and frees it, once the last request using it has ended,
 /// then hands the pages back (`release_freed_memory`).
-pub async fn start(pool: db::Pool) -> Result<(Slot, std::sync::mpsc::SyncSender<()>)> {
+///
+/// `preloaded`: a dataset already in memory, shared with others (the tests start many
+/// servers on copies of one database and load it once). It is used when the file holds
+/// the same generation, else the file's is loaded; once a new dataset replaces it, it is
+/// let go at once (it is not this thread's to free).
+pub async fn start(
+    pool: db::Pool,
+    preloaded: Option<Arc<PostalIndex>>,
+) -> Result<(Slot, std::sync::mpsc::SyncSender<()>)> {
     let (first, loaded) = tokio::sync::oneshot::channel();
     let (keep, stop) = std::sync::mpsc::sync_channel::<()>(0);
     std::thread::Builder::new()
@@ -37,9 +45,17 @@ pub async fn start(pool: db::Pool) -> Result<(Slot, std::sync::mpsc::SyncSender<
             let index = pool
                 .get()
                 .map_err(anyhow::Error::from)
-                .and_then(|conn| PostalIndex::load(&conn));
+                .and_then(|conn| match preloaded {
+                    Some(shared)
+                        if PostalIndex::generation(&conn)? == shared.loaded_generation() =>
+                    {
+                        Ok(shared)
+                    }
+                    _ => PostalIndex::load(&conn).map(Arc::new),
+                });
+            let shared = index.as_ref().ok().map(Arc::downgrade);
             let slot = match index {
-                Ok(index) => Arc::new(RwLock::new(Arc::new(index))),
+                Ok(index) => Arc::new(RwLock::new(index)),
                 Err(e) => {
                     let _ = first.send(Err(e));
                     return;
@@ -59,8 +75,9 @@ pub async fn start(pool: db::Pool) -> Result<(Slot, std::sync::mpsc::SyncSender<
                     return;
                 };
                 // A panic must not end the reloads for good: log it, try again later.
-                let tried =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reload(&slot, &pool)));
+                let tried = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    reload(&slot, &pool, shared.as_ref())
+                }));
                 match tried {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => tracing::error!("reloading the dataset: {e:#}"),
@@ -79,8 +96,13 @@ pub async fn start(pool: db::Pool) -> Result<(Slot, std::sync::mpsc::SyncSender<
 /// Requests hold the index for one answer; longer than this is worth a warning.
 const OLD_INDEX_HELD: Duration = Duration::from_secs(10);
 
-/// One look at the file's dataset generation, and the reload when it changed.
-fn reload(slot: &Slot, pool: &db::Pool) -> Result<()> {
+/// One look at the file's dataset generation, and the reload when it changed. `shared`:
+/// the first dataset, when it came preloaded (`start`).
+fn reload(
+    slot: &Slot,
+    pool: &db::Pool,
+    shared: Option<&std::sync::Weak<PostalIndex>>,
+) -> Result<()> {
     let loaded = current(slot).loaded_generation();
     let conn = pool.get()?;
     if PostalIndex::generation(&conn)? == loaded {
@@ -93,6 +115,11 @@ fn reload(slot: &Slot, pool: &db::Pool) -> Result<()> {
         Ok(mut slot) => std::mem::replace(&mut *slot, Arc::new(index)),
         Err(poisoned) => std::mem::replace(&mut *poisoned.into_inner(), Arc::new(index)),
     };
+    if shared.is_some_and(|shared| std::ptr::eq(shared.as_ptr(), Arc::as_ptr(&old))) {
+        drop(old);
+        after_reload(pool);
+        return Ok(());
+    }
     // Freed here once the requests that took it have ended (they hold it for one answer).
     // Something holding it far longer keeps both indexes in memory and the reloads waiting:
     // said once, not silently.

@@ -1,68 +1,89 @@
 //! `spawn_app()`: the real server on a fresh database holding `sample.zip`, on a free
 //! port, with one method per endpoint; accounts are made with the real `postal` CLI.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
 
+use postal::api::Dataset;
 use serde_json::{Value, json};
+use testkit::geonames;
 
-/// The shared sample dataset: AD, CA, DE, GB, JP, LV, MD, MT, US.
-const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/geonames/sample.zip");
-/// Hand-picked real lines of the countries the sample lacks (normalisation table).
-const EXTRA: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/extra-countries.txt"
-);
-const COUNTRY_INFO: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../shared/geonames/countryInfo.txt"
-);
+const POSTAL: &str = env!("CARGO_BIN_EXE_postal");
+const POSTAL_IMPORT: &str = env!("CARGO_BIN_EXE_postal-import");
 
-/// Real lines of FR (Paris, Lyon and their districts) and IT (Milano, Milanino) for the
-/// city tests; only `spawn_city_app` loads them, so other tests keep the sample's counts.
-const CITIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cities.txt");
+/// `--country-info` and the shared file.
+fn country_info() -> [PathBuf; 2] {
+    ["--country-info".into(), geonames("countryInfo.txt")]
+}
 
-/// A database with the sample imported, built once per test run and copied per app.
+/// A template database imported by `postal-import` from `sources` (with the shared
+/// `countryInfo.txt`), cached for the run (testkit::template).
+fn imported(name: &str, sources: &[PathBuf]) -> PathBuf {
+    let mut args = country_info().to_vec();
+    args.extend(sources.iter().cloned());
+    let args: Vec<&Path> = args.iter().map(PathBuf::as_path).collect();
+    testkit::template::import(name, POSTAL_IMPORT, &args, &[])
+}
+
+/// The sample (AD, CA, DE, GB, JP, LV, MD, MT, US) and hand-picked real lines of the
+/// countries it lacks (`extra-countries.txt`, the normalisation table).
+static SAMPLE: OnceLock<PathBuf> = OnceLock::new();
+static FULL: OnceLock<PathBuf> = OnceLock::new();
+static CITIES: OnceLock<PathBuf> = OnceLock::new();
+
 pub fn template() -> &'static Path {
-    static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
-    TEMPLATE.get_or_init(|| imported(&[SAMPLE, EXTRA]))
+    SAMPLE.get_or_init(|| {
+        imported(
+            "api-sample",
+            &[
+                geonames("sample.zip"),
+                testkit::fixture("extra-countries.txt"),
+            ],
+        )
+    })
 }
 
-/// The whole `allCountries.zip` with `cities500.zip` beside it, imported once per test run
-/// (about 20 s) for the tests on the full dataset.
+/// The whole `allCountries.zip` with `cities500.zip` beside it, for the tests on the full
+/// dataset: the import `tests/import/full_dataset.rs` checks (one import per run).
 pub fn full_template() -> &'static Path {
-    static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
-    TEMPLATE.get_or_init(|| {
-        imported(&[concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/geonames/allCountries.zip"
-        )])
-    })
+    FULL.get_or_init(|| testkit::full_dataset(POSTAL_IMPORT))
 }
 
-/// The sample plus `cities.txt`, built once per test run.
+/// The sample plus real lines of FR (Paris, Lyon and their districts) and IT (Milano,
+/// Milanino) for the city tests (`cities.txt`); only `spawn_city_app` loads them, so other
+/// tests keep the sample's counts.
 fn city_template() -> &'static Path {
-    static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
-    TEMPLATE.get_or_init(|| imported(&[SAMPLE, EXTRA, CITIES]))
+    CITIES.get_or_init(|| {
+        imported(
+            "api-cities",
+            &[
+                geonames("sample.zip"),
+                testkit::fixture("extra-countries.txt"),
+                testkit::fixture("cities.txt"),
+            ],
+        )
+    })
 }
 
-fn imported(sources: &[&str]) -> PathBuf {
-    let dir = tempfile::tempdir().expect("temp dir").keep();
-    let db = dir.join("template.db");
-    postal::import::run(&postal::import::Options {
-        db: db.clone(),
-        sources: sources.iter().map(|s| s.to_string()).collect(),
-        country_info: Some(COUNTRY_INFO.to_string()),
-        gazetteer: None,
-        progress: false,
-        allow_shrink: false,
-        overrides: None,
-        if_changed: false,
-    })
-    .expect("importing the sample");
-    db
+/// The dataset of a template, loaded once and shared by every server started on a copy
+/// of it (`Settings::dataset`): a server then starts in milliseconds, not the seconds of
+/// a load. Other databases (a test's own) are loaded by their server as in production.
+fn dataset_of(source: &Path) -> Option<Dataset> {
+    static LOADED: Mutex<Vec<(PathBuf, Dataset)>> = Mutex::new(Vec::new());
+    let is_template = [&SAMPLE, &FULL, &CITIES]
+        .iter()
+        .any(|t| t.get().is_some_and(|t| t.as_path() == source));
+    if !is_template {
+        return None;
+    }
+    let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, dataset)) = loaded.iter().find(|(path, _)| path == source) {
+        return Some(dataset.clone());
+    }
+    let dataset = Dataset::load(source).expect("loading a template's dataset");
+    loaded.push((source.to_path_buf(), dataset.clone()));
+    Some(dataset)
 }
 
 pub struct TestApp {
@@ -102,11 +123,14 @@ pub fn spawn_app_on(source: &Path) -> TestApp {
     spawn_app_on_with(source, postal::api::Settings::default())
 }
 
-/// The real server on a copy of the database `source`, with `settings`.
-pub fn spawn_app_on_with(source: &Path, settings: postal::api::Settings) -> TestApp {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("postal.db");
-    std::fs::copy(source, &db).expect("copying the template database");
+/// The real server on a copy of the database `source`, with `settings`; a template's
+/// dataset comes loaded (`dataset_of`).
+pub fn spawn_app_on_with(source: &Path, mut settings: postal::api::Settings) -> TestApp {
+    let dir = testkit::tempdir();
+    let db = testkit::template::copy(source, &dir.path().join("postal.db"));
+    if settings.dataset.is_none() {
+        settings.dataset = dataset_of(source);
+    }
     let (address, shutdown, server) = start_server(&db, settings);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -323,7 +347,7 @@ impl TestApp {
 
     /// Runs the real `postal` CLI on this app's database; its stdout as JSON.
     pub fn cli(&self, args: &[&str]) -> Value {
-        let output = Command::new(env!("CARGO_BIN_EXE_postal"))
+        let output = Command::new(POSTAL)
             .arg("--db")
             .arg(&self.db)
             .args(args)
@@ -587,65 +611,34 @@ fn parse_raw(bytes: &[u8]) -> Option<RawReply> {
 /// through `wrapper` when it is not empty (`prlimit --nofile=1024:1024`); killed when
 /// dropped.
 pub struct ServeProcess {
-    child: Child,
+    /// `host:port`.
     pub address: String,
+    /// The key of the account `postal serve` created (the sample database has none).
     pub api_key: String,
+    _serve: testkit::Serve,
     _dir: tempfile::TempDir,
 }
 
-impl Drop for ServeProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 pub fn spawn_postal_serve(wrapper: &[&str]) -> ServeProcess {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("postal.db");
-    std::fs::copy(template(), &db).expect("copying the template");
-    let postal = env!("CARGO_BIN_EXE_postal");
-    let mut command = match wrapper {
-        [] => Command::new(postal),
-        [program, args @ ..] => {
+    let dir = testkit::tempdir();
+    let db = testkit::template::copy(template(), &dir.path().join("postal.db"));
+    let args = testkit::serve::args(&db, &[]);
+    let command = match wrapper {
+        [] => testkit::serve::command(POSTAL, &args),
+        [program, rest @ ..] => {
             let mut command = Command::new(program);
-            command.args(args).arg(postal);
+            command.args(rest).arg(POSTAL).args(&args);
+            command.env_remove("POSTAL_DB");
             command
         }
     };
-    let mut child = command
-        .arg("--db")
-        .arg(&db)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running postal serve");
-    // The sample database has no account: serve creates one and prints its key.
-    let api_key = BufReader::new(child.stdout.take().expect("stdout"))
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            let rest = line.split("with API key ").nth(1)?;
-            Some(rest.split_whitespace().next()?.to_string())
-        })
-        .expect("postal serve printed no API key");
+    let serve = testkit::Serve::spawn(command);
+    let api_key = serve.created_key();
     assert!(api_key.starts_with("sk_"), "no API key printed");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let address = stderr
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            let rest = line.split("listening on http://").nth(1)?;
-            Some(rest.split_whitespace().next()?.to_string())
-        })
-        .expect("postal serve stopped before listening");
-    // Keep draining the log so that the server never blocks on a full pipe.
-    std::thread::spawn(move || stderr.for_each(drop));
     ServeProcess {
-        child,
-        address,
+        address: serve.host_port().to_string(),
         api_key,
+        _serve: serve,
         _dir: dir,
     }
 }

@@ -34,6 +34,16 @@ pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
     })
 }
 
+/// Chromium and chromedriver, or `None` (the test skipped, or failed under
+/// `POSTAL_REQUIRE_TOOLS`) when either is missing.
+pub(crate) fn browser() -> Option<(PathBuf, PathBuf)> {
+    const INSTALL: &str = "apt-get install -y chromium chromium-driver";
+    if !testkit::require("chromium", INSTALL) || !testkit::require("chromedriver", INSTALL) {
+        return None;
+    }
+    Some((on_path("chromium")?, on_path("chromedriver")?))
+}
+
 /// chromedriver on a free port, killed when dropped.
 pub(crate) struct Driver {
     child: Child,
@@ -100,20 +110,17 @@ pub(crate) async fn connect(driver: &Driver, chromium: &Path, profile: &Path) ->
 
 #[test]
 fn swagger_ui_tries_a_lookup_of_90210_and_shows_beverly_hills() {
-    let (Some(chromium), Some(chromedriver)) = (on_path("chromium"), on_path("chromedriver"))
-    else {
-        panic!(
-            "this test drives headless Chromium: install it with \
-             `apt-get update && apt-get install -y chromium chromium-driver` \
-             (.ci/run does this when they are missing)"
-        );
+    let Some((chromium, chromedriver)) = browser() else {
+        return;
     };
     let app = spawn_app();
     let key = app.api_key();
-    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let dir = testkit::tempdir();
+    let dir = dir.path();
     let driver = Driver::start(&chromedriver, &dir.join("chromedriver.log"));
     let profile = dir.join("profile");
-    let screenshot = dir.join("swagger-ui-lookup.png");
+    // Kept after the run (cargo's scratch directory, not /tmp), to be looked at.
+    let screenshot = testkit::scratch().join("swagger-ui-lookup.png");
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1,8 +1,8 @@
 //! Black-box tests of cluster mode (docs/cluster.md): a throwaway PostgreSQL, three
-//! `postal serve --ledger` nodes on a copy of the sample database each, racing clients.
-//! They assert invariants, not throughput (two cores run all of it), one scenario at a
-//! time. Without PostgreSQL's binaries they print "skipped" and pass, unless
-//! `POSTAL_REQUIRE_PG` is set (CI sets it).
+//! `postal serve --ledger` nodes on a copy of a tiny dataset each (147 real US lines),
+//! racing clients. They assert invariants, not throughput (two cores run all of it), one
+//! scenario at a time. Without PostgreSQL's binaries they print "skipped" and pass, unless
+//! `POSTAL_REQUIRE_TOOLS` (or `POSTAL_REQUIRE_PG`) is set (CI sets it).
 
 /// The throwaway PostgreSQL, the nodes, the CLI against the ledger, and checks.
 mod helpers;

@@ -1,7 +1,10 @@
-//! The whole `../shared/geonames/allCountries.zip` (about 20 s in a debug build).
+//! The whole `../shared/geonames/allCountries.zip` (about 20 s in a debug build). The
+//! import is the run's one import of the whole dataset (`testkit::full_dataset`): the API's
+//! tests on the full dataset serve the database this test checks, and whichever binary
+//! comes first makes it, with this run of `postal-import`.
 
 use crate::helpers::{
-    assert_summary, counts_by_country, geonames, import, number, open, owned, record_counts,
+    POSTAL_IMPORT, Run, assert_summary, counts_by_country, number, open, owned, record_counts,
 };
 
 /// Rows per country, as `../shared/geonames/README.md` lists them (and `awk` on
@@ -27,10 +30,14 @@ const README_COUNTS: [(&str, i64); 120] = [
 
 #[test]
 fn the_whole_allcountries_zip_loads_1648448_rows_of_120_countries_as_the_readme_counts_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("postal.db");
-
-    let run = import(&db, [geonames("allCountries.zip")]);
+    // `postal-import --db DB allCountries.zip`, as the helpers' `import` runs it.
+    let db = testkit::full_dataset(POSTAL_IMPORT);
+    let made = testkit::template::run_of(&db);
+    let run = Run {
+        exit_code: made.exit_code,
+        stdout: made.stdout,
+        stderr: made.stderr,
+    };
     run.assert_success();
     assert_summary(&run, 1_648_448, 120);
     assert_eq!(run.stderr, "", "allCountries.zip has no bad lines");

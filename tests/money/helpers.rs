@@ -1,8 +1,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
+use std::sync::atomic::AtomicBool;
 use std::time::{Instant, SystemTime};
 
 use postal::billing::{Billing, BillingOptions, Caller};
@@ -12,6 +11,10 @@ use postal::domain::money::Micros;
 use rusqlite::Connection;
 use serde_json::Value;
 use tempfile::TempDir;
+
+pub use testkit::Client;
+
+const POSTAL: &str = env!("CARGO_BIN_EXE_postal");
 
 pub struct TestDb {
     pub path: PathBuf,
@@ -81,7 +84,7 @@ impl TestDb {
     }
 
     pub fn postal_command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_postal"));
+        let mut command = Command::new(POSTAL);
         command.arg("--db").arg(&self.path).args(args);
         command.env_remove("POSTAL_DB");
         command
@@ -171,41 +174,27 @@ impl TestDb {
     }
 }
 
-/// A database with the shared sample imported, built once per test run.
+/// The postal data of `postal serve` here: `tests/fixtures/tiny.txt` (147 real US lines,
+/// 90210 among them; these tests only look up 90210), imported once per run.
 fn postal_template() -> &'static std::path::Path {
     static TEMPLATE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     TEMPLATE.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("temp dir").keep();
-        let db = dir.join("template.db");
-        postal::import::run(&postal::import::Options {
-            db: db.clone(),
-            sources: vec![
-                concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/geonames/sample.zip").to_string(),
-            ],
-            country_info: Some(
-                concat!(
-                    env!("CARGO_MANIFEST_DIR"),
-                    "/../shared/geonames/countryInfo.txt"
-                )
-                .to_string(),
-            ),
-            gazetteer: None,
-            progress: false,
-            allow_shrink: false,
-            overrides: None,
-            if_changed: false,
-        })
-        .expect("importing the sample");
-        db
+        let info = testkit::geonames("countryInfo.txt");
+        let source = testkit::fixture("tiny.txt");
+        testkit::template::import(
+            "tiny",
+            env!("CARGO_BIN_EXE_postal-import"),
+            &[std::path::Path::new("--country-info"), &info, &source],
+            &[],
+        )
     })
 }
 
 impl TestDb {
-    /// A fresh database holding the sample postal data (for `postal serve`).
+    /// A fresh database holding the tiny fixture's postal data (for `postal serve`).
     pub fn with_postal_data() -> TestDb {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("postal.db");
-        std::fs::copy(postal_template(), &path).unwrap();
+        let dir = testkit::tempdir();
+        let path = testkit::template::copy(postal_template(), &dir.path().join("postal.db"));
         TestDb { path, _dir: dir }
     }
 
@@ -216,184 +205,64 @@ impl TestDb {
 
     /// As `serve`, through `sh -c '<prefix> exec postal ...'` (e.g. `trap "" XFSZ;`).
     pub fn serve_wrapped(&self, shell_prefix: Option<&str>, args: &[&str]) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let listen = format!("127.0.0.1:{port}");
-        let mut command = match shell_prefix {
-            None => Command::new(env!("CARGO_BIN_EXE_postal")),
+        let serve_args = testkit::serve::args(&self.path, args);
+        let command = match shell_prefix {
+            None => testkit::serve::command(POSTAL, &serve_args),
             Some(prefix) => {
                 let mut c = Command::new("sh");
                 c.arg("-c")
                     .arg(format!("{prefix} exec \"$0\" \"$@\""))
-                    .arg(env!("CARGO_BIN_EXE_postal"));
+                    .arg(POSTAL)
+                    .args(&serve_args)
+                    .env_remove("POSTAL_DB");
                 c
             }
         };
-        command
-            .arg("--db")
-            .arg(&self.path)
-            .args(["serve", "--listen", &listen])
-            .args(args)
-            .env_remove("POSTAL_DB")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
-        let mut child = command.spawn().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let address = format!("http://{listen}");
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let server = Server {
-            child,
-            address,
-            agent,
-            log,
-        };
-        // Ready when it answers (it binds the port before loading the postal data).
-        for _ in 0..1000 {
-            let ready = server
-                .agent
-                .get(format!("{}/openapi.json", server.address))
-                .call()
-                .is_ok_and(|r| r.status() == 200);
-            if ready {
-                return server;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        Server {
+            serve: testkit::Serve::spawn(command),
         }
-        panic!("postal serve did not start: {}", server.log());
     }
 }
 
 /// A running `postal serve` process.
 pub struct Server {
-    pub child: std::process::Child,
-    pub address: String,
-    agent: ureq::Agent,
-    log: std::sync::Arc<std::sync::Mutex<String>>,
+    serve: testkit::Serve,
 }
 
 impl Server {
     pub fn pid(&self) -> String {
-        self.child.id().to_string()
+        self.serve.pid().to_string()
     }
 
     /// What the server wrote to stderr so far.
     pub fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
+        self.serve.log()
     }
 
     /// POSTs `/api/lookup` of 90210 with `key`: (status, body).
     pub fn lookup(&self, key: &str) -> (u16, Value) {
-        self.post(
-            "/api/lookup",
-            &serde_json::json!({"apiKey": key, "zipcode": "90210"}),
-        )
-    }
-
-    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        post(&self.agent, &format!("{}{path}", self.address), body)
+        self.client().lookup(key)
     }
 
     /// POSTs `body` with an `Idempotency-Key`: (status, its `Idempotent-Replayed`
     /// header, body); a failed connection is status 0.
     pub fn post_keyed(&self, path: &str, body: &Value, key: &str) -> (u16, Option<String>, Value) {
-        let request = self
-            .agent
-            .post(format!("{}{path}", self.address))
-            .header("content-type", "application/json")
-            .header("idempotency-key", key)
-            .send(body.to_string().as_bytes());
-        match request {
-            Ok(mut response) => {
-                let replayed = response
-                    .headers()
-                    .get("idempotent-replayed")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string);
-                let text = response.body_mut().read_to_string().unwrap_or_default();
-                let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-                (response.status().as_u16(), replayed, body)
-            }
-            Err(_) => (0, None, Value::Null),
-        }
+        let (status, replayed, text) = self.client().post_keyed(path, body, key);
+        (
+            status,
+            replayed,
+            serde_json::from_str(&text).unwrap_or(Value::Null),
+        )
     }
 
     /// A client that can move to another thread.
     pub fn client(&self) -> Client {
-        Client {
-            agent: self.agent.clone(),
-            address: self.address.clone(),
-        }
+        self.serve.client()
     }
 
     /// Sends `signal` (`TERM`, `KILL`) and waits for the process to end.
     pub fn stop(&mut self, signal: &str) -> std::process::ExitStatus {
-        let sent = Command::new("kill")
-            .args([&format!("-{signal}"), &self.pid()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        self.child.wait().unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Clone)]
-pub struct Client {
-    agent: ureq::Agent,
-    address: String,
-}
-
-impl Client {
-    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        post(&self.agent, &format!("{}{path}", self.address), body)
-    }
-
-    pub fn lookup(&self, key: &str) -> (u16, Value) {
-        self.post(
-            "/api/lookup",
-            &serde_json::json!({"apiKey": key, "zipcode": "90210"}),
-        )
-    }
-}
-
-/// (status, JSON body or Null); a failed connection is status 0.
-fn post(agent: &ureq::Agent, url: &str, body: &Value) -> (u16, Value) {
-    let request = agent
-        .post(url)
-        .header("content-type", "application/json")
-        .send(body.to_string().as_bytes());
-    match request {
-        Ok(mut response) => {
-            let status = response.status().as_u16();
-            let text = response.body_mut().read_to_string().unwrap_or_default();
-            (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-        }
-        Err(_) => (0, Value::Null),
+        self.serve.stop(signal)
     }
 }
 
@@ -403,30 +272,11 @@ pub fn load(
     server: &Server,
     key: &str,
     clients: usize,
-) -> (Arc<AtomicBool>, Vec<thread::JoinHandle<Vec<Instant>>>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let threads = (0..clients)
-        .map(|_| {
-            let (client, key, stop) = (server.client(), key.to_string(), stop.clone());
-            thread::spawn(move || {
-                let mut answered = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    match client.lookup(&key).0 {
-                        200 => answered.push(Instant::now()),
-                        0 => break, // the server is gone
-                        _ => {}
-                    }
-                }
-                answered
-            })
-        })
-        .collect();
-    (stop, threads)
+) -> (Arc<AtomicBool>, testkit::load::Threads) {
+    testkit::load::load(&[server.client()], key, clients)
 }
 
-pub fn join(threads: Vec<thread::JoinHandle<Vec<Instant>>>) -> Vec<Instant> {
-    threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect()
+/// The instants of the 200s every client received.
+pub fn join(threads: testkit::load::Threads) -> Vec<Instant> {
+    testkit::load::join(threads, 1).ok
 }
