@@ -263,9 +263,11 @@ pub struct Settings {
     /// Cluster mode: accounts, keys and the ledger in this PostgreSQL (`--ledger`), the
     /// file holding only the postal data (docs/cluster.md). `None`: the file holds all.
     pub ledger: Option<String>,
-    /// A dataset already in memory, loaded from a database of the same generation (a copy
-    /// of the file): answered from instead of loading the file's. The tests start about
-    /// 150 servers on copies of a few databases and load each once. `None`: the file's.
+    /// A dataset already in memory, loaded from a copy of this file: answered from instead
+    /// of loading the file's. The tests start about 150 servers on copies of a few
+    /// databases and load each once. Only the generation is checked (a file whose
+    /// generation differs loads its own), so the caller vouches that the data is the
+    /// same. `None` (`postal serve`): the file's.
     pub dataset: Option<Dataset>,
 }
 

@@ -42,6 +42,7 @@ pub async fn start(
     std::thread::Builder::new()
         .name("postal-loader".into())
         .spawn(move || {
+            // (the index, whether it is the preloaded one)
             let index = pool
                 .get()
                 .map_err(anyhow::Error::from)
@@ -49,13 +50,18 @@ pub async fn start(
                     Some(shared)
                         if PostalIndex::generation(&conn)? == shared.loaded_generation() =>
                     {
-                        Ok(shared)
+                        Ok((shared, true))
                     }
-                    _ => PostalIndex::load(&conn).map(Arc::new),
+                    _ => PostalIndex::load(&conn).map(|index| (Arc::new(index), false)),
                 });
-            let shared = index.as_ref().ok().map(Arc::downgrade);
+            // A weak reference keeps the preloaded index's allocation (not its data), so
+            // no later index can come to the same address.
+            let shared = match &index {
+                Ok((index, true)) => Some(Arc::downgrade(index)),
+                _ => None,
+            };
             let slot = match index {
-                Ok(index) => Arc::new(RwLock::new(index)),
+                Ok((index, _)) => Arc::new(RwLock::new(index)),
                 Err(e) => {
                     let _ = first.send(Err(e));
                     return;
