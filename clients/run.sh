@@ -31,7 +31,7 @@ echo "== lint (redocly, config clients/redocly.yaml)"
 echo "== server on the sample data"
 # The binaries `cargo test` builds (its dev-dependencies change features of shared crates,
 # so a plain `cargo build` would compile the whole tree a second time beside them).
-cargo test --quiet --no-run
+cargo test --quiet --no-run --lib --bins --tests
 db="$work/postal.db"
 target/debug/postal-import --db "$db" "$shared/sample.zip" >/dev/null
 key=$(target/debug/postal --db "$db" account create --name clients |

@@ -30,7 +30,7 @@ fi
 
 # The binaries `cargo test` builds (its dev-dependencies change features of shared crates,
 # so a plain `cargo build` would compile the whole tree a second time beside them).
-cargo test --quiet --no-run
+cargo test --quiet --no-run --lib --bins --tests
 tmp=$(mktemp -d)
 server=
 cleanup() {
