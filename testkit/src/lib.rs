@@ -112,3 +112,15 @@ pub fn full_dataset(postal_import: &str) -> PathBuf {
         &[&geonames("countryInfo.txt"), &geonames("cities500.zip")],
     )
 }
+
+/// `tests/fixtures/tiny.txt`: 147 real US lines (90001 to 90299, Beverly Hills 90210
+/// among them), for servers whose tests only look up 90210 (the cluster's nodes, the money
+/// tests' `postal serve`).
+pub fn tiny() -> PathBuf {
+    fixture("tiny.txt")
+}
+
+/// [`tiny`] imported once per run: its database.
+pub fn tiny_dataset(postal_import: &str) -> PathBuf {
+    template::imported("tiny", postal_import, &[tiny()])
+}

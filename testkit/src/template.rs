@@ -94,6 +94,15 @@ pub fn import(name: &str, postal_import: &str, args: &[&Path], also: &[&Path]) -
     dir.join("postal.db")
 }
 
+/// `sources` imported by `postal-import` with the shared `countryInfo.txt` (the tests run
+/// offline, and a fixture has none beside it) into template `name`: its database.
+pub fn imported(name: &str, postal_import: &str, sources: &[PathBuf]) -> PathBuf {
+    let info = super::geonames("countryInfo.txt");
+    let mut args = vec![Path::new("--country-info"), &info];
+    args.extend(sources.iter().map(PathBuf::as_path));
+    import(name, postal_import, &args, &[])
+}
+
 /// The run of `postal-import` that made the template whose database is `db`.
 pub fn run_of(db: &Path) -> Run {
     let dir = db.parent().expect("a template's directory");

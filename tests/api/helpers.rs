@@ -12,30 +12,18 @@ use testkit::geonames;
 const POSTAL: &str = env!("CARGO_BIN_EXE_postal");
 const POSTAL_IMPORT: &str = env!("CARGO_BIN_EXE_postal-import");
 
-/// `--country-info` and the shared file.
-fn country_info() -> [PathBuf; 2] {
-    ["--country-info".into(), geonames("countryInfo.txt")]
-}
-
-/// A template database imported by `postal-import` from `sources` (with the shared
-/// `countryInfo.txt`), cached for the run (testkit::template).
-fn imported(name: &str, sources: &[PathBuf]) -> PathBuf {
-    let mut args = country_info().to_vec();
-    args.extend(sources.iter().cloned());
-    let args: Vec<&Path> = args.iter().map(PathBuf::as_path).collect();
-    testkit::template::import(name, POSTAL_IMPORT, &args, &[])
-}
-
-/// The sample (AD, CA, DE, GB, JP, LV, MD, MT, US) and hand-picked real lines of the
-/// countries it lacks (`extra-countries.txt`, the normalisation table).
 static SAMPLE: OnceLock<PathBuf> = OnceLock::new();
 static FULL: OnceLock<PathBuf> = OnceLock::new();
 static CITIES: OnceLock<PathBuf> = OnceLock::new();
 
+/// The sample (AD, CA, DE, GB, JP, LV, MD, MT, US) and hand-picked real lines of the
+/// countries it lacks (`extra-countries.txt`, the normalisation table), imported once per
+/// run (testkit::template).
 pub fn template() -> &'static Path {
     SAMPLE.get_or_init(|| {
-        imported(
+        testkit::template::imported(
             "api-sample",
+            POSTAL_IMPORT,
             &[
                 geonames("sample.zip"),
                 testkit::fixture("extra-countries.txt"),
@@ -55,8 +43,9 @@ pub fn full_template() -> &'static Path {
 /// tests keep the sample's counts.
 fn city_template() -> &'static Path {
     CITIES.get_or_init(|| {
-        imported(
+        testkit::template::imported(
             "api-cities",
+            POSTAL_IMPORT,
             &[
                 geonames("sample.zip"),
                 testkit::fixture("extra-countries.txt"),

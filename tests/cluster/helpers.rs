@@ -24,23 +24,11 @@ pub fn one_at_a_time() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// What every node serves: `tests/fixtures/tiny.txt` (147 real US lines, 90210 among
-/// them; the nodes only ever look up 90210), imported once per run.
-pub fn dataset_source() -> PathBuf {
-    testkit::fixture("tiny.txt")
-}
-
+/// What every node serves: `tests/fixtures/tiny.txt` (the nodes only ever look up 90210),
+/// imported once per run.
 fn template() -> &'static Path {
     static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
-    TEMPLATE.get_or_init(|| {
-        let (info, source) = (testkit::geonames("countryInfo.txt"), dataset_source());
-        testkit::template::import(
-            "tiny",
-            env!("CARGO_BIN_EXE_postal-import"),
-            &[Path::new("--country-info"), &info, &source],
-            &[],
-        )
-    })
+    TEMPLATE.get_or_init(|| testkit::tiny_dataset(env!("CARGO_BIN_EXE_postal-import")))
 }
 
 /// The result of one run of the `postal` binary.

@@ -199,7 +199,7 @@ fn sigterm_of_a_node_under_load_hands_back_its_grants_and_flushes_every_answer()
     assert!(ready["cluster"]["flushes"].as_u64() >= Some(1), "{ready}");
     assert_eq!(ready["cluster"]["flushFailures"], 0, "{ready}");
     // The dataset: the SHA-256 of the file every node's copy was imported from.
-    let source = crate::helpers::dataset_source();
+    let source = testkit::tiny();
     let sha256 = hex::encode(sha2::Sha256::digest(std::fs::read(source).unwrap()));
     for node in &nodes {
         assert_eq!(node.readyz().1["cluster"]["datasetSha256"], sha256.as_str());

@@ -174,20 +174,11 @@ impl TestDb {
     }
 }
 
-/// The postal data of `postal serve` here: `tests/fixtures/tiny.txt` (147 real US lines,
-/// 90210 among them; these tests only look up 90210), imported once per run.
+/// The postal data of `postal serve` here: `tests/fixtures/tiny.txt` (these tests only
+/// look up 90210), imported once per run.
 fn postal_template() -> &'static std::path::Path {
     static TEMPLATE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    TEMPLATE.get_or_init(|| {
-        let info = testkit::geonames("countryInfo.txt");
-        let source = testkit::fixture("tiny.txt");
-        testkit::template::import(
-            "tiny",
-            env!("CARGO_BIN_EXE_postal-import"),
-            &[std::path::Path::new("--country-info"), &info, &source],
-            &[],
-        )
-    })
+    TEMPLATE.get_or_init(|| testkit::tiny_dataset(env!("CARGO_BIN_EXE_postal-import")))
 }
 
 impl TestDb {
