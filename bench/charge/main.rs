@@ -1,5 +1,5 @@
 //! Benchmark of the books in memory (`billing`): charges per second decided by
-//! concurrent threads (1 account, 1,000 accounts), in write-behind and durable mode, what
+//! concurrent tasks, each on a worker thread of its own (1 account, 1,000 accounts), in write-behind and durable mode, what
 //! the flushes cost, and what a CLI command's announcement to the server costs (the
 //! price of "a change holds from the next request").
 //!
@@ -23,7 +23,7 @@ struct Args {
     /// Seconds per scenario.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
-    /// Threads charging at once.
+    /// Tasks charging at once (one worker thread each).
     #[arg(long, default_value_t = 2)]
     threads: usize,
     /// Accounts in the second scenario.
@@ -87,8 +87,9 @@ fn make_accounts(path: &Path, count: usize) -> anyhow::Result<Vec<Caller>> {
         .collect()
 }
 
-/// Each thread charges 1 query in a loop, round robin over `accounts`; in durable mode
-/// each waits for its commit, as a request would.
+/// Each of `threads` tasks (on a runtime of as many worker threads, as `postal serve`
+/// charges) charges 1 query in a loop, round robin over `accounts`; in durable mode each
+/// waits for its commit, as a request would.
 fn run(
     billing: &Billing,
     accounts: &[Caller],
@@ -99,6 +100,11 @@ fn run(
     let stop = Arc::new(AtomicBool::new(false));
     let accounts: Arc<Vec<Caller>> = Arc::new(accounts.to_vec());
     let durable = billing.options().durable;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_time()
+        .build()
+        .expect("a runtime");
     let started = Instant::now();
     let workers: Vec<_> = (0..threads)
         .map(|t| {
@@ -108,13 +114,13 @@ fn run(
                 stop.clone(),
                 accounts.clone(),
             );
-            std::thread::spawn(move || {
+            runtime.spawn(async move {
                 let mut i = t;
                 while !stop.load(Ordering::Relaxed) {
                     let caller = accounts[i % accounts.len()];
                     i += 1;
-                    if let Ok(charged) = billing.charge(caller, 1, Endpoint::Lookup) {
-                        if durable && billing.committed_blocking(&charged).is_err() {
+                    if let Ok(charged) = billing.charge(caller, 1, Endpoint::Lookup).await {
+                        if durable && billing.committed(&charged).await.is_err() {
                             continue;
                         }
                         done.fetch_add(1, Ordering::Relaxed);
@@ -125,9 +131,11 @@ fn run(
         .collect();
     std::thread::sleep(duration);
     stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        let _ = w.join();
-    }
+    runtime.block_on(async {
+        for w in workers {
+            let _ = w.await;
+        }
+    });
     (done.load(Ordering::Relaxed), started.elapsed())
 }
 

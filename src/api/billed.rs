@@ -119,14 +119,10 @@ impl State {
         let answer = timings.processing_async(O::work(self, parsed)).await?;
         let t = Instant::now();
         let charged = match &claimed {
-            None => {
-                self.billing
-                    .charge_async(caller, queries, O::ENDPOINT)
-                    .await
-            }
+            None => self.billing.charge(caller, queries, O::ENDPOINT).await,
             Some(claimed) => {
                 self.billing
-                    .charge_held_async(caller, queries, O::ENDPOINT, claimed)
+                    .charge_held(caller, queries, O::ENDPOINT, claimed)
                     .await
             }
         }

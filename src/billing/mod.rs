@@ -304,85 +304,31 @@ impl Billing {
     }
 
     /// Decides and applies the charge of `queries` of `endpoint` in memory; it is
-    /// written by the next flush (`Charged::flush`).
-    pub fn charge(
+    /// written by the next flush (`Charged::flush`). When the node's grant is short it
+    /// waits for the ledger without blocking the worker.
+    pub async fn charge(
         &self,
         caller: Caller,
         queries: u64,
         endpoint: Endpoint,
     ) -> Result<Charged, BillingError> {
-        self.decide(caller, queries, endpoint, None)
+        self.decide(caller, queries, endpoint, None).await
     }
 
     /// As `charge`, for the request that claimed `key`: the charge is decided at once
     /// (balance and windows) but held on the key, and written with the answer
     /// (`ClaimedKey::answer`), or alone if the request ends without one.
-    pub fn charge_held(
+    pub async fn charge_held(
         &self,
         caller: Caller,
         queries: u64,
         endpoint: Endpoint,
         key: &ClaimedKey,
     ) -> Result<Charged, BillingError> {
-        self.decide(caller, queries, endpoint, Some(key))
+        self.decide(caller, queries, endpoint, Some(key)).await
     }
 
-    fn decide(
-        &self,
-        caller: Caller,
-        queries: u64,
-        endpoint: Endpoint,
-        hold_on: Option<&ClaimedKey>,
-    ) -> Result<Charged, BillingError> {
-        let mut asking = Asking::new();
-        loop {
-            match self.try_decide(caller, queries, endpoint, hold_on) {
-                Ok(verdict) => return verdict,
-                Err(ask) => {
-                    // Not on an async worker (`charge_async` is): blocking is fine.
-                    let answer = self
-                        .ask_for_grant(caller.account_id, ask)
-                        .and_then(|reply| {
-                            reply
-                                .blocking_recv()
-                                .map_err(|_| "billing stopped".to_string())?
-                        });
-                    if let Some(verdict) = asking.after(answer) {
-                        self.count(&verdict);
-                        return verdict;
-                    }
-                    if asking.recall_wait {
-                        std::thread::sleep(lease::RECALL_WAIT);
-                    }
-                }
-            }
-        }
-    }
-
-    /// As `charge`, on an async worker: when the node's grant is short it waits for the
-    /// ledger without blocking the worker.
-    pub async fn charge_async(
-        &self,
-        caller: Caller,
-        queries: u64,
-        endpoint: Endpoint,
-    ) -> Result<Charged, BillingError> {
-        self.decide_async(caller, queries, endpoint, None).await
-    }
-
-    /// As `charge_held`, on an async worker.
-    pub async fn charge_held_async(
-        &self,
-        caller: Caller,
-        queries: u64,
-        endpoint: Endpoint,
-        key: &ClaimedKey,
-    ) -> Result<Charged, BillingError> {
-        self.decide_async(caller, queries, endpoint, Some(key))
-            .await
-    }
-
-    async fn decide_async(
+    async fn decide(
         &self,
         caller: Caller,
         queries: u64,
@@ -650,14 +596,6 @@ impl Billing {
         }
         let why = reached.failing.clone().unwrap_or_default();
         Err(BillingError::Unavailable(why))
-    }
-
-    /// As `committed`, blocking the thread (tests, benchmarks).
-    pub fn committed_blocking(&self, charged: &Charged) -> Result<(), BillingError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .map_err(|e| BillingError::Unavailable(e.to_string()))?;
-        runtime.block_on(self.committed(charged))
     }
 
     /// Balance and windows as they stand, charging nothing (the free operations).

@@ -2,7 +2,6 @@
 //! all-or-nothing batches, the flush (deltas, one row per account and endpoint), window
 //! counters across restarts, CLI changes held from the next charge, the serve lock.
 
-use std::thread;
 use std::time::Duration;
 
 use postal::billing::{BillingError, BillingOptions};
@@ -18,8 +17,8 @@ fn refused(e: &BillingError) -> Refusal {
     }
 }
 
-#[test]
-fn two_hundred_threads_on_an_account_worth_fifty_queries_get_exactly_fifty_charges() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn two_hundred_tasks_on_an_account_worth_fifty_queries_get_exactly_fifty_charges() {
     for durable in [false, true] {
         let db = TestDb::new();
         let account = db.account_worth(50);
@@ -28,19 +27,22 @@ fn two_hundred_threads_on_an_account_worth_fifty_queries_get_exactly_fifty_charg
             durable,
             ..BillingOptions::default()
         });
-        let threads: Vec<_> = (0..200)
+        let tasks: Vec<_> = (0..200)
             .map(|_| {
                 let billing = billing.clone();
-                thread::spawn(move || {
-                    let charged = billing.charge(caller, 1, Endpoint::Lookup)?;
+                tokio::spawn(async move {
+                    let charged = billing.charge(caller, 1, Endpoint::Lookup).await?;
                     if durable {
-                        billing.committed_blocking(&charged)?;
+                        billing.committed(&charged).await?;
                     }
                     Ok::<_, BillingError>(charged)
                 })
             })
             .collect();
-        let outcomes: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
         billing.shutdown();
 
         let charged: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
@@ -61,24 +63,27 @@ fn two_hundred_threads_on_an_account_worth_fifty_queries_get_exactly_fifty_charg
     }
 }
 
-#[test]
-fn racing_bulk_batches_are_charged_whole_or_not_at_all() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn racing_bulk_batches_are_charged_whole_or_not_at_all() {
     let db = TestDb::new();
     let account = db.account_worth(50);
     let caller = db.caller(&account.api_key).unwrap();
     let billing = db.billing();
-    let threads: Vec<_> = (0..40)
+    let tasks: Vec<_> = (0..40)
         .map(|_| {
             let billing = billing.clone();
-            thread::spawn(move || billing.charge(caller, 3, Endpoint::ValidateBulk).is_ok())
+            tokio::spawn(async move {
+                billing
+                    .charge(caller, 3, Endpoint::ValidateBulk)
+                    .await
+                    .is_ok()
+            })
         })
         .collect();
-    let accepted = threads
-        .into_iter()
-        .filter(|_| true)
-        .map(|t| t.join().unwrap())
-        .filter(|ok| *ok)
-        .count();
+    let mut accepted = 0;
+    for task in tasks {
+        accepted += usize::from(task.await.unwrap());
+    }
     billing.shutdown();
     assert_eq!(accepted, 16); // 48 of the 50 queries; 2 left cannot take a batch of 3
     assert_eq!(db.balance(&account.account_id).get(), 2 * 28);
@@ -86,8 +91,8 @@ fn racing_bulk_batches_are_charged_whole_or_not_at_all() {
     db.assert_ledger_ok();
 }
 
-#[test]
-fn a_flush_writes_one_ledger_row_per_account_and_endpoint() {
+#[tokio::test]
+async fn a_flush_writes_one_ledger_row_per_account_and_endpoint() {
     let db = TestDb::new();
     let first = db.create_account();
     let second = db.create_account();
@@ -100,9 +105,9 @@ fn a_flush_writes_one_ledger_row_per_account_and_endpoint() {
     });
     let entries = db.ledger_entries();
     for _ in 0..5 {
-        billing.charge(a, 1, Endpoint::Lookup).unwrap();
-        billing.charge(a, 2, Endpoint::ValidateBulk).unwrap();
-        billing.charge(b, 1, Endpoint::Lookup).unwrap();
+        billing.charge(a, 1, Endpoint::Lookup).await.unwrap();
+        billing.charge(a, 2, Endpoint::ValidateBulk).await.unwrap();
+        billing.charge(b, 1, Endpoint::Lookup).await.unwrap();
     }
     // Nothing is written before the flush.
     assert_eq!(db.ledger_entries(), entries);
@@ -130,28 +135,35 @@ fn a_flush_writes_one_ledger_row_per_account_and_endpoint() {
     db.assert_ledger_ok();
 }
 
-#[test]
-fn window_counters_survive_a_restart() {
+#[tokio::test]
+async fn window_counters_survive_a_restart() {
     let db = TestDb::new();
     let account = db.create_account();
     let caller = db.caller(&account.api_key).unwrap();
     db.postal(&["account", "limits", &account.account_id, "--per-day", "100"]);
     let billing = db.billing();
-    billing.charge(caller, 60, Endpoint::ValidateBulk).unwrap();
+    billing
+        .charge(caller, 60, Endpoint::ValidateBulk)
+        .await
+        .unwrap();
     billing.shutdown();
     drop(billing);
 
     let billing = db.billing();
     let over = billing
         .charge(caller, 41, Endpoint::ValidateBulk)
+        .await
         .unwrap_err();
     assert!(matches!(refused(&over), Refusal::RateLimited { .. }));
-    let charged = billing.charge(caller, 40, Endpoint::ValidateBulk).unwrap();
+    let charged = billing
+        .charge(caller, 40, Endpoint::ValidateBulk)
+        .await
+        .unwrap();
     assert_eq!(charged.rate.per_day.current, Some(100));
 }
 
-#[test]
-fn cli_changes_hold_from_the_next_charge_and_flushes_never_overwrite_them() {
+#[tokio::test]
+async fn cli_changes_hold_from_the_next_charge_and_flushes_never_overwrite_them() {
     let db = TestDb::new();
     let account = db.account_worth(3);
     let caller = db.caller(&account.api_key).unwrap();
@@ -161,11 +173,14 @@ fn cli_changes_hold_from_the_next_charge_and_flushes_never_overwrite_them() {
     });
     // What `postal serve` runs beside its books: CLI commands announce their commits.
     let listener = postal::billing::notify::Listener::start(&db.path, billing.clone()).unwrap();
-    billing.charge(caller, 2, Endpoint::ValidateBulk).unwrap();
+    billing
+        .charge(caller, 2, Endpoint::ValidateBulk)
+        .await
+        .unwrap();
     // Charged in memory, not flushed; the CLI tops up the stored balance meanwhile.
     let run = db.postal(&["account", "topup", &account.account_id, "--usd", "5"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let charged = billing.charge(caller, 1, Endpoint::Lookup).unwrap();
+    let charged = billing.charge(caller, 1, Endpoint::Lookup).await.unwrap();
     assert_eq!(charged.balance.get(), 5_000_000 + 3 * 28 - 3 * 28);
     let run = db.postal(&[
         "account",
@@ -175,11 +190,17 @@ fn cli_changes_hold_from_the_next_charge_and_flushes_never_overwrite_them() {
         "3",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let over = billing.charge(caller, 1, Endpoint::Lookup).unwrap_err();
+    let over = billing
+        .charge(caller, 1, Endpoint::Lookup)
+        .await
+        .unwrap_err();
     assert!(matches!(refused(&over), Refusal::RateLimited { .. }));
     let run = db.postal(&["key", "revoke", &account.key_id]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let revoked = billing.charge(caller, 1, Endpoint::Lookup).unwrap_err();
+    let revoked = billing
+        .charge(caller, 1, Endpoint::Lookup)
+        .await
+        .unwrap_err();
     assert_eq!(refused(&revoked), Refusal::InvalidKey);
     drop(listener);
     billing.shutdown();
@@ -203,19 +224,19 @@ fn a_second_server_on_the_same_file_is_refused() {
     db.billing().shutdown();
 }
 
-#[test]
-fn after_shutdown_charges_are_refused_and_earlier_ones_are_in_the_ledger() {
+#[tokio::test]
+async fn after_shutdown_charges_are_refused_and_earlier_ones_are_in_the_ledger() {
     let db = TestDb::new();
     let account = db.create_account();
     let caller = db.caller(&account.api_key).unwrap();
     let billing = db.billing();
     for _ in 0..20 {
-        billing.charge(caller, 1, Endpoint::Lookup).unwrap();
+        billing.charge(caller, 1, Endpoint::Lookup).await.unwrap();
     }
     billing.shutdown();
     billing.shutdown();
     assert!(matches!(
-        billing.charge(caller, 1, Endpoint::Lookup),
+        billing.charge(caller, 1, Endpoint::Lookup).await,
         Err(BillingError::Unavailable(_))
     ));
     assert_eq!(db.charged_queries(), 20);

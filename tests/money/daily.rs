@@ -9,7 +9,12 @@ use crate::helpers::{TestAccount, TestDb};
 fn charge(db: &TestDb, account: &TestAccount, endpoint: Endpoint, queries: u64) {
     let caller = db.caller(&account.api_key).unwrap();
     let billing = db.billing();
-    billing.charge(caller, queries, endpoint).unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(billing.charge(caller, queries, endpoint))
+        .unwrap();
     billing.shutdown();
 }
 
