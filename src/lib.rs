@@ -21,11 +21,11 @@
 //!    search, suggestions, geography); the file is not read on a request.
 //! 5. **bill**: `billing` charges the account in memory, exactly, and a writer thread
 //!    commits the charges behind (deltas, one ledger row per account and endpoint per
-//!    flush; `billing::store`, SQL in `db::ledger`). Nothing is charged for an error. The
+//!    flush; `billing::store`, SQL in `db::sqlite::ledger`). Nothing is charged for an error. The
 //!    order of steps 2-6 lives once, in `api::billed`. The bulk operations add one step
 //!    there (`api::once`): with an `Idempotency-Key`, a retry replays the stored answer,
 //!    uncharged; the first answer is stored in the flush that writes its charge
-//!    (`billing::answers`, SQL in `db::idempotency`).
+//!    (`billing::answers`, SQL in `db::sqlite::idempotency`).
 //! 6. **respond**: `api` maps the result and the envelope (balance, performance,
 //!    rateLimit) to JSON; every error leaves through one `ApiError`. On the way out,
 //!    `api::server::gzip` compresses any answer over 1 KiB for a client that accepts gzip.
@@ -38,16 +38,21 @@
 //! ```
 //!
 //! - [`domain`]: the rules, no I/O: country codes, postal-code normalisation, text
-//!   folding, money, rate-limit windows, API keys.
-//! - [`db`]: tables and SQL (connections, pragmas, migrations, dataset tables, accounts,
-//!   keys, ledger, reports, copies of the file); the only code with SQL strings, cluster
-//!   mode's PostgreSQL ledger included (`db::pg`: schema, grants, numbered flushes, admin).
+//!   folding, money, rate-limit windows, API keys, admin changes, a cluster flush's
+//!   settlement.
+//! - [`db`]: tables and SQL (connections, pragmas, migrations, dataset tables, copies of
+//!   the file); the only code with SQL strings. The account side (accounts, keys, ledger,
+//!   reports, idempotent answers) is written once per dialect, twins file for file:
+//!   `db::sqlite` (the file) and `db::pg` (cluster mode's PostgreSQL ledger, which adds
+//!   grants, numbered flushes and the nodes' confirmation of a change); what both take and
+//!   answer is `db::admin`'s and `db::rows`'.
 //! - [`index`]: the read models in memory (postal codes, place names, geography), built
 //!   from the rows `db` reads, and the loader thread that builds, swaps and frees them.
 //! - [`billing`]: the books in memory, their writer thread, the `ChargeStore` trait and
 //!   its stores (the SQLite file; `billing::pg`, cluster mode's PostgreSQL ledger, which
 //!   leases each node grants: docs/cluster.md), the serve lock, the CLI-to-server
-//!   notifier (changes and flush requests).
+//!   notifier (changes and flush requests), and the one admin interface over the file and
+//!   the ledger (`billing::admin`, whose rules are `domain::admin`'s).
 //! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt, the
 //!   gazetteer) and their sources (file, zip, directory, URL), the diff of an import
 //!   against the live data (changes, retired codes, the shrink guard) and the operator's

@@ -1,12 +1,14 @@
 //! Property tests (proptest) of the domain rules: money prints and parses back exactly,
 //! normalisation is idempotent and ignores case and separators, rate-limit windows count
-//! and refuse as a plain model of fixed UTC windows does.
+//! and refuse as a plain model of fixed UTC windows does; a cluster flush's settlement
+//! (`domain::grant::settle`) only moves money.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use postal::domain::CountryCode;
 use postal::domain::country::ISO_CODES;
+use postal::domain::grant::{Locked, settle};
 use postal::domain::money::Micros;
 use postal::domain::postal_code::{PostalQuery, compact, shape};
 use postal::domain::rate_limit::{Counters, Limits, Window};
@@ -190,6 +192,71 @@ proptest! {
                     prop_assert!(counters.current(w, time) <= limit);
                 }
             }
+        }
+    }
+}
+
+/// Up to four accounts as a flush locks them: `own <= leased <= balance`.
+fn any_locked() -> impl Strategy<Value = BTreeMap<i64, Locked>> {
+    proptest::collection::btree_map(
+        1i64..=4,
+        (0i64..=100_000, 0u32..=100, 0u32..=100).prop_map(|(balance, leased, own)| {
+            let leased = balance * i64::from(leased) / 100;
+            let own = leased * i64::from(own) / 100;
+            let m = |v: i64| Micros::new(v).expect("in range");
+            Locked {
+                balance: m(balance),
+                leased: m(leased),
+                own: m(own),
+            }
+        }),
+        0..=4,
+    )
+}
+
+/// Amounts of accounts 1 to 5 (5 is never locked: a missing account).
+fn any_amounts() -> impl Strategy<Value = Vec<(i64, Micros)>> {
+    proptest::collection::vec(
+        (1i64..=5, 0i64..=20_000).prop_map(|(id, v)| (id, Micros::new(v).expect("in range"))),
+        0..=12,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn a_settlement_only_moves_money(
+        locked in any_locked(),
+        charges in any_amounts(),
+        returns in any_amounts(),
+        topups in any_amounts(),
+    ) {
+        let settled = settle(locked.clone(), &charges, &returns, &topups);
+        prop_assert_eq!(settled.charges.len(), charges.len());
+        let mut taken: HashMap<i64, i64> = HashMap::new();
+        for (&(id, wanted), result) in charges.iter().zip(&settled.charges) {
+            match result {
+                None => prop_assert!(!locked.contains_key(&id)),
+                Some(t) => {
+                    prop_assert_eq!(t.wanted, wanted);
+                    prop_assert!(Micros::ZERO <= t.taken && t.taken <= wanted);
+                    *taken.entry(id).or_default() += t.taken.get();
+                }
+            }
+        }
+        prop_assert_eq!(settled.accounts.len(), locked.len());
+        for (id, before) in &locked {
+            let after = settled.accounts[id];
+            // A balance goes down by exactly what its charges took.
+            prop_assert_eq!(
+                before.balance.get() - after.balance.get(),
+                taken.get(id).copied().unwrap_or(0)
+            );
+            prop_assert!(Micros::ZERO <= after.own);
+            prop_assert!(after.own <= after.leased && after.leased <= after.balance);
+            // Other nodes' grants are untouched.
+            prop_assert_eq!(after.elsewhere(), before.elsewhere());
         }
     }
 }

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context;
 use clap::Parser;
 use postal::billing::{Billing, BillingOptions, Caller, notify};
-use postal::db::{self, accounts, keys};
+use postal::db::{self, sqlite::accounts, sqlite::keys};
+use postal::domain::admin::BalanceChange;
 use postal::domain::api_key::hash_presented_key;
 use postal::domain::charge::Endpoint;
 use postal::domain::money::Micros;
@@ -73,11 +74,11 @@ fn main() -> anyhow::Result<()> {
 fn make_accounts(path: &Path, count: usize) -> anyhow::Result<Vec<Caller>> {
     let mut conn = db::open(path)?;
     let now = SystemTime::now();
-    let thousand = Micros::parse_usd("1000")?;
+    let thousand = BalanceChange::topup(Micros::parse_usd("1000")?)?;
     (0..count)
         .map(|_| {
             let account = accounts::create_account(&mut conn, None, now)?;
-            accounts::topup(&mut conn, &account.account_id, thousand, now)?;
+            accounts::change_balance(&mut conn, &account.account_id, &thousand, now)?;
             let hash = hash_presented_key(account.api_key.expose());
             keys::load_active(&conn)?
                 .into_iter()
@@ -143,12 +144,12 @@ fn run(
 fn announce_cost(path: &Path, callers: &[Caller]) -> anyhow::Result<()> {
     let mut conn = db::open(path)?;
     let account = accounts::create_account(&mut conn, None, SystemTime::now())?;
-    let five = Micros::parse_usd("5")?;
+    let five = BalanceChange::topup(Micros::parse_usd("5")?)?;
     let time_topups = |conn: &mut rusqlite::Connection| -> anyhow::Result<f64> {
         let mut times: Vec<f64> = (0..50)
             .map(|_| {
                 let t = Instant::now();
-                accounts::topup(conn, &account.account_id, five, SystemTime::now())?;
+                accounts::change_balance(conn, &account.account_id, &five, SystemTime::now())?;
                 notify::announce(conn);
                 Ok(t.elapsed().as_secs_f64() * 1000.0)
             })

@@ -10,13 +10,13 @@
 //!
 //! Memory holds every key answered in the last 24 hours without its body, and a body only
 //! until the flush that writes it commits; a replay of an older answer reads its body
-//! from the file (`db::idempotency::body`).
+//! from the file (`db::sqlite::idempotency::body`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::db::idempotency::{AnswerIndex, StoredAnswer};
+use crate::db::rows::{AnswerIndex, StoredAnswer};
 use crate::domain::charge::Endpoint;
 use crate::domain::idempotency::{Fingerprint, IdempotencyKey, replayable};
 use crate::domain::money::Micros;
@@ -99,7 +99,7 @@ enum Stage {
 }
 
 impl Answers {
-    /// The keys answered in the file (`db::idempotency::load_index`).
+    /// The keys answered in the file (`db::sqlite::idempotency::load_index`).
     pub(super) fn from_index(index: Vec<AnswerIndex>) -> Answers {
         let entries = index
             .into_iter()

@@ -30,6 +30,7 @@
 //!   with the answer, so one commit writes both: a stored answer never stands for a
 //!   charge that is not in the file, nor a charge for an answer a retry cannot replay.
 
+pub mod admin;
 pub mod answers;
 mod books;
 mod lease;

@@ -10,7 +10,8 @@ use anyhow::Context;
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::store::{AnswerIndex, Applied, Batch, ChargeStore, Grant, Snapshot};
-use crate::db::{self, accounts, idempotency, keys, ledger};
+use crate::db;
+use crate::db::sqlite::{accounts, idempotency, keys, ledger};
 use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;
 

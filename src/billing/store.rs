@@ -8,10 +8,9 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-pub use crate::db::idempotency::{AnswerIndex, Holder, KeyClaim, ReleasedClaim, StoredAnswer};
-use crate::db::keys::ActiveKey;
-pub use crate::db::ledger::ChargeRow;
 pub use crate::db::pg::windows::{SliceAsk, SliceHeld, WindowKey, WindowQueries};
+use crate::db::rows::ActiveKey;
+pub use crate::db::rows::{AnswerIndex, ChargeRow, Holder, KeyClaim, ReleasedClaim, StoredAnswer};
 use crate::domain::charge::AccountState;
 use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;

@@ -25,7 +25,7 @@ const PURGE_GRACE: Duration = Duration::from_secs(60);
 const SLOW_FLUSH: Duration = Duration::from_millis(100);
 
 /// Forgets the idempotency keys no longer replayable and deletes their answers from the
-/// file (at most `db::idempotency::PURGE_ROWS`); how long until the next purge: at once
+/// file (at most `db::sqlite::idempotency::PURGE_ROWS`); how long until the next purge: at once
 /// when that bound was reached.
 fn purge_answers(store: &mut dyn ChargeStore, shared: &Shared) -> Duration {
     let now = SystemTime::now();
@@ -34,7 +34,7 @@ fn purge_answers(store: &mut dyn ChargeStore, shared: &Shared) -> Duration {
         .checked_sub(ANSWER_TTL + PURGE_GRACE)
         .unwrap_or(SystemTime::UNIX_EPOCH);
     match store.purge_answers(before) {
-        Ok(deleted) if deleted >= crate::db::idempotency::PURGE_ROWS => Duration::ZERO,
+        Ok(deleted) if deleted >= crate::db::sqlite::idempotency::PURGE_ROWS => Duration::ZERO,
         Ok(_) => PURGE_EVERY,
         Err(e) => {
             tracing::error!("deleting expired idempotent answers: {e:#}");

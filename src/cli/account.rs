@@ -7,10 +7,11 @@ use clap::Subcommand;
 use serde::Serialize;
 use serde_json::Number;
 
-use postal::db::accounts::LimitsChange;
+use postal::db::admin::AccountError;
+use postal::domain::admin::{BalanceChange, LimitsChange};
 use postal::domain::money::Micros;
 
-use super::{RateLimits, Verdict, admin, now_unix, print};
+use super::{RateLimits, Verdict, cluster, now_unix, print};
 
 #[derive(Subcommand)]
 pub(super) enum AccountCommand {
@@ -112,7 +113,7 @@ pub(super) fn run(
     command: AccountCommand,
 ) -> anyhow::Result<Verdict> {
     let now = SystemTime::now();
-    admin::run(db_path, ledger, async |admin| {
+    cluster::admin(db_path, ledger, async |admin| {
         match command {
             AccountCommand::Create { name } => {
                 let created = admin.create_account(name.as_deref(), now).await?;
@@ -159,7 +160,8 @@ pub(super) fn run(
             }
             AccountCommand::Topup { account_id, usd } => {
                 let amount = Micros::parse_usd(&usd)?;
-                let balance = admin.topup(&account_id, amount, now).await?;
+                let topup = BalanceChange::topup(amount).map_err(AccountError::from)?;
+                let balance = admin.change_balance(&account_id, &topup, now).await?;
                 print(&Balance {
                     account_id,
                     balance: balance.to_json_number(),
@@ -171,7 +173,9 @@ pub(super) fn run(
                 reason,
             } => {
                 let amount = Micros::parse_usd(&usd)?;
-                let balance = admin.adjust(&account_id, amount, &reason, now).await?;
+                let adjustment =
+                    BalanceChange::adjustment(amount, &reason).map_err(AccountError::from)?;
+                let balance = admin.change_balance(&account_id, &adjustment, now).await?;
                 print(&Balance {
                     account_id,
                     balance: balance.to_json_number(),
@@ -185,15 +189,9 @@ pub(super) fn run(
                 off,
             } => {
                 let change = if off {
-                    LimitsChange::Off
-                } else if per_minute.is_none() && per_hour.is_none() && per_day.is_none() {
-                    LimitsChange::Keep
+                    LimitsChange::OFF
                 } else {
-                    LimitsChange::Set {
-                        per_minute,
-                        per_hour,
-                        per_day,
-                    }
+                    LimitsChange::set(per_minute, per_hour, per_day).map_err(AccountError::from)?
                 };
                 let limits = admin.set_limits(&account_id, change).await?;
                 print(&RateLimits::from(limits))?;

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use postal::billing::{ServeLock, lock, notify};
 use postal::db::backup::{self, Journal};
-use postal::db::{SCHEMA_VERSION, ledger};
+use postal::db::{SCHEMA_VERSION, sqlite};
 
 use super::{BadInput, Verdict, print, usd_or_raw};
 
@@ -212,7 +212,7 @@ pub(super) fn restore(db_path: &Path, args: RestoreArgs) -> anyhow::Result<Verdi
         ))
         .into());
     }
-    let report = ledger::verify_ledger(&mut copy)?;
+    let report = sqlite::ledger::verify(&mut copy)?;
     if !report.mismatches.is_empty() {
         let shown: Vec<String> = report
             .mismatches

@@ -1,17 +1,31 @@
-//! What the admin commands share in cluster mode (`--ledger URL`, docs/cluster.md): a
-//! connection to the PostgreSQL ledger on a runtime of the command's own, and the wait
-//! after a change until every live node holds it (the cluster's "from the next request").
+//! Where the admin commands run: a runtime of the command's own, and the file or (with
+//! `--ledger URL`, docs/cluster.md) a connection to a cluster's PostgreSQL ledger, behind
+//! the one admin interface (`billing::admin::Admin`).
 
 use std::future::Future;
-use std::time::Duration;
+use std::path::Path;
 
 use anyhow::Context;
 use tokio_postgres::Client;
 
-use postal::db::pg;
+use postal::billing::admin::Admin;
+use postal::db::{self, pg};
 
-/// How long a command waits for the nodes to acknowledge its change.
-const CONFIRM_WAIT: Duration = Duration::from_secs(10);
+/// Runs `work` on the file at `db`, or with `ledger` on the cluster's ledger (connected,
+/// schema migrated).
+pub(super) fn admin<T>(
+    db: &Path,
+    ledger: Option<&str>,
+    work: impl AsyncFnOnce(&mut Admin) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    block_on(async {
+        let mut admin = match ledger {
+            Some(url) => Admin::Ledger(connect(url).await?),
+            None => Admin::File(db::open(db)?),
+        };
+        work(&mut admin).await
+    })
+}
 
 /// Runs a command's work against the ledger at `url` (connected, schema migrated).
 pub(super) fn run<T>(
@@ -35,16 +49,4 @@ pub(super) fn block_on<T>(work: impl Future<Output = anyhow::Result<T>>) -> anyh
         .build()
         .context("starting a runtime")?
         .block_on(work)
-}
-
-/// Waits until every live node holds `version`; warns about the ones that did not.
-pub(super) async fn announce(client: &Client, version: i64) -> anyhow::Result<()> {
-    let laggards = pg::admin::wait_for_nodes(client, version, CONFIRM_WAIT).await?;
-    if !laggards.is_empty() {
-        eprintln!(
-            "warning: nodes {laggards:?} did not confirm the change within {CONFIRM_WAIT:?}; \
-             it holds there after their next read of the ledger"
-        );
-    }
-    Ok(())
 }

@@ -6,10 +6,11 @@ use std::time::SystemTime;
 use clap::Subcommand;
 use serde::Serialize;
 
+use postal::db::admin::AccountError;
 use postal::domain::api_key::{DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
 use postal::domain::origin::OriginPattern;
 
-use super::{Verdict, admin, print};
+use super::{Verdict, cluster, print};
 
 #[derive(Subcommand)]
 pub(super) enum KeyCommand {
@@ -115,7 +116,7 @@ pub(super) fn run(
     command: KeyCommand,
 ) -> anyhow::Result<Verdict> {
     let now = SystemTime::now();
-    admin::run(db_path, ledger, async |admin| {
+    cluster::admin(db_path, ledger, async |admin| {
         match command {
             KeyCommand::Create {
                 account_id,
@@ -123,10 +124,11 @@ pub(super) fn run(
                 origins,
                 per_ip_minute,
             } => {
-                let publishable = publishable.then(|| Publishable {
-                    origins,
-                    per_ip_minute: per_ip_minute.unwrap_or(DEFAULT_PER_IP_MINUTE),
-                });
+                let per_ip_minute = per_ip_minute.unwrap_or(DEFAULT_PER_IP_MINUTE);
+                let publishable = publishable
+                    .then(|| Publishable::new(origins, per_ip_minute))
+                    .transpose()
+                    .map_err(AccountError::from)?;
                 let key = admin
                     .create_key(&account_id, publishable.as_ref(), now)
                     .await?;

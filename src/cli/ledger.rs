@@ -7,8 +7,9 @@ use serde::Serialize;
 use serde_json::Number;
 
 use postal::billing::ServeLock;
-use postal::db::pg::admin;
-use postal::db::{self, ledger, reports};
+use postal::db::admin::LedgerReport;
+use postal::db::pg;
+use postal::db::{self, sqlite};
 use postal::domain::date::UtcDate;
 
 use super::{BadInput, Format, Verdict, cluster, print, print_csv, usd_or_raw};
@@ -120,15 +121,9 @@ fn show(
     format: Format,
 ) -> anyhow::Result<Verdict> {
     let since = since.map(UtcDate::start_unix);
-    let entries = match ledger {
-        Some(url) => cluster::run(url, async |client| {
-            Ok(admin::ledger_entries(client, &account_id, since).await?)
-        })?,
-        None => {
-            let mut conn = db::open(db_path)?;
-            reports::ledger_entries(&mut conn, &account_id, since)?
-        }
-    };
+    let entries = cluster::admin(db_path, ledger, async |admin| {
+        Ok(admin.ledger_entries(&account_id, since).await?)
+    })?;
     match format {
         Format::Json => print(&Shown {
             account_id,
@@ -173,12 +168,12 @@ fn show(
 
 fn verify(db_path: &Path) -> anyhow::Result<Verdict> {
     let mut conn = db::open(db_path)?;
-    let report = ledger::verify_ledger(&mut conn)?;
+    let report = sqlite::ledger::verify(&mut conn)?;
     print_verified(report, Vec::new())
 }
 
 fn verify_cluster(url: &str) -> anyhow::Result<Verdict> {
-    let (report, leases) = cluster::run(url, async |client| admin::verify(client).await)?;
+    let (report, leases) = cluster::run(url, async |client| pg::ledger::verify(client).await)?;
     print_verified(report, leases)
 }
 
@@ -189,7 +184,7 @@ fn migrate(file: &Path, url: &str) -> anyhow::Result<Verdict> {
     }
     let _lock = ServeLock::acquire(file)?;
     let mut conn = db::open(file)?;
-    let before = ledger::verify_ledger(&mut conn)?;
+    let before = sqlite::ledger::verify(&mut conn)?;
     if !before.mismatches.is_empty() {
         return Err(BadInput(format!(
             "{}: {} balances differ from their ledger (`postal ledger verify`): not moved",
@@ -199,8 +194,8 @@ fn migrate(file: &Path, url: &str) -> anyhow::Result<Verdict> {
         .into());
     }
     let (moved, after, leases) = cluster::run(url, async |client| {
-        let moved = admin::migrate_from_file(client, &conn).await?;
-        let (after, leases) = admin::verify(client).await?;
+        let moved = pg::changes::migrate_from_file(client, &conn).await?;
+        let (after, leases) = pg::ledger::verify(client).await?;
         Ok((moved, after, leases))
     })?;
     let ledger_ok = after.mismatches.is_empty()
@@ -221,7 +216,7 @@ fn migrate(file: &Path, url: &str) -> anyhow::Result<Verdict> {
     })
 }
 
-fn print_verified(report: ledger::LedgerReport, leases: Vec<String>) -> anyhow::Result<Verdict> {
+fn print_verified(report: LedgerReport, leases: Vec<String>) -> anyhow::Result<Verdict> {
     let ok = report.mismatches.is_empty() && leases.is_empty();
     print(&Verified {
         accounts: report.accounts,

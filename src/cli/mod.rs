@@ -3,7 +3,6 @@
 
 mod access_log;
 mod account;
-mod admin;
 mod backup;
 mod cluster;
 mod dataset;
@@ -19,7 +18,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use postal::db::rows::AccountError;
+use postal::db::admin::AccountError;
 use postal::domain::date::DateError;
 use postal::domain::money::{AmountError, Micros};
 use postal::domain::rate_limit::Limits;

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use postal::api::ops::Operations;
-use postal::db::{self, accounts};
+use postal::db::{self, sqlite::accounts};
 
 use postal::api::telemetry::AccessLog;
 

@@ -6,9 +6,9 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::Number;
 
-use postal::db::reports;
+use postal::db::admin::UsageLine;
 
-use super::{Format, Verdict, admin, now_unix, print, print_csv};
+use super::{Format, Verdict, cluster, now_unix, print, print_csv};
 
 #[derive(Args)]
 pub(super) struct UsageArgs {
@@ -41,13 +41,13 @@ pub(super) fn run(
     ledger: Option<&str>,
     args: UsageArgs,
 ) -> anyhow::Result<Verdict> {
-    let lines = admin::run(db_path, ledger, async |admin| {
+    let lines = cluster::admin(db_path, ledger, async |admin| {
         admin.usage(args.days, now_unix()).await
     })?;
     print_usage(&args, lines)
 }
 
-fn print_usage(args: &UsageArgs, lines: Vec<reports::UsageLine>) -> anyhow::Result<Verdict> {
+fn print_usage(args: &UsageArgs, lines: Vec<UsageLine>) -> anyhow::Result<Verdict> {
     match args.format {
         Format::Json => print(&Usage {
             days: args.days,

@@ -7,7 +7,7 @@
 //!   the dataset in one transaction, or while the billing writer commits.
 //! - **One server charges the file.** `postal serve` holds an exclusive lock file and
 //!   decides charges in memory (`crate::billing`); one writer thread commits them behind,
-//!   as deltas, at most every flush interval (`ledger::append_charges`). Other processes (the admin CLI, the
+//!   as deltas, at most every flush interval (`sqlite::ledger::append_charges`). Other processes (the admin CLI, the
 //!   import) take SQLite's write lock for their own short transactions; `busy_timeout`
 //!   makes each side wait for the other rather than fail.
 //! - **Exact money.** A balance and its ledger rows change in the same transaction, and
@@ -24,18 +24,15 @@
 //! - **Private files.** The file holds key hashes and balances: `open` creates it 0600
 //!   (SQLite gives the `-wal` and `-shm` files the database file's permissions).
 
-pub mod accounts;
+pub mod admin;
 pub mod backup;
 pub mod dataset;
 pub mod gazetteer;
 pub mod history;
-pub mod idempotency;
-pub mod keys;
-pub mod ledger;
 pub mod pg;
 pub mod postal;
-pub mod reports;
 pub mod rows;
+pub mod sqlite;
 
 use std::path::Path;
 use std::time::Duration;

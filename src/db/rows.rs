@@ -1,13 +1,15 @@
-//! What the account tables share (`accounts`, `keys`, `ledger`, `reports`): the ids of a
-//! caller, the admin operations' error, and how times, money and counts are stored.
+//! What both ledgers (the SQLite file, `db::sqlite`; a cluster's PostgreSQL, `db::pg`)
+//! hold for the server's books and hand it, in either dialect: callers and their keys,
+//! the charge rows a flush appends, idempotent answers and claims; and how a time is
+//! stored.
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OptionalExtension};
-
-use crate::domain::api_key::Publishable;
-use crate::domain::money::{MIN_TOPUP, Micros};
-use crate::domain::origin::OriginPattern;
+use crate::domain::api_key::{KeyHash, Publishable};
+use crate::domain::charge::Endpoint;
+use crate::domain::idempotency::{Fingerprint, IdempotencyKey};
+use crate::domain::money::Micros;
 
 /// An authenticated caller: the account and the key (row ids) a request came with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -16,86 +18,90 @@ pub struct Caller {
     pub key_id: i64,
 }
 
-/// Why an admin operation was refused. All but `Unexpected` are the caller's mistake
-/// (the CLI exits 2 for them, 1 for `Unexpected`).
-#[derive(Debug, thiserror::Error)]
-pub enum AccountError {
-    #[error("no account {0:?}")]
-    UnknownAccount(String),
-    #[error("no key {0:?}")]
-    UnknownKey(String),
-    #[error("a top-up must be at least {MIN_TOPUP} USD, got {0} USD")]
-    TopupBelowMinimum(Micros),
-    #[error("the adjustment of {amount} USD would make the balance of {balance} USD negative")]
-    WouldGoNegative { balance: Micros, amount: Micros },
-    #[error("the balance would exceed {} USD", Micros::MAX)]
-    BalanceTooLarge,
-    #[error("{0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
+/// An active key as the server's books hold it.
+#[derive(Debug)]
+pub struct ActiveKey {
+    pub hash: KeyHash,
+    pub caller: Caller,
+    /// `None` for a secret key.
+    pub publishable: Option<Publishable>,
 }
 
-impl From<rusqlite::Error> for AccountError {
-    fn from(e: rusqlite::Error) -> Self {
-        AccountError::Unexpected(e.into())
-    }
+/// What one account was charged on one endpoint since the last flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChargeRow {
+    pub account_id: i64,
+    pub endpoint: Endpoint,
+    pub queries: u64,
+    pub amount: Micros,
 }
 
+/// An answer to keep for retries: whose, under which key, for which request, and its body
+/// byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAnswer {
+    pub account_id: i64,
+    pub key: IdempotencyKey,
+    pub endpoint: Endpoint,
+    pub fingerprint: Fingerprint,
+    pub body: Arc<[u8]>,
+    pub answered: SystemTime,
+}
+
+/// A stored answer without its body: what the server holds in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerIndex {
+    pub account_id: i64,
+    pub key: IdempotencyKey,
+    pub endpoint: Endpoint,
+    pub fingerprint: Fingerprint,
+    pub answered: SystemTime,
+}
+
+/// A claim of a key in a cluster's ledger (`db::pg::idempotency`): the request of
+/// `endpoint` with `fingerprint` running on this node under its local `ticket`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyClaim {
+    pub account_id: i64,
+    pub key: IdempotencyKey,
+    pub endpoint: Endpoint,
+    pub fingerprint: Fingerprint,
+    pub ticket: u64,
+    /// Answers given before this are no longer replayable.
+    pub since: SystemTime,
+}
+
+/// What a claim found in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// Nothing live: the key is this node's, for the claim's ticket.
+    Claimed,
+    /// A request under the key is running on a live node (another, or this one before a
+    /// restart of its memory), for `endpoint` with `fingerprint`.
+    Running {
+        endpoint: Endpoint,
+        fingerprint: Fingerprint,
+    },
+    /// The key was answered: the first answer, byte for byte.
+    Answered {
+        endpoint: Endpoint,
+        fingerprint: Fingerprint,
+        body: Arc<[u8]>,
+    },
+}
+
+/// A claim that ended without an answer (an error, a client gone): the flush deletes it
+/// from the ledger, if it is still this ticket's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleasedClaim {
+    pub account_id: i64,
+    pub key: IdempotencyKey,
+    pub ticket: u64,
+}
+
+/// A time as both ledgers store it: unix seconds.
 pub(crate) fn unix_secs(now: SystemTime) -> i64 {
     now.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
-}
-
-pub(crate) fn micros(stored: i64) -> rusqlite::Result<Micros> {
-    Micros::new(stored).ok_or_else(|| {
-        rusqlite::Error::IntegralValueOutOfRange(0, stored) // a corrupt amount
-    })
-}
-
-pub(crate) fn count(stored: i64) -> u64 {
-    u64::try_from(stored).unwrap_or(0)
-}
-
-/// The row id and balance of the account `public_id`.
-pub(crate) fn find_account(
-    conn: &Connection,
-    public_id: &str,
-) -> Result<(i64, Micros), AccountError> {
-    conn.query_row(
-        "SELECT id, balance FROM accounts WHERE public_id = ?1",
-        [public_id],
-        |r| Ok((r.get(0)?, micros(r.get(1)?)?)),
-    )
-    .optional()?
-    .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))
-}
-
-/// A publishable key's stored origins (one canonical pattern per line) and limit.
-pub(crate) fn publishable_rules(
-    origins: Option<String>,
-    per_ip_minute: Option<u32>,
-) -> rusqlite::Result<Publishable> {
-    let origins = origins
-        .as_deref()
-        .unwrap_or("")
-        .lines()
-        .map(OriginPattern::parse)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| corrupt(4, e.to_string()))?;
-    match (origins.is_empty(), per_ip_minute) {
-        (false, Some(per_ip_minute)) => Ok(Publishable {
-            origins,
-            per_ip_minute,
-        }),
-        _ => Err(corrupt(
-            4,
-            "a publishable key without origins or per-IP limit".to_owned(),
-        )),
-    }
-}
-
-pub(crate) fn corrupt(column: usize, why: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, why.into())
 }

@@ -113,6 +113,16 @@ pub fn hash_presented_key(presented: &str) -> KeyHash {
     Sha256::digest(presented.as_bytes()).into()
 }
 
+/// A fresh key for an account: its public id, its kind (publishable when it has
+/// `publishable` rules) and its secret, to store (hashed) and show once.
+pub fn fresh_key(publishable: Option<&Publishable>) -> (String, KeyKind, ApiKey) {
+    let kind = match publishable {
+        Some(_) => KeyKind::Publishable,
+        None => KeyKind::Secret,
+    };
+    (new_key_id(), kind, ApiKey::generate(kind))
+}
+
 /// A new public key id: `key_` + 12 base62 characters.
 pub fn new_key_id() -> String {
     format!("key_{}", random_base62(12))

@@ -2,7 +2,10 @@
 //! (balance minus what is leased to nodes) a grant leases a node, and how a flush takes a
 //! node's spend: from its grant first, then from the free balance, the rest forgiven; and
 //! how much of the room left in a rate-limit window a slice leases a node (design study
-//! §4.5, W1).
+//! §4.5, W1). `settle` is a whole flush of a node's charges, returns and top-ups over the
+//! accounts it locked: the arithmetic `db::pg::node` then writes.
+
+use std::collections::BTreeMap;
 
 use crate::domain::money::{Micros, PRICE_PER_QUERY};
 
@@ -54,12 +57,180 @@ pub fn window_room(limit: u64, count: u64, reserved: u64) -> u64 {
     limit.saturating_sub(count).saturating_sub(reserved)
 }
 
+/// An account a flush locked: its balance, what every node's grants lease of it, and
+/// what this node's grant holds (`own <= leased <= balance`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Locked {
+    pub balance: Micros,
+    pub leased: Micros,
+    pub own: Micros,
+}
+
+impl Locked {
+    /// What no node holds a grant of.
+    pub fn free(&self) -> Micros {
+        less(self.balance, self.leased)
+    }
+
+    /// What other nodes' grants hold.
+    pub fn elsewhere(&self) -> Micros {
+        less(self.leased, self.own)
+    }
+
+    /// Grants this node `grant_size` of the free balance (for a node that needs `need`
+    /// more and asks for `want`); what was granted.
+    pub fn grant(&mut self, need: Micros, want: Micros) -> Micros {
+        let granted = grant_size(self.free(), need, want);
+        self.own = more(self.own, granted);
+        self.leased = more(self.leased, granted);
+        granted
+    }
+}
+
+/// What a flush took for one charge: `taken` of the `wanted` amount (less only when a
+/// grant expired while the node could not flush: the rest is forgiven), and the
+/// account's balance after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    pub wanted: Micros,
+    pub taken: Micros,
+    pub balance_after: Micros,
+}
+
+/// What a flush does to the accounts it locked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    /// One per charge, in the charges' order; `None` for an account not locked (it does
+    /// not exist: its charge is dropped).
+    pub charges: Vec<Option<Taken>>,
+    /// Every locked account after the flush.
+    pub accounts: BTreeMap<i64, Locked>,
+}
+
+/// A node's flush of the accounts it `locked`, in order: each charge `(account, amount)`
+/// taken from the node's grant first, then from the free balance (`take`); each return
+/// `(account, amount)` handed back from the grant (never more than it holds); each top-up
+/// `(account, want)` adding `grant_size` of the free balance to the grant (a query's worth
+/// at least, or nothing). Money is only moved: a balance goes down by exactly what its
+/// charges took, and `leased` moves with `own`.
+pub fn settle(
+    mut locked: BTreeMap<i64, Locked>,
+    charges: &[(i64, Micros)],
+    returns: &[(i64, Micros)],
+    topups: &[(i64, Micros)],
+) -> Settlement {
+    let charges = charges
+        .iter()
+        .map(|&(account_id, wanted)| {
+            let account = locked.get_mut(&account_id)?;
+            let (from_grant, from_free) = take(wanted, account.own, account.free());
+            let taken = more(from_grant, from_free);
+            account.own = less(account.own, from_grant);
+            account.leased = less(account.leased, from_grant);
+            account.balance = less(account.balance, taken);
+            Some(Taken {
+                wanted,
+                taken,
+                balance_after: account.balance,
+            })
+        })
+        .collect();
+    for &(account_id, amount) in returns {
+        if let Some(account) = locked.get_mut(&account_id) {
+            let back = amount.max(Micros::ZERO).min(account.own);
+            account.own = less(account.own, back);
+            account.leased = less(account.leased, back);
+        }
+    }
+    for &(account_id, want) in topups {
+        if let Some(account) = locked.get_mut(&account_id) {
+            account.grant(PRICE_PER_QUERY, want);
+        }
+    }
+    Settlement {
+        charges,
+        accounts: locked,
+    }
+}
+
+/// `a - b`, never below zero (every subtraction of `settle` is of a part from its whole).
+fn less(a: Micros, b: Micros) -> Micros {
+    a.checked_sub(b)
+        .filter(|d| !d.is_negative())
+        .unwrap_or(Micros::ZERO)
+}
+
+/// `a + b` (every addition of `settle` stays within a balance).
+fn more(a: Micros, b: Micros) -> Micros {
+    a.checked_add(b).unwrap_or(Micros::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn m(v: i64) -> Micros {
         Micros::new(v).unwrap()
+    }
+
+    fn locked(balance: i64, leased: i64, own: i64) -> Locked {
+        Locked {
+            balance: m(balance),
+            leased: m(leased),
+            own: m(own),
+        }
+    }
+
+    #[test]
+    fn a_flush_takes_charges_from_the_grant_then_the_free_balance() {
+        let accounts = BTreeMap::from([(1, locked(1_000, 300, 100)), (2, locked(500, 0, 0))]);
+        let settled = settle(accounts, &[(1, m(56)), (1, m(84)), (3, m(28))], &[], &[]);
+        assert_eq!(
+            settled.charges,
+            vec![
+                Some(Taken {
+                    wanted: m(56),
+                    taken: m(56),
+                    balance_after: m(944)
+                }),
+                // 44 left in the grant, 40 from the 700 free.
+                Some(Taken {
+                    wanted: m(84),
+                    taken: m(84),
+                    balance_after: m(860)
+                }),
+                None,
+            ]
+        );
+        assert_eq!(settled.accounts[&1], locked(860, 200, 0));
+        assert_eq!(settled.accounts[&2], locked(500, 0, 0));
+    }
+
+    #[test]
+    fn what_an_expired_grant_cannot_cover_is_forgiven() {
+        // The grant was swept: nothing of it left, 10 free.
+        let settled = settle(
+            BTreeMap::from([(1, locked(10, 0, 0))]),
+            &[(1, m(28))],
+            &[],
+            &[],
+        );
+        assert_eq!(
+            settled.charges[0],
+            Some(Taken {
+                wanted: m(28),
+                taken: m(10),
+                balance_after: m(0)
+            })
+        );
+    }
+
+    #[test]
+    fn returns_hand_back_at_most_the_grant_and_topups_grow_it() {
+        let accounts = BTreeMap::from([(1, locked(10_000, 500, 200)), (2, locked(1_400, 0, 0))]);
+        let settled = settle(accounts, &[], &[(1, m(1_000))], &[(2, m(2_800))]);
+        assert_eq!(settled.accounts[&1], locked(10_000, 300, 0));
+        assert_eq!(settled.accounts[&2], locked(1_400, 700, 700));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The rules of the service, free of I/O: parse, don't validate.
 
+pub mod admin;
 pub mod api_key;
 pub mod charge;
 pub mod cidr;

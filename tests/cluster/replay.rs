@@ -1,7 +1,7 @@
 use std::time::{Duration, SystemTime};
 
-use postal::db::ledger::ChargeRow;
 use postal::db::pg::{self, node};
+use postal::db::rows::ChargeRow;
 use postal::domain::charge::Endpoint;
 use postal::domain::money::Micros;
 

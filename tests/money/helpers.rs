@@ -5,7 +5,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Instant, SystemTime};
 
 use postal::billing::{Billing, BillingOptions, Caller};
-use postal::db::{self, accounts, keys};
+use postal::db::{self, sqlite::accounts, sqlite::keys};
+use postal::domain::admin::BalanceChange;
 use postal::domain::api_key::hash_presented_key;
 use postal::domain::money::Micros;
 use rusqlite::Connection;
@@ -117,11 +118,11 @@ impl TestDb {
         if delta == Micros::ZERO {
             return account;
         }
-        accounts::adjust(
+        let adjustment = BalanceChange::adjustment(delta, "test set-up").unwrap();
+        accounts::change_balance(
             &mut self.conn(),
             &account.account_id,
-            delta,
-            "test set-up",
+            &adjustment,
             SystemTime::now(),
         )
         .unwrap();

@@ -14,8 +14,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use tokio_postgres::{Client, GenericClient};
 
-use crate::db::idempotency::{AnswerIndex, Holder, KeyClaim, ReleasedClaim, StoredAnswer};
-use crate::db::rows::unix_secs;
+use crate::db::rows::{AnswerIndex, Holder, KeyClaim, ReleasedClaim, StoredAnswer, unix_secs};
 use crate::domain::charge::Endpoint;
 use crate::domain::idempotency::{ANSWER_TTL, Fingerprint, IdempotencyKey};
 

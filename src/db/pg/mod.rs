@@ -1,6 +1,9 @@
 //! The PostgreSQL ledger of cluster mode (docs/cluster.md): its schema and migrations,
 //! what a node reads and writes (`node`: snapshots, grants, numbered flushes, the sweep of
-//! expired grants, acknowledgements) and what the admin commands do (`admin`). The SQL of
+//! expired grants, acknowledgements) and what the admin commands do (`accounts`, `keys`,
+//! `reports`, `ledger`: the twins of `db::sqlite`'s files of the same names and functions;
+//! `changes`: the version every change bumps, the nodes' confirmation, the migration from
+//! a file). The SQL of
 //! cluster mode lives here, beside the SQLite file's, because `db` is the one room with SQL
 //! strings; the money rules it applies are `domain::grant`'s.
 //!
@@ -10,9 +13,14 @@
 //! accounts locks them in ascending id (`FOR UPDATE ... ORDER BY id`): unordered
 //! multi-account flushes deadlock (design study, §4.2).
 
-pub mod admin;
+pub mod accounts;
+pub mod changes;
+pub mod decode;
 pub mod idempotency;
+pub mod keys;
+pub mod ledger;
 pub mod node;
+pub mod reports;
 pub mod windows;
 
 use std::time::Duration;

@@ -9,18 +9,15 @@ use anyhow::Context;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, GenericClient, Transaction};
 
-use crate::db::idempotency::{ReleasedClaim, StoredAnswer};
-use crate::db::keys::ActiveKey;
-use crate::db::ledger::ChargeRow;
-use crate::db::rows::{Caller, unix_secs};
-use crate::domain::api_key::{KeyHash, KeyKind, Publishable};
+use crate::db::rows::{ActiveKey, Caller, ChargeRow, ReleasedClaim, StoredAnswer, unix_secs};
+use crate::domain::api_key::{KeyHash, KeyKind};
 use crate::domain::charge::AccountState;
-use crate::domain::grant;
-use crate::domain::money::{Micros, PRICE_PER_QUERY};
-use crate::domain::origin::OriginPattern;
-use crate::domain::rate_limit::{Counters, Limits};
+use crate::domain::grant::{self, Locked};
+use crate::domain::money::Micros;
+use crate::domain::rate_limit::Counters;
 
 use super::RECALL_CHANNEL;
+use super::decode::{count, limits_at, publishable_rules, stored_count};
 use super::windows::{self, WindowFlush, WindowsFlushed};
 
 /// A node's grant on an account as the ledger holds it, with the account's balance.
@@ -70,14 +67,6 @@ const I8: Type = Type::INT8;
 const I8S: Type = Type::INT8_ARRAY;
 const F8: Type = Type::FLOAT8;
 
-fn micros(stored: i64) -> anyhow::Result<Micros> {
-    Micros::new(stored).with_context(|| format!("a stored amount out of range: {stored}"))
-}
-
-fn count(stored: i64) -> u64 {
-    u64::try_from(stored).unwrap_or(0)
-}
-
 fn secs(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
 }
@@ -113,16 +102,11 @@ pub async fn load(
         )
         .await?
     {
-        let limit = |i: usize| r.get::<_, Option<i64>>(i).map(count);
         accounts.push((
             r.get::<_, i64>(0),
             AccountState {
-                balance: micros(r.get(1))?,
-                limits: Limits {
-                    per_minute: limit(2),
-                    per_hour: limit(3),
-                    per_day: limit(4),
-                },
+                balance: r.try_get(1)?,
+                limits: limits_at(&r, 2),
                 counters: Counters::default(),
             },
         ));
@@ -143,10 +127,7 @@ pub async fn load(
         let kind: String = r.get(3);
         let publishable = match KeyKind::from_stored(&kind) {
             Some(KeyKind::Secret) => None,
-            Some(KeyKind::Publishable) => Some(publishable_rules(
-                r.get(4),
-                r.get::<_, Option<i32>>(5).map(|n| n.max(0) as u32),
-            )?),
+            Some(KeyKind::Publishable) => Some(publishable_rules(r.get(4), r.get(5))?),
             None => anyhow::bail!("unknown key kind {kind:?}"),
         };
         keys.push(ActiveKey {
@@ -160,27 +141,6 @@ pub async fn load(
     }
     tx.commit().await?;
     Ok((version, accounts, keys))
-}
-
-/// A publishable key's stored origins (one per line) and per-IP limit.
-pub(super) fn publishable_rules(
-    origins: Option<String>,
-    per_ip_minute: Option<u32>,
-) -> anyhow::Result<Publishable> {
-    let origins = origins
-        .as_deref()
-        .unwrap_or("")
-        .lines()
-        .map(OriginPattern::parse)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("a stored origin: {e}"))?;
-    match (origins.is_empty(), per_ip_minute) {
-        (false, Some(per_ip_minute)) => Ok(Publishable {
-            origins,
-            per_ip_minute,
-        }),
-        _ => anyhow::bail!("a publishable key without origins or per-IP limit"),
-    }
 }
 
 /// Leases node `node_id` at least `need` more of each account asked (`(account, need,
@@ -232,33 +192,40 @@ pub async fn grants(
             .context("reading the grants")
         },
     )?;
-    let swept: BTreeMap<i64, i64> = swept.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let own: BTreeMap<i64, i64> = own.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let amounts = |rows: Vec<tokio_postgres::Row>| -> anyhow::Result<BTreeMap<i64, Micros>> {
+        rows.iter().map(|r| Ok((r.get(0), r.try_get(1)?))).collect()
+    };
+    let (swept, own) = (amounts(swept)?, amounts(own)?);
     let mut grants = Vec::with_capacity(asks.len());
     let mut recalls = Vec::new();
     // The grants written (account, granted, leased after), in ascending id.
-    let mut written: (Vec<i64>, Vec<i64>, Vec<i64>) = Default::default();
+    let mut written: (Vec<i64>, Vec<Micros>, Vec<Micros>) = Default::default();
     for row in &locked {
         let account_id: i64 = row.get(0);
-        let (balance, leased): (i64, i64) = (row.get(1), row.get(2));
         let Some(&(_, need, want)) = asks.iter().find(|(id, _, _)| *id == account_id) else {
             continue;
         };
-        let leased = leased - swept.get(&account_id).copied().unwrap_or(0);
-        let own = own.get(&account_id).copied().unwrap_or(0);
-        let free = micros(balance - leased)?;
-        let granted = grant::grant_size(free, need, want);
-        if granted == Micros::ZERO && leased > own {
+        let swept = swept.get(&account_id).copied().unwrap_or(Micros::ZERO);
+        let mut account = Locked {
+            balance: row.try_get(1)?,
+            leased: row
+                .try_get::<_, Micros>(2)?
+                .checked_sub(swept)
+                .context("a swept grant")?,
+            own: own.get(&account_id).copied().unwrap_or(Micros::ZERO),
+        };
+        let granted = account.grant(need, want);
+        if granted == Micros::ZERO && account.elsewhere() > Micros::ZERO {
             recalls.push(format!("{account_id}:{node_id}"));
         }
         written.0.push(account_id);
-        written.1.push(granted.get());
-        written.2.push(leased + granted.get());
+        written.1.push(granted);
+        written.2.push(account.leased);
         grants.push(NodeGrant {
             account_id,
-            remaining: micros(own + granted.get())?,
-            balance: micros(balance)?,
-            elsewhere: micros(leased - own).unwrap_or(Micros::ZERO),
+            remaining: account.own,
+            balance: account.balance,
+            elsewhere: account.elsewhere(),
         });
     }
     if grants.len() < asks.len() {
@@ -386,73 +353,65 @@ pub async fn flush_with_windows(
         },
     )?;
     let replayed = claimed.is_none();
-    let mut accounts: BTreeMap<i64, (i64, i64, i64)> = BTreeMap::new(); // balance, leased, own
+    let mut accounts: BTreeMap<i64, Locked> = BTreeMap::new();
     for r in locked {
-        accounts.insert(r.get(0), (r.get(1), r.get(2), 0));
+        let (balance, leased) = (r.try_get(1)?, r.try_get(2)?);
+        let own = Micros::ZERO;
+        accounts.insert(
+            r.get(0),
+            Locked {
+                balance,
+                leased,
+                own,
+            },
+        );
     }
     for r in own {
         if let Some(account) = accounts.get_mut(&r.get::<_, i64>(0)) {
-            account.2 = r.get(1);
+            account.own = r.try_get(1)?;
         }
     }
     // One ledger row per charge row (rows in the batch's order).
     let mut rows = ChargeColumns::default();
     // The changed accounts and this node's grants of them: a grant left is written and
     // extended, an emptied one goes.
-    let mut changed: (Vec<i64>, Vec<i64>, Vec<i64>) = Default::default();
-    let mut kept: (Vec<i64>, Vec<i64>) = Default::default();
+    let mut changed: (Vec<i64>, Vec<Micros>, Vec<Micros>) = Default::default();
+    let mut kept: (Vec<i64>, Vec<Micros>) = Default::default();
     let mut emptied: Vec<i64> = Vec::new();
     if !replayed {
-        for charge in flush.charges {
-            let Some((balance, leased, own)) = accounts.get_mut(&charge.account_id) else {
+        let spent: Vec<(i64, Micros)> = flush
+            .charges
+            .iter()
+            .map(|c| (c.account_id, c.amount))
+            .collect();
+        let settled = grant::settle(accounts, &spent, flush.returns, flush.topups);
+        for (charge, taken) in flush.charges.iter().zip(&settled.charges) {
+            let Some(taken) = taken else {
                 tracing::error!("charges of a missing account {} dropped", charge.account_id);
                 continue;
             };
-            let free = micros(*balance - *leased)?;
-            let (from_grant, from_free) = grant::take(charge.amount, micros(*own)?, free);
-            let taken = from_grant.get() + from_free.get();
-            if taken < charge.amount.get() {
+            if taken.taken < taken.wanted {
                 tracing::warn!(
-                    "account {}: {} micros charged but only {taken} could be taken \
+                    "account {}: {} micros charged but only {} could be taken \
                      (a grant expired while this node could not flush)",
                     charge.account_id,
-                    charge.amount
+                    taken.wanted,
+                    taken.taken
                 );
             }
-            *own -= from_grant.get();
-            *leased -= from_grant.get();
-            *balance -= taken;
             rows.account_id.push(charge.account_id);
-            rows.amount.push(-taken);
-            rows.balance_after.push(*balance);
-            rows.queries
-                .push(i64::try_from(charge.queries).unwrap_or(i64::MAX));
+            rows.amount.push(-taken.taken.get());
+            rows.balance_after.push(taken.balance_after.get());
+            rows.queries.push(stored_count(charge.queries));
             rows.endpoint.push(charge.endpoint.as_str());
         }
-        for (account_id, amount) in flush.returns {
-            let Some((_, leased, own)) = accounts.get_mut(account_id) else {
-                continue;
-            };
-            let back = amount.get().min(*own);
-            *own -= back;
-            *leased -= back;
-        }
-        for (account_id, want) in flush.topups {
-            let Some((balance, leased, own)) = accounts.get_mut(account_id) else {
-                continue;
-            };
-            let free = micros(*balance - *leased)?;
-            let more = grant::grant_size(free, PRICE_PER_QUERY, *want).get();
-            *own += more;
-            *leased += more;
-        }
-        for (&id, &(balance, leased, own)) in &accounts {
+        for (&id, account) in &settled.accounts {
             changed.0.push(id);
-            changed.1.push(balance);
-            changed.2.push(leased);
-            if own > 0 {
+            changed.1.push(account.balance);
+            changed.2.push(account.leased);
+            if account.own > Micros::ZERO {
                 kept.0.push(id);
-                kept.1.push(own);
+                kept.1.push(account.own);
             } else {
                 emptied.push(id);
             }
@@ -622,8 +581,8 @@ async fn node_grants(
 fn grant_of(r: &tokio_postgres::Row) -> anyhow::Result<NodeGrant> {
     Ok(NodeGrant {
         account_id: r.get(0),
-        remaining: micros(r.get(1))?,
-        balance: micros(r.get(2))?,
+        remaining: r.try_get(1)?,
+        balance: r.try_get(2)?,
         elsewhere: Micros::ZERO,
     })
 }

@@ -18,6 +18,7 @@ use crate::domain::grant;
 use crate::domain::rate_limit::{Limits, Window};
 
 use super::RECALL_CHANNEL;
+use super::decode::{count, stored_count};
 
 /// One window of one kind: the minute, hour or day that starts at `start` (unix seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -79,14 +80,6 @@ const I8: Type = Type::INT8;
 const I8S: Type = Type::INT8_ARRAY;
 const I2S: Type = Type::INT2_ARRAY;
 const F8: Type = Type::FLOAT8;
-
-fn count(stored: i64) -> u64 {
-    u64::try_from(stored).unwrap_or(0)
-}
-
-fn stored(queries: u64) -> i64 {
-    i64::try_from(queries).unwrap_or(i64::MAX)
-}
 
 fn key(kind: i16, start: i64) -> anyhow::Result<WindowKey> {
     let window = Window::from_kind(kind).with_context(|| format!("unknown window kind {kind}"))?;
@@ -180,7 +173,7 @@ pub async fn slices(
                     &node_id,
                     &kind,
                     &start,
-                    &stored(remaining),
+                    &stored_count(remaining),
                     &ttl.as_secs_f64(),
                 ],
             )
@@ -224,12 +217,12 @@ pub(super) async fn flush(
         let mut taken: BTreeMap<(i64, i16, i64), i64> = BTreeMap::new();
         for q in windows.admitted {
             let k = (q.account_id, q.window.window.kind(), q.window.start);
-            *counted.entry(k).or_default() += stored(q.queries);
-            *taken.entry(k).or_default() += stored(q.queries);
+            *counted.entry(k).or_default() += stored_count(q.queries);
+            *taken.entry(k).or_default() += stored_count(q.queries);
         }
         for q in windows.returns {
             let k = (q.account_id, q.window.window.kind(), q.window.start);
-            *taken.entry(k).or_default() += stored(q.queries);
+            *taken.entry(k).or_default() += stored_count(q.queries);
         }
         let columns = |rows: &BTreeMap<(i64, i16, i64), i64>| {
             let mut columns = (Vec::new(), Vec::new(), Vec::new(), Vec::new());

@@ -9,73 +9,10 @@
 use anyhow::Result;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::db::rows::{AccountError, micros, publishable_rules};
-use crate::domain::api_key::Publishable;
-use crate::domain::money::Micros;
-use crate::domain::rate_limit::Limits;
-
-const DAY: i64 = 86_400;
-
-/// One line of `postal account list`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccountLine {
-    pub account_id: String,
-    pub name: Option<String>,
-    pub balance: Micros,
-    pub active_keys: u64,
-    pub limits: Limits,
-    /// Billed queries since 00:00 UTC today, from the ledger.
-    pub queries_today: u64,
-}
-
-/// One row of an account's ledger (`postal ledger show`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LedgerEntry {
-    /// RFC 3339, UTC, seconds.
-    pub at: String,
-    /// `grant`, `topup`, `charge` or `adjustment`.
-    pub kind: String,
-    /// Signed: a charge is negative.
-    pub amount: Micros,
-    pub balance_after: Micros,
-    pub queries: u64,
-    /// Charges: the endpoint as stored (`lookup`, `validate-bulk`, ...).
-    pub endpoint: Option<String>,
-    /// Adjustments: the reason.
-    pub note: Option<String>,
-}
-
-/// Billed queries and their price for one account, endpoint and UTC day (`postal usage`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageLine {
-    /// `YYYY-MM-DD`, UTC.
-    pub date: String,
-    pub account_id: String,
-    pub endpoint: String,
-    pub queries: u64,
-    /// What those queries cost (positive).
-    pub charged: Micros,
-}
-
-/// One key of an account (`postal key list`): never the secret, which is not stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyLine {
-    pub key_id: String,
-    pub created_at: String,
-    /// When it was revoked, `None` while active.
-    pub revoked_at: Option<String>,
-    /// `None` for a secret key.
-    pub publishable: Option<Publishable>,
-}
-
-fn count(stored: i64) -> u64 {
-    u64::try_from(stored).unwrap_or(0)
-}
-
-/// The start (unix seconds) of the UTC day holding `now`.
-pub fn day_start(now: i64) -> i64 {
-    now - now.rem_euclid(DAY)
-}
+use crate::db::admin::{
+    AccountError, AccountLine, DAY, KeyLine, LedgerEntry, UsageLine, day_start,
+};
+use crate::db::sqlite::decode::{count, limits_at, publishable_rules};
 
 /// Every account, oldest first. `now`: unix seconds (for "today").
 pub fn account_lines(conn: &mut Connection, now: i64) -> Result<Vec<AccountLine>> {
@@ -97,12 +34,8 @@ pub fn account_lines(conn: &mut Connection, now: i64) -> Result<Vec<AccountLine>
             Ok(AccountLine {
                 account_id: r.get(0)?,
                 name: r.get(1)?,
-                balance: micros(r.get(2)?)?,
-                limits: Limits {
-                    per_minute: r.get::<_, Option<i64>>(3)?.map(count),
-                    per_hour: r.get::<_, Option<i64>>(4)?.map(count),
-                    per_day: r.get::<_, Option<i64>>(5)?.map(count),
-                },
+                balance: r.get(2)?,
+                limits: limits_at(r, 3)?,
                 active_keys: count(r.get(6)?),
                 queries_today: count(r.get(7)?),
             })
@@ -140,8 +73,8 @@ pub fn ledger_entries(
             Ok(LedgerEntry {
                 at: r.get(0)?,
                 kind: r.get(1)?,
-                amount: micros(r.get(2)?)?,
-                balance_after: micros(r.get(3)?)?,
+                amount: r.get(2)?,
+                balance_after: r.get(3)?,
                 queries: count(r.get(4)?),
                 endpoint: r.get(5)?,
                 note: r.get(6)?,
@@ -172,7 +105,7 @@ pub fn usage(conn: &mut Connection, days: u32, now: i64) -> Result<Vec<UsageLine
                 account_id: r.get(1)?,
                 endpoint: r.get(2)?,
                 queries: count(r.get(3)?),
-                charged: micros(r.get(4)?)?,
+                charged: r.get(4)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?
@@ -198,7 +131,7 @@ pub fn keys(conn: &mut Connection, public_id: &str) -> Result<Vec<KeyLine>, Acco
                 created_at: r.get(1)?,
                 revoked_at: r.get(2)?,
                 publishable: match publishable {
-                    true => Some(publishable_rules(r.get(4)?, r.get(5)?)?),
+                    true => Some(publishable_rules(r.get(4)?, r.get(5)?, 4)?),
                     false => None,
                 },
             })
@@ -206,15 +139,4 @@ pub fn keys(conn: &mut Connection, public_id: &str) -> Result<Vec<KeyLine>, Acco
         .collect::<rusqlite::Result<Vec<_>>>()?
     };
     Ok(keys)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_day_starts_at_midnight_utc() {
-        assert_eq!(day_start(86_400 * 3 + 5), 86_400 * 3);
-        assert_eq!(day_start(86_400 * 3), 86_400 * 3);
-    }
 }

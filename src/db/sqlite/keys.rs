@@ -5,14 +5,10 @@ use std::time::SystemTime;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::db::rows::{AccountError, Caller, corrupt, find_account, publishable_rules, unix_secs};
+use crate::db::admin::{AccountError, NewKey};
+use crate::db::rows::{ActiveKey, Caller, unix_secs};
+use crate::db::sqlite::decode::{corrupt, find_account, publishable_rules};
 use crate::domain::api_key::{self, ApiKey, KeyHash, KeyKind, Publishable};
-
-/// A new key (shown once).
-pub struct NewKey {
-    pub key_id: String,
-    pub api_key: ApiKey,
-}
 
 /// Inserts a key of the account: secret, or publishable with its rules.
 pub(crate) fn insert_key(
@@ -21,19 +17,8 @@ pub(crate) fn insert_key(
     publishable: Option<&Publishable>,
     at: i64,
 ) -> rusqlite::Result<(String, ApiKey)> {
-    let key_id = api_key::new_key_id();
-    let kind = match publishable {
-        Some(_) => KeyKind::Publishable,
-        None => KeyKind::Secret,
-    };
-    let api_key = ApiKey::generate(kind);
-    let origins = publishable.map(|p| {
-        p.origins
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    });
+    let (key_id, kind, api_key) = api_key::fresh_key(publishable);
+    let origins = publishable.map(Publishable::stored_origins);
     conn.execute(
         "INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins, per_ip_minute)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -90,15 +75,6 @@ pub fn revoke_key(
     Ok(())
 }
 
-/// An active key as the server's books hold it.
-#[derive(Debug)]
-pub struct ActiveKey {
-    pub hash: KeyHash,
-    pub caller: Caller,
-    /// `None` for a secret key.
-    pub publishable: Option<Publishable>,
-}
-
 /// Every active key (the server's books).
 pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<ActiveKey>> {
     let mut stmt = conn.prepare_cached(
@@ -113,7 +89,7 @@ pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<ActiveKey>> {
         let kind: String = r.get(3)?;
         let publishable = match KeyKind::from_stored(&kind) {
             Some(KeyKind::Secret) => None,
-            Some(KeyKind::Publishable) => Some(publishable_rules(r.get(4)?, r.get(5)?)?),
+            Some(KeyKind::Publishable) => Some(publishable_rules(r.get(4)?, r.get(5)?, 4)?),
             None => return Err(corrupt(3, format!("unknown key kind {kind:?}"))),
         };
         Ok(ActiveKey {

@@ -3,78 +3,14 @@
 //! charge (`billing::sqlite`), loaded (without bodies) when the server starts, read by a
 //! replay, deleted 24 hours on.
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::db::rows::unix_secs;
+use crate::db::rows::{AnswerIndex, StoredAnswer, unix_secs};
 use crate::domain::charge::Endpoint;
 use crate::domain::idempotency::{Fingerprint, IdempotencyKey};
-
-/// An answer to keep for retries: whose, under which key, for which request, and its body
-/// byte for byte.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredAnswer {
-    pub account_id: i64,
-    pub key: IdempotencyKey,
-    pub endpoint: Endpoint,
-    pub fingerprint: Fingerprint,
-    pub body: Arc<[u8]>,
-    pub answered: SystemTime,
-}
-
-/// A stored answer without its body: what the server holds in memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnswerIndex {
-    pub account_id: i64,
-    pub key: IdempotencyKey,
-    pub endpoint: Endpoint,
-    pub fingerprint: Fingerprint,
-    pub answered: SystemTime,
-}
-
-/// A claim of a key in a cluster's ledger (`db::pg::idempotency`): the request of
-/// `endpoint` with `fingerprint` running on this node under its local `ticket`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyClaim {
-    pub account_id: i64,
-    pub key: IdempotencyKey,
-    pub endpoint: Endpoint,
-    pub fingerprint: Fingerprint,
-    pub ticket: u64,
-    /// Answers given before this are no longer replayable.
-    pub since: SystemTime,
-}
-
-/// What a claim found in the ledger.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Holder {
-    /// Nothing live: the key is this node's, for the claim's ticket.
-    Claimed,
-    /// A request under the key is running on a live node (another, or this one before a
-    /// restart of its memory), for `endpoint` with `fingerprint`.
-    Running {
-        endpoint: Endpoint,
-        fingerprint: Fingerprint,
-    },
-    /// The key was answered: the first answer, byte for byte.
-    Answered {
-        endpoint: Endpoint,
-        fingerprint: Fingerprint,
-        body: Arc<[u8]>,
-    },
-}
-
-/// A claim that ended without an answer (an error, a client gone): the flush deletes it
-/// from the ledger, if it is still this ticket's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReleasedClaim {
-    pub account_id: i64,
-    pub key: IdempotencyKey,
-    pub ticket: u64,
-}
 
 /// Writes `answers`, inside the caller's transaction. A row of the same account and key
 /// can only be an expired answer (the server replays a live one instead of running the
@@ -175,6 +111,8 @@ pub fn purge(conn: &Connection, before: SystemTime) -> anyhow::Result<usize> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::db;
 

@@ -6,35 +6,9 @@ use std::time::SystemTime;
 use anyhow::Context;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::db::rows::{count, unix_secs};
-use crate::domain::charge::Endpoint;
-use crate::domain::money::Micros;
-
-/// What one account was charged on one endpoint since the last flush.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChargeRow {
-    pub account_id: i64,
-    pub endpoint: Endpoint,
-    pub queries: u64,
-    pub amount: Micros,
-}
-
-/// `postal ledger verify`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LedgerReport {
-    pub accounts: u64,
-    pub entries: u64,
-    pub mismatches: Vec<Mismatch>,
-}
-
-/// An account whose balance is not the sum of its ledger (micro-dollars, raw: a tampered
-/// value need not be a valid `Micros`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mismatch {
-    pub account_id: String,
-    pub balance: i64,
-    pub ledger_sum: i64,
-}
+use crate::db::admin::{LedgerReport, Mismatch};
+use crate::db::rows::{ChargeRow, unix_secs};
+use crate::db::sqlite::decode::{count, stored_count};
 
 /// Applies charge rows as deltas: `balance = balance - amount` and a ledger row with the
 /// balance after it, for each (account, endpoint). Inside the caller's transaction.
@@ -81,7 +55,7 @@ pub fn append_charges(conn: &Connection, rows: &[ChargeRow], at: SystemTime) -> 
             at,
             -amount,
             after,
-            i64::try_from(row.queries).unwrap_or(i64::MAX),
+            stored_count(row.queries),
             row.endpoint.as_str()
         ])
         .context("appending a charge row")?;
@@ -90,7 +64,7 @@ pub fn append_charges(conn: &Connection, rows: &[ChargeRow], at: SystemTime) -> 
 }
 
 /// Compares every account's balance with the sum of its ledger, in one snapshot.
-pub fn verify_ledger(conn: &mut Connection) -> anyhow::Result<LedgerReport> {
+pub fn verify(conn: &mut Connection) -> anyhow::Result<LedgerReport> {
     let tx = conn.transaction()?; // deferred: a read snapshot, no lock
     let (accounts, entries): (i64, i64) = tx.query_row(
         "SELECT (SELECT count(*) FROM accounts), (SELECT count(*) FROM ledger)",

@@ -10,54 +10,14 @@ use std::time::SystemTime;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-pub use crate::db::rows::{AccountError, Caller};
-use crate::db::rows::{count, find_account, micros, unix_secs};
-use crate::domain::api_key::{self, ApiKey};
+use crate::db::admin::{AccountError, AccountView, KeyView, NewAccount};
+use crate::db::rows::unix_secs;
+use crate::db::sqlite::decode::{count, find_account, limits_at, stored_count, stored_limits};
+use crate::domain::admin::{BalanceChange, LimitsChange};
+use crate::domain::api_key;
 use crate::domain::charge::AccountState;
-use crate::domain::money::{FREE_GRANT, MIN_TOPUP, Micros};
+use crate::domain::money::{FREE_GRANT, Micros};
 use crate::domain::rate_limit::{Counters, Limits, WindowCount};
-
-/// A new account with its first key (shown once).
-pub struct NewAccount {
-    pub account_id: String,
-    pub key_id: String,
-    pub api_key: ApiKey,
-    pub balance: Micros,
-}
-
-/// `postal account show`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccountView {
-    pub account_id: String,
-    pub name: Option<String>,
-    pub balance: Micros,
-    pub keys: Vec<KeyView>,
-    pub limits: Limits,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyView {
-    pub key_id: String,
-    /// RFC 3339, UTC, seconds: `2026-11-22T00:03:00Z`.
-    pub created_at: String,
-    pub revoked: bool,
-}
-
-/// A change of limits (`postal account limits`): `Set` changes only the windows given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LimitsChange {
-    Keep,
-    Off,
-    Set {
-        per_minute: Option<u64>,
-        per_hour: Option<u64>,
-        per_day: Option<u64>,
-    },
-}
-
-fn limit_sql(limit: Option<u64>) -> Option<i64> {
-    limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX))
-}
 
 pub fn create_account(
     conn: &mut Connection,
@@ -69,15 +29,15 @@ pub fn create_account(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     tx.execute(
         "INSERT INTO accounts (public_id, name, balance, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![account_id, name, FREE_GRANT.get(), at],
+        params![account_id, name, FREE_GRANT, at],
     )?;
     let rowid = tx.last_insert_rowid();
     tx.execute(
         "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
          VALUES (?1, ?2, 'grant', ?3, ?3, 'free 1,000 queries')",
-        params![rowid, at, FREE_GRANT.get()],
+        params![rowid, at, FREE_GRANT],
     )?;
-    let (key_id, api_key) = crate::db::keys::insert_key(&tx, rowid, None, at)?;
+    let (key_id, api_key) = crate::db::sqlite::keys::insert_key(&tx, rowid, None, at)?;
     tx.commit()?;
     Ok(NewAccount {
         account_id,
@@ -100,12 +60,8 @@ pub fn show(conn: &Connection, public_id: &str) -> Result<AccountView, AccountEr
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, Option<String>>(1)?,
-                    micros(r.get(2)?)?,
-                    Limits {
-                        per_minute: r.get::<_, Option<i64>>(3)?.map(count),
-                        per_hour: r.get::<_, Option<i64>>(4)?.map(count),
-                        per_day: r.get::<_, Option<i64>>(5)?.map(count),
-                    },
+                    r.get(2)?,
+                    limits_at(r, 3)?,
                 ))
             },
         )
@@ -136,58 +92,20 @@ pub fn show(conn: &Connection, public_id: &str) -> Result<AccountView, AccountEr
     })
 }
 
-/// Credits `amount` (at least [`MIN_TOPUP`]) in full; returns the new balance.
-pub fn topup(
+/// Applies the checked `change` (a negative one refused when the balance would go
+/// below zero) with its ledger row; returns the new balance.
+pub fn change_balance(
     conn: &mut Connection,
     public_id: &str,
-    amount: Micros,
-    now: SystemTime,
-) -> Result<Micros, AccountError> {
-    if amount < MIN_TOPUP {
-        return Err(AccountError::TopupBelowMinimum(amount));
-    }
-    change_balance(conn, public_id, amount, "topup", None, now)
-}
-
-/// Adds the signed `amount` with its `reason`; refused when the balance would go below
-/// zero. Returns the new balance.
-pub fn adjust(
-    conn: &mut Connection,
-    public_id: &str,
-    amount: Micros,
-    reason: &str,
-    now: SystemTime,
-) -> Result<Micros, AccountError> {
-    if amount == Micros::ZERO {
-        return Err(AccountError::Invalid(
-            "an adjustment of 0 changes nothing".into(),
-        ));
-    }
-    if reason.trim().is_empty() {
-        return Err(AccountError::Invalid("an adjustment needs a reason".into()));
-    }
-    change_balance(conn, public_id, amount, "adjustment", Some(reason), now)
-}
-
-fn change_balance(
-    conn: &mut Connection,
-    public_id: &str,
-    amount: Micros,
-    kind: &str,
-    note: Option<&str>,
+    change: &BalanceChange,
     now: SystemTime,
 ) -> Result<Micros, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, balance) = find_account(&tx, public_id)?;
-    let new_balance = balance
-        .checked_add(amount)
-        .ok_or(AccountError::BalanceTooLarge)?;
-    if new_balance.is_negative() {
-        return Err(AccountError::WouldGoNegative { balance, amount });
-    }
+    let after = change.apply(balance, Micros::ZERO)?;
     tx.execute(
         "UPDATE accounts SET balance = ?2 WHERE id = ?1",
-        params![rowid, new_balance.get()],
+        params![rowid, after],
     )?;
     tx.execute(
         "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
@@ -195,72 +113,38 @@ fn change_balance(
         params![
             rowid,
             unix_secs(now),
-            kind,
-            amount.get(),
-            new_balance.get(),
-            note
+            change.kind(),
+            change.amount(),
+            after,
+            change.note()
         ],
     )?;
     tx.commit()?;
-    Ok(new_balance)
+    Ok(after)
 }
 
-/// Applies `change` and returns the limits now in force.
+/// Applies the checked `change` and returns the limits now in force.
 pub fn set_limits(
     conn: &mut Connection,
     public_id: &str,
     change: LimitsChange,
 ) -> Result<Limits, AccountError> {
-    if let LimitsChange::Set {
-        per_minute,
-        per_hour,
-        per_day,
-    } = change
-        && [per_minute, per_hour, per_day].contains(&Some(0))
-    {
-        return Err(AccountError::Invalid(
-            "a limit must be at least 1 (use --off to remove limits)".into(),
-        ));
-    }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let (rowid, _) = find_account(&tx, public_id)?;
-    match change {
-        LimitsChange::Keep => {}
-        LimitsChange::Off => {
-            tx.execute(
-                "UPDATE accounts SET limit_per_minute = NULL, limit_per_hour = NULL,
-                 limit_per_day = NULL WHERE id = ?1",
-                [rowid],
-            )?;
-        }
-        LimitsChange::Set {
-            per_minute,
-            per_hour,
-            per_day,
-        } => {
-            tx.execute(
-                "UPDATE accounts SET limit_per_minute = coalesce(?2, limit_per_minute),
-                 limit_per_hour = coalesce(?3, limit_per_hour),
-                 limit_per_day = coalesce(?4, limit_per_day) WHERE id = ?1",
-                params![
-                    rowid,
-                    limit_sql(per_minute),
-                    limit_sql(per_hour),
-                    limit_sql(per_day)
-                ],
-            )?;
-        }
-    }
-    let limits = tx.query_row(
-        "SELECT limit_per_minute, limit_per_hour, limit_per_day FROM accounts WHERE id = ?1",
-        [rowid],
-        |r| {
-            Ok(Limits {
-                per_minute: r.get::<_, Option<i64>>(0)?.map(count),
-                per_hour: r.get::<_, Option<i64>>(1)?.map(count),
-                per_day: r.get::<_, Option<i64>>(2)?.map(count),
-            })
-        },
+    let (rowid, current) = tx
+        .query_row(
+            "SELECT id, limit_per_minute, limit_per_hour, limit_per_day
+             FROM accounts WHERE public_id = ?1",
+            [public_id],
+            |r| Ok((r.get::<_, i64>(0)?, limits_at(r, 1)?)),
+        )
+        .optional()?
+        .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))?;
+    let limits = change.apply(current);
+    let [per_minute, per_hour, per_day] = stored_limits(limits);
+    tx.execute(
+        "UPDATE accounts SET limit_per_minute = ?2, limit_per_hour = ?3, limit_per_day = ?4
+         WHERE id = ?1",
+        params![rowid, per_minute, per_hour, per_day],
     )?;
     tx.commit()?;
     Ok(limits)
@@ -273,12 +157,11 @@ pub fn account_count(conn: &Connection) -> anyhow::Result<i64> {
 
 /// The stored balance of the account with row id `id`.
 pub fn balance_of(conn: &Connection, id: i64) -> anyhow::Result<Option<Micros>> {
-    let stored: Option<i64> = conn
+    Ok(conn
         .query_row("SELECT balance FROM accounts WHERE id = ?1", [id], |r| {
             r.get(0)
         })
-        .optional()?;
-    Ok(stored.and_then(Micros::new))
+        .optional()?)
 }
 
 /// Every account's row id and charge state (the server's books).
@@ -294,7 +177,6 @@ pub fn load_states(conn: &Connection) -> rusqlite::Result<Vec<(i64, AccountState
 
 /// Writes window counters as the server holds them (it is their only writer).
 pub fn store_counters(conn: &Connection, counters: &[(i64, Counters)]) -> rusqlite::Result<()> {
-    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let mut stmt = conn.prepare_cached(
         "UPDATE accounts SET minute_start = ?2, minute_count = ?3, hour_start = ?4,
                 hour_count = ?5, day_start = ?6, day_count = ?7 WHERE id = ?1",
@@ -303,11 +185,11 @@ pub fn store_counters(conn: &Connection, counters: &[(i64, Counters)]) -> rusqli
         stmt.execute(params![
             id,
             c.minute.start,
-            n(c.minute.count),
+            stored_count(c.minute.count),
             c.hour.start,
-            n(c.hour.count),
+            stored_count(c.hour.count),
             c.day.start,
-            n(c.day.count)
+            stored_count(c.day.count)
         ])?;
     }
     Ok(())
@@ -323,12 +205,8 @@ fn charge_state_at(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Acco
         })
     };
     Ok(AccountState {
-        balance: micros(r.get(first)?)?,
-        limits: Limits {
-            per_minute: r.get::<_, Option<i64>>(first + 1)?.map(count),
-            per_hour: r.get::<_, Option<i64>>(first + 2)?.map(count),
-            per_day: r.get::<_, Option<i64>>(first + 3)?.map(count),
-        },
+        balance: r.get(first)?,
+        limits: limits_at(r, first + 1)?,
         counters: Counters {
             minute: window(4)?,
             hour: window(6)?,

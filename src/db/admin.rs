@@ -1,0 +1,155 @@
+//! What the admin operations take and answer, the same in both ledgers (the SQLite
+//! file, `db::sqlite`; a cluster's PostgreSQL, `db::pg`): the shapes of their answers
+//! and their one error. The rules of a change are `domain::admin`'s.
+
+use crate::domain::admin::Refused;
+use crate::domain::api_key::{ApiKey, Publishable};
+use crate::domain::money::Micros;
+use crate::domain::rate_limit::Limits;
+
+/// Why an admin operation failed. All but `Unexpected` are the caller's mistake (the CLI
+/// exits 2 for them, 1 for `Unexpected`).
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("no account {0:?}")]
+    UnknownAccount(String),
+    #[error("no key {0:?}")]
+    UnknownKey(String),
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl From<rusqlite::Error> for AccountError {
+    fn from(e: rusqlite::Error) -> Self {
+        AccountError::Unexpected(e.into())
+    }
+}
+
+impl From<tokio_postgres::Error> for AccountError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        AccountError::Unexpected(e.into())
+    }
+}
+
+/// A new account with its first key (shown once).
+pub struct NewAccount {
+    pub account_id: String,
+    pub key_id: String,
+    pub api_key: ApiKey,
+    pub balance: Micros,
+}
+
+/// `postal account show`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountView {
+    pub account_id: String,
+    pub name: Option<String>,
+    pub balance: Micros,
+    pub keys: Vec<KeyView>,
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyView {
+    pub key_id: String,
+    /// RFC 3339, UTC, seconds: `2026-11-22T00:03:00Z`.
+    pub created_at: String,
+    pub revoked: bool,
+}
+
+/// A new key (shown once).
+pub struct NewKey {
+    pub key_id: String,
+    pub api_key: ApiKey,
+}
+
+/// One line of `postal account list`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountLine {
+    pub account_id: String,
+    pub name: Option<String>,
+    pub balance: Micros,
+    pub active_keys: u64,
+    pub limits: Limits,
+    /// Billed queries since 00:00 UTC today, from the ledger.
+    pub queries_today: u64,
+}
+
+/// One row of an account's ledger (`postal ledger show`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerEntry {
+    /// RFC 3339, UTC, seconds.
+    pub at: String,
+    /// `grant`, `topup`, `charge` or `adjustment`.
+    pub kind: String,
+    /// Signed: a charge is negative.
+    pub amount: Micros,
+    pub balance_after: Micros,
+    pub queries: u64,
+    /// Charges: the endpoint as stored (`lookup`, `validate-bulk`, ...).
+    pub endpoint: Option<String>,
+    /// Adjustments: the reason.
+    pub note: Option<String>,
+}
+
+/// Billed queries and their price for one account, endpoint and UTC day (`postal usage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageLine {
+    /// `YYYY-MM-DD`, UTC.
+    pub date: String,
+    pub account_id: String,
+    pub endpoint: String,
+    pub queries: u64,
+    /// What those queries cost (positive).
+    pub charged: Micros,
+}
+
+/// One key of an account (`postal key list`): never the secret, which is not stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLine {
+    pub key_id: String,
+    pub created_at: String,
+    /// When it was revoked, `None` while active.
+    pub revoked_at: Option<String>,
+    /// `None` for a secret key.
+    pub publishable: Option<Publishable>,
+}
+
+/// `postal ledger verify`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerReport {
+    pub accounts: u64,
+    pub entries: u64,
+    pub mismatches: Vec<Mismatch>,
+}
+
+/// An account whose balance is not the sum of its ledger (micro-dollars, raw: a tampered
+/// value need not be a valid `Micros`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    pub account_id: String,
+    pub balance: i64,
+    pub ledger_sum: i64,
+}
+
+pub(crate) const DAY: i64 = 86_400;
+
+/// The start (unix seconds) of the UTC day holding `now`.
+pub fn day_start(now: i64) -> i64 {
+    now - now.rem_euclid(DAY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_day_starts_at_midnight_utc() {
+        assert_eq!(day_start(86_400 * 3 + 5), 86_400 * 3);
+        assert_eq!(day_start(86_400 * 3), 86_400 * 3);
+    }
+}

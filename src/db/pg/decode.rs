@@ -1,0 +1,89 @@
+//! How the PostgreSQL ledger's rows become values and back: money (`Micros` as `ToSql`
+//! and `FromSql`), counts, limits, a publishable key's rules, an account locked by its
+//! public id. The twin of `db::sqlite::decode`.
+
+use std::error::Error;
+
+use bytes::BytesMut;
+use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+use tokio_postgres::{Row, Transaction};
+
+use crate::db::admin::AccountError;
+use crate::domain::api_key::Publishable;
+use crate::domain::money::Micros;
+use crate::domain::rate_limit::Limits;
+
+type BoxError = Box<dyn Error + Sync + Send>;
+
+impl ToSql for Micros {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        self.get().to_sql(ty, out)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <i64 as ToSql>::accepts(ty)
+    }
+
+    to_sql_checked!();
+}
+
+/// A stored amount out of `Micros`' range is corrupt, not clamped.
+impl<'a> FromSql<'a> for Micros {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Micros, BoxError> {
+        let stored = i64::from_sql(ty, raw)?;
+        Micros::new(stored).ok_or_else(|| format!("a stored amount out of range: {stored}").into())
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <i64 as FromSql>::accepts(ty)
+    }
+}
+
+/// A stored count (never negative: a negative one reads as 0).
+pub(crate) fn count(stored: i64) -> u64 {
+    u64::try_from(stored).unwrap_or(0)
+}
+
+/// A count as stored (beyond `i64`: `i64::MAX`).
+pub(crate) fn stored_count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The three limit columns (per minute, hour, day) starting at `first`.
+pub(crate) fn limits_at(r: &Row, first: usize) -> Limits {
+    let limit = |i: usize| r.get::<_, Option<i64>>(first + i).map(count);
+    Limits {
+        per_minute: limit(0),
+        per_hour: limit(1),
+        per_day: limit(2),
+    }
+}
+
+/// The three limit columns as stored.
+pub(crate) fn stored_limits(limits: Limits) -> [Option<i64>; 3] {
+    [limits.per_minute, limits.per_hour, limits.per_day].map(|l| l.map(stored_count))
+}
+
+/// A publishable key's rules from its stored origins and per-IP limit.
+pub(crate) fn publishable_rules(
+    origins: Option<String>,
+    per_ip_minute: Option<i32>,
+) -> anyhow::Result<Publishable> {
+    let per_ip_minute = per_ip_minute.map(|n| u32::try_from(n).unwrap_or(0));
+    Publishable::from_stored(origins.as_deref(), per_ip_minute).map_err(anyhow::Error::msg)
+}
+
+/// The row id, balance and leased amount of the account `public_id`, locked.
+pub(crate) async fn lock_account(
+    tx: &Transaction<'_>,
+    public_id: &str,
+) -> Result<(i64, Micros, Micros), AccountError> {
+    let row = tx
+        .query_opt(
+            "SELECT id, balance, leased FROM accounts WHERE public_id = $1 FOR UPDATE",
+            &[&public_id],
+        )
+        .await?
+        .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))?;
+    Ok((row.get(0), row.try_get(1)?, row.try_get(2)?))
+}

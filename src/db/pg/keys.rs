@@ -1,0 +1,78 @@
+//! The `api_keys` table of the ledger: create and revoke keys, each in one transaction
+//! that bumps the version (`changes::bump`). The twin of `db::sqlite::keys`; what a node
+//! loads is `node`'s.
+
+use std::time::SystemTime;
+
+use tokio_postgres::{Client, Transaction};
+
+use crate::db::admin::{AccountError, NewKey};
+use crate::db::rows::unix_secs;
+use crate::domain::api_key::{self, ApiKey, Publishable};
+
+use super::changes::bump;
+use super::decode::lock_account;
+
+/// Inserts a key of the account: secret, or publishable with its rules.
+pub(super) async fn insert_key(
+    tx: &Transaction<'_>,
+    account_rowid: i64,
+    publishable: Option<&Publishable>,
+    at: i64,
+) -> Result<(String, ApiKey), AccountError> {
+    let (key_id, kind, api_key) = api_key::fresh_key(publishable);
+    let origins = publishable.map(Publishable::stored_origins);
+    let per_ip = publishable.map(|p| i32::try_from(p.per_ip_minute).unwrap_or(i32::MAX));
+    tx.execute(
+        "INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
+                               per_ip_minute)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &key_id,
+            &&api_key.hash()[..],
+            &account_rowid,
+            &at,
+            &kind.as_str(),
+            &origins,
+            &per_ip,
+        ],
+    )
+    .await?;
+    Ok((key_id, api_key))
+}
+
+/// A new key of the account; and the version.
+pub async fn create_key(
+    client: &mut Client,
+    account_public_id: &str,
+    publishable: Option<&Publishable>,
+    now: SystemTime,
+) -> Result<(NewKey, i64), AccountError> {
+    let tx = client.transaction().await?;
+    let (rowid, _, _) = lock_account(&tx, account_public_id).await?;
+    let (key_id, api_key) = insert_key(&tx, rowid, publishable, unix_secs(now)).await?;
+    let version = bump(&tx).await?;
+    tx.commit().await?;
+    Ok((NewKey { key_id, api_key }, version))
+}
+
+/// Revokes the key (again: no error, the first time stays); the version.
+pub async fn revoke_key(
+    client: &mut Client,
+    key_public_id: &str,
+    now: SystemTime,
+) -> Result<i64, AccountError> {
+    let tx = client.transaction().await?;
+    let found = tx
+        .execute(
+            "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE public_id = $1",
+            &[&key_public_id, &unix_secs(now)],
+        )
+        .await?;
+    if found == 0 {
+        return Err(AccountError::UnknownKey(key_public_id.to_owned()));
+    }
+    let version = bump(&tx).await?;
+    tx.commit().await?;
+    Ok(version)
+}

@@ -1,0 +1,11 @@
+//! The account side of the SQLite file: accounts, keys, the ledger, the admin's reports
+//! and idempotent answers. Each file has its twin of the same name and functions in
+//! `db::pg` (a cluster's ledger), so that a review of one against the other is a diff of
+//! dialect only; the shapes they share are `db::admin`'s and `db::rows`'.
+
+pub mod accounts;
+pub mod decode;
+pub mod idempotency;
+pub mod keys;
+pub mod ledger;
+pub mod reports;

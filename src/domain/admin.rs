@@ -1,0 +1,290 @@
+//! The rules of an operator's (and, next, a customer's) change to an account: a top-up,
+//! an adjustment, a change of limits, a key's rules. Each change is a value that can only
+//! be built valid; the two ledgers (`db::sqlite`, `db::pg`) take it already checked and
+//! only store it, so each rule is written once, here.
+
+use crate::domain::api_key::Publishable;
+use crate::domain::money::{MIN_TOPUP, Micros};
+use crate::domain::origin::OriginPattern;
+use crate::domain::rate_limit::Limits;
+
+/// Why a change was refused: the caller's mistake, never the system's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("a top-up must be at least {MIN_TOPUP} USD, got {0} USD")]
+    TopupBelowMinimum(Micros),
+    #[error("an adjustment of 0 changes nothing")]
+    ZeroAdjustment,
+    #[error("an adjustment needs a reason")]
+    NoReason,
+    #[error("the adjustment of {amount} USD would make the balance of {balance} USD negative")]
+    WouldGoNegative { balance: Micros, amount: Micros },
+    #[error("the balance would exceed {} USD", Micros::MAX)]
+    BalanceTooLarge,
+    #[error("a limit must be at least 1 (use --off to remove limits)")]
+    ZeroLimit,
+    #[error("a publishable key needs at least one origin")]
+    NoOrigin,
+    #[error("a publishable key's per-IP limit must be at least 1")]
+    ZeroPerIp,
+}
+
+/// A change of balance with its ledger row's kind and note: a top-up (credited in full)
+/// or an adjustment (signed, with its reason).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BalanceChange {
+    amount: Micros,
+    reason: Option<String>,
+}
+
+impl BalanceChange {
+    /// A top-up of `amount`: at least [`MIN_TOPUP`].
+    pub fn topup(amount: Micros) -> Result<BalanceChange, Refused> {
+        if amount < MIN_TOPUP {
+            return Err(Refused::TopupBelowMinimum(amount));
+        }
+        Ok(BalanceChange {
+            amount,
+            reason: None,
+        })
+    }
+
+    /// An adjustment of the signed `amount` (not 0) for `reason` (not blank).
+    pub fn adjustment(amount: Micros, reason: &str) -> Result<BalanceChange, Refused> {
+        if amount == Micros::ZERO {
+            return Err(Refused::ZeroAdjustment);
+        }
+        if reason.trim().is_empty() {
+            return Err(Refused::NoReason);
+        }
+        Ok(BalanceChange {
+            amount,
+            reason: Some(reason.to_owned()),
+        })
+    }
+
+    pub fn amount(&self) -> Micros {
+        self.amount
+    }
+
+    /// The ledger row's kind: `topup` or `adjustment`.
+    pub fn kind(&self) -> &'static str {
+        match self.reason {
+            None => "topup",
+            Some(_) => "adjustment",
+        }
+    }
+
+    /// The ledger row's note: an adjustment's reason.
+    pub fn note(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// The balance after the change of an account holding `balance`, of which `held` is
+    /// spoken for (a cluster's grants to its nodes, being spent; nothing in the file): a
+    /// negative change may take only what is not held.
+    pub fn apply(&self, balance: Micros, held: Micros) -> Result<Micros, Refused> {
+        let after = balance
+            .checked_add(self.amount)
+            .ok_or(Refused::BalanceTooLarge)?;
+        if after < held {
+            return Err(Refused::WouldGoNegative {
+                balance: balance.checked_sub(held).unwrap_or(Micros::ZERO),
+                amount: self.amount,
+            });
+        }
+        Ok(after)
+    }
+}
+
+/// A change of an account's limits: none, all off, or new values for some windows (the
+/// others keep theirs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitsChange(Change);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Keep,
+    Off,
+    Set(Limits),
+}
+
+impl LimitsChange {
+    pub const KEEP: LimitsChange = LimitsChange(Change::Keep);
+    pub const OFF: LimitsChange = LimitsChange(Change::Off);
+
+    /// New limits for the windows given (each at least 1); no window given keeps all.
+    pub fn set(
+        per_minute: Option<u64>,
+        per_hour: Option<u64>,
+        per_day: Option<u64>,
+    ) -> Result<LimitsChange, Refused> {
+        if [per_minute, per_hour, per_day].contains(&Some(0)) {
+            return Err(Refused::ZeroLimit);
+        }
+        Ok(LimitsChange(Change::Set(Limits {
+            per_minute,
+            per_hour,
+            per_day,
+        })))
+    }
+
+    /// The limits in force after the change of `current`.
+    pub fn apply(self, current: Limits) -> Limits {
+        match self.0 {
+            Change::Keep => current,
+            Change::Off => Limits::OFF,
+            Change::Set(new) => Limits {
+                per_minute: new.per_minute.or(current.per_minute),
+                per_hour: new.per_hour.or(current.per_hour),
+                per_day: new.per_day.or(current.per_day),
+            },
+        }
+    }
+}
+
+impl Publishable {
+    /// A publishable key's rules: at least one origin, at least 1 request a minute per
+    /// client IP.
+    pub fn new(origins: Vec<OriginPattern>, per_ip_minute: u32) -> Result<Publishable, Refused> {
+        if origins.is_empty() {
+            return Err(Refused::NoOrigin);
+        }
+        if per_ip_minute == 0 {
+            return Err(Refused::ZeroPerIp);
+        }
+        Ok(Publishable {
+            origins,
+            per_ip_minute,
+        })
+    }
+
+    /// The origins as both ledgers store them: one canonical pattern a line.
+    pub fn stored_origins(&self) -> String {
+        self.origins
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The rules from their stored columns (`stored_origins` and the per-IP limit); an
+    /// error names what is corrupt.
+    pub fn from_stored(
+        origins: Option<&str>,
+        per_ip_minute: Option<u32>,
+    ) -> Result<Publishable, String> {
+        let origins = origins
+            .unwrap_or("")
+            .lines()
+            .map(OriginPattern::parse)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("a stored origin: {e}"))?;
+        match (origins.is_empty(), per_ip_minute) {
+            (false, Some(per_ip_minute)) => Ok(Publishable {
+                origins,
+                per_ip_minute,
+            }),
+            _ => Err("a publishable key without origins or per-IP limit".to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usd(text: &str) -> Micros {
+        Micros::parse_usd(text).unwrap()
+    }
+
+    #[test]
+    fn a_topup_is_at_least_the_minimum() {
+        assert_eq!(
+            BalanceChange::topup(usd("4.99")).unwrap_err().to_string(),
+            "a top-up must be at least 5 USD, got 4.99 USD"
+        );
+        let topup = BalanceChange::topup(usd("5")).unwrap();
+        assert_eq!((topup.kind(), topup.note()), ("topup", None));
+        assert_eq!(topup.apply(usd("1"), Micros::ZERO), Ok(usd("6")));
+    }
+
+    #[test]
+    fn an_adjustment_is_not_zero_and_has_a_reason() {
+        assert_eq!(
+            BalanceChange::adjustment(Micros::ZERO, "x"),
+            Err(Refused::ZeroAdjustment)
+        );
+        assert_eq!(
+            BalanceChange::adjustment(usd("1"), "  "),
+            Err(Refused::NoReason)
+        );
+        let refund = BalanceChange::adjustment(usd("-2"), "refund").unwrap();
+        assert_eq!(
+            (refund.kind(), refund.note()),
+            ("adjustment", Some("refund"))
+        );
+    }
+
+    #[test]
+    fn a_negative_change_takes_only_what_is_not_held() {
+        let take = BalanceChange::adjustment(usd("-2"), "refund").unwrap();
+        assert_eq!(take.apply(usd("3"), Micros::ZERO), Ok(usd("1")));
+        assert_eq!(take.apply(usd("2"), Micros::ZERO), Ok(Micros::ZERO));
+        assert_eq!(
+            take.apply(usd("3"), usd("1.5")),
+            Err(Refused::WouldGoNegative {
+                balance: usd("1.5"),
+                amount: usd("-2")
+            })
+        );
+        assert_eq!(
+            take.apply(usd("1"), Micros::ZERO).unwrap_err().to_string(),
+            "the adjustment of -2 USD would make the balance of 1 USD negative"
+        );
+        let huge = BalanceChange::topup(Micros::MAX).unwrap();
+        assert_eq!(
+            huge.apply(usd("1"), Micros::ZERO),
+            Err(Refused::BalanceTooLarge)
+        );
+    }
+
+    #[test]
+    fn limits_change_only_the_windows_given() {
+        let current = Limits {
+            per_minute: Some(10),
+            per_hour: None,
+            per_day: Some(1000),
+        };
+        assert_eq!(LimitsChange::KEEP.apply(current), current);
+        assert_eq!(LimitsChange::OFF.apply(current), Limits::OFF);
+        let hour = LimitsChange::set(None, Some(100), None).unwrap();
+        assert_eq!(
+            hour.apply(current),
+            Limits {
+                per_hour: Some(100),
+                ..current
+            }
+        );
+        assert_eq!(
+            LimitsChange::set(Some(0), None, None)
+                .unwrap_err()
+                .to_string(),
+            "a limit must be at least 1 (use --off to remove limits)"
+        );
+    }
+
+    #[test]
+    fn publishable_rules_round_trip_through_their_stored_form() {
+        let origins = vec![
+            OriginPattern::parse("https://shop.example").unwrap(),
+            OriginPattern::parse("https://*.example.org").unwrap(),
+        ];
+        let rules = Publishable::new(origins, 30).unwrap();
+        let stored = rules.stored_origins();
+        assert_eq!(Publishable::from_stored(Some(&stored), Some(30)), Ok(rules));
+        assert_eq!(Publishable::new(vec![], 30), Err(Refused::NoOrigin));
+        assert!(Publishable::from_stored(None, Some(30)).is_err());
+        assert!(Publishable::from_stored(Some(&stored), None).is_err());
+    }
+}
