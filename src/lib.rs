@@ -69,6 +69,7 @@
 pub mod alloc;
 pub mod api;
 pub mod billing;
+pub mod cli;
 pub mod db;
 pub mod domain;
 pub mod import;

@@ -1,9 +1,7 @@
 //! `postal`: serve the API and administer accounts, keys and the ledger (cli.md). The
-//! commands live in `cli/`, one module per command group.
-
-mod cli;
+//! commands live in the library's `cli`, one module per command group.
 
 fn main() -> std::process::ExitCode {
     postal::alloc::disable_huge_pages();
-    cli::main()
+    postal::cli::main()
 }

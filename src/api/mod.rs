@@ -21,14 +21,14 @@ pub mod contract;
 mod envelope;
 mod error;
 mod get;
-pub mod hot;
+pub(crate) mod hot;
 mod http_errors;
-pub mod once;
+pub(crate) mod once;
 pub mod ops;
 mod reply;
 pub mod routes;
 pub mod server;
-pub mod telemetry;
+pub(crate) mod telemetry;
 pub mod types;
 mod widget;
 
@@ -61,9 +61,11 @@ use envelope::Timings;
 /// Default cap on billed requests in flight (`Settings::max_in_flight`).
 pub const MAX_IN_FLIGHT: usize = 4096;
 
-/// Connections of the pool for what reads the file beside the index (the dataset loader,
-/// `/readyz`); `postal serve` gives the runtime as many blocking threads.
-pub const SLOW_POOL_SIZE: u32 = 8;
+/// Connections of the pool for what reads the file beside the index: the dataset
+/// loader's thread and `/readyz`'s check (on a blocking thread: `postal serve` gives the
+/// runtime as many). A check that hangs holds its thread until it ends; the next one
+/// waits, and after its 2 s says the database does not answer.
+pub const SLOW_POOL_SIZE: u32 = 2;
 
 /// Title of the OpenAPI document.
 pub const TITLE: &str = "postal: postal-code data API";
@@ -105,21 +107,6 @@ impl State {
             per_ip: PerIpLimiter::default(),
             trusted_proxies: Vec::new(),
         }
-    }
-
-    pub fn with_max_in_flight(mut self, max: usize) -> State {
-        self.max_in_flight = max;
-        self
-    }
-
-    /// The billing books (metrics: `Billing::stats`).
-    pub fn billing(&self) -> &Billing {
-        &self.billing
-    }
-
-    /// Requests refused for overload so far.
-    pub fn overloaded(&self) -> u64 {
-        self.overloaded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The dataset as it is now.

@@ -28,7 +28,7 @@
 //! the contract speaks HTTP/1.1.
 
 mod connection;
-pub mod gzip;
+pub(crate) mod gzip;
 
 use std::convert::Infallible;
 use std::future::Future;

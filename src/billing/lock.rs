@@ -15,7 +15,6 @@ const LOCK_RETRY_PAUSE: Duration = Duration::from_millis(20);
 /// `postal serve` runs, so that a second server on the same file refuses to start.
 pub struct ServeLock {
     _file: std::fs::File,
-    path: PathBuf,
 }
 
 impl ServeLock {
@@ -53,16 +52,12 @@ impl ServeLock {
             }
         };
         match locked {
-            Ok(()) => Ok(Some(ServeLock { _file: file, path })),
+            Ok(()) => Ok(Some(ServeLock { _file: file })),
             Err(std::fs::TryLockError::WouldBlock) => Ok(None),
             Err(std::fs::TryLockError::Error(e)) => {
                 Err(e).with_context(|| format!("locking {}", path.display()))
             }
         }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

@@ -30,17 +30,17 @@
 //!   with the answer, so one commit writes both: a stored answer never stands for a
 //!   charge that is not in the file, nor a charge for an answer a retry cannot replay.
 
-pub mod admin;
-pub mod answers;
+pub(crate) mod admin;
+pub(crate) mod answers;
 mod books;
 mod lease;
-pub mod lock;
+pub(crate) mod lock;
 pub mod notify;
-pub mod per_ip;
-pub mod pg;
+pub(crate) mod per_ip;
+pub(crate) mod pg;
 mod slices;
-pub mod sqlite;
-pub mod store;
+pub(crate) mod sqlite;
+pub(crate) mod store;
 mod writer;
 
 use std::collections::{HashMap, HashSet};

@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::io::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use postal::api::telemetry::{AccessLine, AccessLog};
+use crate::api::telemetry::{AccessLine, AccessLog};
 use tracing_subscriber::fmt::MakeWriter;
 
 use super::log_writer::Batched;
@@ -105,7 +105,7 @@ fn timestamp(out: &mut Vec<u8>, at: SystemTime) {
         let mut second = second.borrow_mut();
         if second.0 != seconds {
             let days = (seconds / 86_400) as i64;
-            let (year, month, day) = postal::domain::date::civil_from_days(days);
+            let (year, month, day) = crate::domain::date::civil_from_days(days);
             let of_day = seconds % 86_400;
             second.1 = format!(
                 "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",

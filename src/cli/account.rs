@@ -7,9 +7,9 @@ use clap::Subcommand;
 use serde::Serialize;
 use serde_json::Number;
 
-use postal::db::admin::AccountError;
-use postal::domain::admin::{BalanceChange, LimitsChange};
-use postal::domain::money::Micros;
+use crate::db::admin::AccountError;
+use crate::domain::admin::{BalanceChange, LimitsChange};
+use crate::domain::money::Micros;
 
 use super::{RateLimits, Verdict, cluster, now_unix, print};
 

@@ -9,9 +9,9 @@ use anyhow::anyhow;
 use clap::Args;
 use serde::Serialize;
 
-use postal::billing::{ServeLock, lock, notify};
-use postal::db::backup::{self, Journal};
-use postal::db::{SCHEMA_VERSION, sqlite};
+use crate::billing::{ServeLock, lock, notify};
+use crate::db::backup::{self, Journal};
+use crate::db::{SCHEMA_VERSION, sqlite};
 
 use super::{BadInput, Verdict, print, usd_or_raw};
 

@@ -8,8 +8,8 @@ use std::path::Path;
 use anyhow::Context;
 use tokio_postgres::Client;
 
-use postal::billing::admin::Admin;
-use postal::db::{self, pg};
+use crate::billing::admin::Admin;
+use crate::db::{self, pg};
 
 /// Runs `work` on the file at `db`, or with `ledger` on the cluster's ledger (connected,
 /// schema migrated).

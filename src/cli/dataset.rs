@@ -6,11 +6,11 @@ use std::path::Path;
 use clap::Subcommand;
 use serde::Serialize;
 
-use postal::api::routes::dataset::{self, CodeChange, CountryChanges, DatasetBody, Facts};
-use postal::db::{self, history};
-use postal::domain::CountryCode;
-use postal::domain::date::{UtcDate, rfc3339};
-use postal::index::history::DatasetHistory;
+use crate::api::routes::dataset::{self, CodeChange, CountryChanges, DatasetBody, Facts};
+use crate::db::{self, history};
+use crate::domain::CountryCode;
+use crate::domain::date::{UtcDate, rfc3339};
+use crate::index::history::DatasetHistory;
 
 use super::{Format, Verdict, print, print_csv};
 

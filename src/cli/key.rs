@@ -6,9 +6,9 @@ use std::time::SystemTime;
 use clap::Subcommand;
 use serde::Serialize;
 
-use postal::db::admin::AccountError;
-use postal::domain::api_key::{DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
-use postal::domain::origin::OriginPattern;
+use crate::db::admin::AccountError;
+use crate::domain::api_key::{DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
+use crate::domain::origin::OriginPattern;
 
 use super::{Verdict, cluster, print};
 

@@ -6,11 +6,11 @@ use clap::Subcommand;
 use serde::Serialize;
 use serde_json::Number;
 
-use postal::billing::ServeLock;
-use postal::db::admin::LedgerReport;
-use postal::db::pg;
-use postal::db::{self, sqlite};
-use postal::domain::date::UtcDate;
+use crate::billing::ServeLock;
+use crate::db::admin::LedgerReport;
+use crate::db::pg;
+use crate::db::{self, sqlite};
+use crate::domain::date::UtcDate;
 
 use super::{BadInput, Format, Verdict, cluster, print, print_csv, usd_or_raw};
 

@@ -18,10 +18,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use postal::db::admin::AccountError;
-use postal::domain::date::DateError;
-use postal::domain::money::{AmountError, Micros};
-use postal::domain::rate_limit::Limits;
+use crate::db::admin::AccountError;
+use crate::domain::date::DateError;
+use crate::domain::money::{AmountError, Micros};
+use crate::domain::rate_limit::Limits;
 
 #[derive(Parser)]
 #[command(

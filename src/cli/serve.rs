@@ -8,10 +8,10 @@ use std::time::SystemTime;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use postal::api::ops::Operations;
-use postal::db::{self, sqlite::accounts};
+use crate::api::ops::Operations;
+use crate::db::{self, sqlite::accounts};
 
-use postal::api::telemetry::AccessLog;
+use crate::api::telemetry::AccessLog;
 
 use super::Verdict;
 use super::{access_log, log_writer};
@@ -40,7 +40,7 @@ pub(super) struct ServeArgs {
     /// other peer the header is ignored.
     #[arg(long = "trusted-proxy", value_name = "CIDR", env = "POSTAL_TRUSTED_PROXIES",
           value_delimiter = ',', num_args = 1..)]
-    trusted_proxies: Vec<postal::domain::cidr::Cidr>,
+    trusted_proxies: Vec<crate::domain::cidr::Cidr>,
     /// Benchmarks only: answer the hot operations through poem's routing too (the way
     /// they were answered before `api::hot`), to compare the two in one binary.
     #[arg(long, hide = true)]
@@ -75,12 +75,12 @@ pub(super) fn run(
         };
         let shown = sources
             .first()
-            .map_or(postal::import::UPSTREAM_POSTAL_CODES, String::as_str);
+            .map_or(crate::import::UPSTREAM_POSTAL_CODES, String::as_str);
         eprintln!(
             "{} holds no postal data: importing {shown}",
             db_path.display()
         );
-        let summary = postal::import::run(&postal::import::Options {
+        let summary = crate::import::run(&crate::import::Options {
             db: db_path.to_path_buf(),
             sources,
             country_info: None,
@@ -105,12 +105,12 @@ pub(super) fn run(
     }
     drop(conn);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .max_blocking_threads(postal::api::SLOW_POOL_SIZE as usize)
+        .max_blocking_threads(crate::api::SLOW_POOL_SIZE as usize)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let settings = postal::api::Settings {
-        billing: postal::billing::BillingOptions {
+    let settings = crate::api::Settings {
+        billing: crate::billing::BillingOptions {
             flush_interval: std::time::Duration::from_millis(args.flush_interval_ms),
             durable: args.durable_charges,
         },
@@ -123,7 +123,7 @@ pub(super) fn run(
         ledger,
         dataset: None,
     };
-    runtime.block_on(postal::api::serve(db_path, &args.listen, settings))?;
+    runtime.block_on(crate::api::serve(db_path, &args.listen, settings))?;
     Ok(Verdict::Success)
 }
 

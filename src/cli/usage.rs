@@ -6,7 +6,7 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::Number;
 
-use postal::db::admin::UsageLine;
+use crate::db::admin::UsageLine;
 
 use super::{Format, Verdict, cluster, now_unix, print, print_csv};
 

@@ -53,8 +53,3 @@ pub fn for_each_place(
     }
     Ok(())
 }
-
-/// How many places the gazetteer holds.
-pub fn count(conn: &Connection) -> Result<i64> {
-    Ok(conn.query_row("SELECT count(*) FROM gazetteer", [], |r| r.get(0))?)
-}

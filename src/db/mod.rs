@@ -24,11 +24,11 @@
 //! - **Private files.** The file holds key hashes and balances: `open` creates it 0600
 //!   (SQLite gives the `-wal` and `-shm` files the database file's permissions).
 
-pub mod admin;
-pub mod backup;
-pub mod dataset;
-pub mod gazetteer;
-pub mod history;
+pub(crate) mod admin;
+pub(crate) mod backup;
+pub(crate) mod dataset;
+pub(crate) mod gazetteer;
+pub(crate) mod history;
 pub mod pg;
 pub mod postal;
 pub mod rows;

@@ -97,20 +97,18 @@ impl BalanceChange {
     }
 }
 
-/// A change of an account's limits: none, all off, or new values for some windows (the
-/// others keep theirs).
+/// A change of an account's limits: all off, or new values for the windows given (the
+/// others keep theirs; none given changes nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitsChange(Change);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Change {
-    Keep,
     Off,
     Set(Limits),
 }
 
 impl LimitsChange {
-    pub const KEEP: LimitsChange = LimitsChange(Change::Keep);
     pub const OFF: LimitsChange = LimitsChange(Change::Off);
 
     /// New limits for the windows given (each at least 1); no window given keeps all.
@@ -132,7 +130,6 @@ impl LimitsChange {
     /// The limits in force after the change of `current`.
     pub fn apply(self, current: Limits) -> Limits {
         match self.0 {
-            Change::Keep => current,
             Change::Off => Limits::OFF,
             Change::Set(new) => Limits {
                 per_minute: new.per_minute.or(current.per_minute),
@@ -256,7 +253,8 @@ mod tests {
             per_hour: None,
             per_day: Some(1000),
         };
-        assert_eq!(LimitsChange::KEEP.apply(current), current);
+        let none = LimitsChange::set(None, None, None).unwrap();
+        assert_eq!(none.apply(current), current);
         assert_eq!(LimitsChange::OFF.apply(current), Limits::OFF);
         let hour = LimitsChange::set(None, Some(100), None).unwrap();
         assert_eq!(

@@ -21,8 +21,6 @@ const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop
 pub const SECRET_PREFIX: &str = "sk_";
 /// The prefix of a publishable key.
 pub const PUBLISHABLE_PREFIX: &str = "pub_";
-/// The prefix of the secret keys made before key kinds (they keep working).
-pub const LEGACY_PREFIX: &str = "pk_";
 /// Base62 characters after the prefix: 32 x log2(62) = 190 bits.
 pub const KEY_RANDOM_CHARS: usize = 32;
 

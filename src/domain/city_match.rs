@@ -43,11 +43,6 @@ impl Language {
         }
     }
 
-    /// The long words whose abbreviation this country reads (for docs and tests).
-    pub fn alias_words(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.aliases.iter().map(|(long, _)| *long)
-    }
-
     /// A folded name with every aliased word in its short form: `saint louis` -> `st louis`.
     pub fn norm(&self, folded: &str) -> String {
         let mut out = String::with_capacity(folded.len());

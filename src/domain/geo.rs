@@ -24,8 +24,6 @@ pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_RADIUS_KM: f64 = 500.0;
 /// Results of /api/radius, at most; more set `truncated`.
 pub const MAX_RADIUS_RESULTS: usize = 1000;
-/// Points of one /api/nearest-bulk request, at most.
-pub const MAX_BULK_POINTS: usize = 1000;
 
 /// A point on the Earth: latitude in [-90, 90], longitude in [-180, 180], degrees (WGS84).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,11 +52,6 @@ impl Coordinates {
     /// The point as a unit vector (x towards 0°N 0°E, z towards the north pole).
     pub fn unit_vector(&self) -> [f64; 3] {
         unit_vector(self.latitude, self.longitude)
-    }
-
-    /// Great-circle distance in km.
-    pub fn distance_km(&self, to: &Coordinates) -> f64 {
-        haversine_km(self.latitude, self.longitude, to.latitude, to.longitude)
     }
 }
 

@@ -8,12 +8,12 @@
 //! live data in short slices and swaps it in with one brief transaction; then it empties
 //! the WAL. docs/dataset.md tells the history and the guards.
 
-pub mod country_info;
-pub mod gazetteer;
-pub mod geonames;
-pub mod history;
-pub mod overrides;
-pub mod source;
+pub(crate) mod country_info;
+pub(crate) mod gazetteer;
+pub(crate) mod geonames;
+pub(crate) mod history;
+pub(crate) mod overrides;
+pub(crate) mod source;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;

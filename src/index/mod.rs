@@ -8,9 +8,9 @@
 //! - [`history`]: retired codes, the live import's provenance, the latest changes;
 //! - [`loader`]: the thread that builds, swaps and frees them.
 
-pub mod city;
+pub(crate) mod city;
 pub mod geo;
-pub mod history;
-pub mod loader;
-pub mod postal;
-pub mod verify;
+pub(crate) mod history;
+pub(crate) mod loader;
+pub(crate) mod postal;
+pub(crate) mod verify;

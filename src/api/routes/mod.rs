@@ -10,24 +10,24 @@
 //! lookup does, verify-bulk asks verify's question); nothing here reaches back into
 //! `api/`'s plumbing beyond those shared parts.
 
-pub mod about;
-pub mod autocomplete;
+pub(crate) mod about;
+pub(crate) mod autocomplete;
 pub mod city;
-pub mod countries;
-pub mod dataset;
-pub mod distance;
-pub mod geo;
-pub mod lookup;
-pub mod metacode;
-pub mod nearest;
-pub mod nearest_bulk;
-pub mod places;
-pub mod radius;
-pub mod suggest;
-pub mod validate;
+pub(crate) mod countries;
+pub(crate) mod dataset;
+pub(crate) mod distance;
+pub(crate) mod geo;
+pub(crate) mod lookup;
+pub(crate) mod metacode;
+pub(crate) mod nearest;
+pub(crate) mod nearest_bulk;
+pub(crate) mod places;
+pub(crate) mod radius;
+pub(crate) mod suggest;
+pub(crate) mod validate;
 pub mod validate_bulk;
-pub mod verify;
-pub mod verify_bulk;
+pub(crate) mod verify;
+pub(crate) mod verify_bulk;
 
 /// `Apis`, the type of every route, and `apis()`, its value (unit structs: the state
 /// reaches the handlers as request data).

@@ -13,15 +13,15 @@
 //! accounts locks them in ascending id (`FOR UPDATE ... ORDER BY id`): unordered
 //! multi-account flushes deadlock (design study, §4.2).
 
-pub mod accounts;
-pub mod changes;
-pub mod decode;
-pub mod idempotency;
-pub mod keys;
-pub mod ledger;
+pub(crate) mod accounts;
+pub(crate) mod changes;
+pub(crate) mod decode;
+pub(crate) mod idempotency;
+pub(crate) mod keys;
+pub(crate) mod ledger;
 pub mod node;
-pub mod reports;
-pub mod windows;
+pub(crate) mod reports;
+pub(crate) mod windows;
 
 use std::time::Duration;
 

@@ -4,8 +4,8 @@
 //! dialect only; the shapes they share are `db::admin`'s and `db::rows`'.
 
 pub mod accounts;
-pub mod decode;
-pub mod idempotency;
+pub(crate) mod decode;
+pub(crate) mod idempotency;
 pub mod keys;
-pub mod ledger;
-pub mod reports;
+pub(crate) mod ledger;
+pub(crate) mod reports;
