@@ -1,17 +1,17 @@
 //! The one billed-request path: authenticate -> parse -> (idempotency key) -> pre-check ->
 //! work -> charge -> envelope, in the contract's order of checks (decisions.md), for every
 //! billed operation. An operation states only how it reads its request, what it costs in
-//! queries, and its work (`Operation`); `State::billed` does the rest. The bulk operations
+//! queries, and its work on the dataset in memory (`Operation`); `State::billed` does the
+//! rest, the API key included. The bulk operations
 //! enter it through `State::billed_once` (`api::once`), which adds the idempotency step:
 //! a stored answer replayed, or the key claimed and the charge held on it.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use super::State;
 use super::access::{self, RequestMeta};
-use super::contract::Requested;
+use super::contract::{ContractJson, Requested};
 use super::envelope::Timings;
 use super::error::ApiError;
 use super::once::{IdempotencyHeader, Keyed};
@@ -19,35 +19,34 @@ use super::types::Envelope;
 use crate::billing::{BillingError, ClaimedKey, KeyEntry};
 use crate::domain::api_key::hash_presented_key;
 use crate::domain::charge::{Endpoint, Refusal};
+use crate::index::postal::PostalIndex;
 
 /// The text of a missing `apiKey` on the billed operations.
 pub const MISSING_API_KEY: &str = "Missing required field: apiKey";
 
-/// A billed operation of the API.
+/// A billed operation of the API: its request, its parse, its cost, its work. The key
+/// (`Authorization`/`X-Api-Key` header, else `apiKey` of the body; 400 when missing) is
+/// read by the billed path, before anything else, the same for every operation.
 pub trait Operation {
     /// What the ledger records it as; bulk endpoints answer refusals with bulk texts.
     const ENDPOINT: Endpoint;
-    /// The request as the extractor hands it over (e.g. `ContractJson<CodeRequest>`).
-    type Body: Send + Sync + Requested;
+    /// The request's documented fields (e.g. `CodeRequest`): the body the contract's
+    /// extractor hands over is a `ContractJson<Self::Request>`.
+    type Request: Send + Sync;
     /// The request in domain types.
     type Parsed: Send;
     /// What the work found, before the envelope is added.
     type Answer: Send;
 
-    /// The key (`Authorization`/`X-Api-Key` header, else `apiKey` of the body; 400 when
-    /// missing), read before anything else.
-    fn api_key(body: &Self::Body) -> Result<&str, ApiError>;
-    /// The other fields: 400 with the contract's text when wrong.
-    fn parse(body: &Self::Body) -> Result<Self::Parsed, ApiError>;
+    /// The fields other than the key: 400 with the contract's text when wrong.
+    fn parse(body: &ContractJson<Self::Request>) -> Result<Self::Parsed, ApiError>;
     /// Billed queries: 1, or one per record.
     fn queries(_parsed: &Self::Parsed) -> u64 {
         1
     }
-    /// The work, after the pre-check; an `Err` (e.g. 404) charges nothing.
-    fn work(
-        state: &State,
-        parsed: Self::Parsed,
-    ) -> impl Future<Output = Result<Self::Answer, ApiError>> + Send;
+    /// The work on the dataset in memory, after the pre-check; an `Err` (e.g. 404)
+    /// charges nothing.
+    fn work(postal: &PostalIndex, parsed: Self::Parsed) -> Result<Self::Answer, ApiError>;
 }
 
 /// An answered billed request.
@@ -76,7 +75,7 @@ impl State {
     /// Runs operation `O` on `body` through the one billed path.
     pub async fn billed<O: Operation>(
         &self,
-        body: &O::Body,
+        body: &ContractJson<O::Request>,
     ) -> Result<Billed<O::Answer>, ApiError> {
         match self.billed_path::<O>(body, None).await? {
             Path::Answered(billed, _) => Ok(billed),
@@ -94,12 +93,12 @@ impl State {
     /// the key is claimed and the charge held on it.
     pub(super) async fn billed_path<O: Operation>(
         &self,
-        body: &O::Body,
+        body: &ContractJson<O::Request>,
         once: Option<&IdempotencyHeader>,
     ) -> Result<Path<O::Answer>, ApiError> {
         let _slot = self.admit()?;
         let mut timings = Timings::start();
-        let key = self.authenticate(O::api_key(body)?, &mut timings)?;
+        let key = self.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
         self.check_access(body.meta(), &key, O::ENDPOINT)?;
         let caller = key.caller;
         let idempotency_key = once.map(IdempotencyHeader::key).transpose()?.flatten();
@@ -116,7 +115,7 @@ impl State {
         let checked = self.billing.precheck(caller, queries);
         timings.rate_limit_check += t.elapsed();
         checked.map_err(|e| refused(e, O::ENDPOINT))?;
-        let answer = timings.processing_async(O::work(self, parsed)).await?;
+        let answer = timings.processing(|| O::work(&self.postal(), parsed))?;
         let t = Instant::now();
         let charged = match &claimed {
             None => self.billing.charge(caller, queries, O::ENDPOINT).await,

@@ -1,7 +1,6 @@
 //! The envelope of every 200 (postal-api.md 2.1): exact balance, measured step timings,
 //! rate-limit status.
 
-use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::types::{Envelope, Millis, Performance, RateLimitStatus, WindowUse};
@@ -33,14 +32,6 @@ impl Timings {
     pub fn processing<R>(&mut self, step: impl FnOnce() -> R) -> R {
         let t = Instant::now();
         let r = step();
-        self.processing += t.elapsed();
-        r
-    }
-
-    /// Runs `step`, adding its time to `processing`.
-    pub async fn processing_async<R>(&mut self, step: impl Future<Output = R>) -> R {
-        let t = Instant::now();
-        let r = step.await;
         self.processing += t.elapsed();
         r
     }

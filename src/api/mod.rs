@@ -51,7 +51,6 @@ pub use routes::Apis;
 use crate::billing::notify;
 use crate::billing::per_ip::PerIpLimiter;
 use crate::billing::{Billing, BillingOptions};
-use crate::db;
 use crate::domain::charge::AccountStatus;
 use crate::domain::cidr::Cidr;
 use crate::index::loader::{self, Slot};
@@ -60,12 +59,6 @@ use envelope::Timings;
 
 /// Default cap on billed requests in flight (`Settings::max_in_flight`).
 pub const MAX_IN_FLIGHT: usize = 4096;
-
-/// Connections of the pool for what reads the file beside the index: the dataset
-/// loader's thread and `/readyz`'s check (on a blocking thread: `postal serve` gives the
-/// runtime as many). A check that hangs holds its thread until it ends; the next one
-/// waits, and after its 2 s says the database does not answer.
-pub const SLOW_POOL_SIZE: u32 = 2;
 
 /// Title of the OpenAPI document.
 pub const TITLE: &str = "postal: postal-code data API";
@@ -78,7 +71,7 @@ pub struct State {
     /// Dropped with the server: the loader thread then stops at once.
     _loader: std::sync::mpsc::SyncSender<()>,
     /// Reads of the file beside the index (`/readyz`'s database check).
-    slow_pool: db::Pool,
+    file: loader::FileCheck,
     billing: Billing,
     in_flight: AtomicUsize,
     max_in_flight: usize,
@@ -93,13 +86,13 @@ impl State {
     fn new(
         postal: Slot,
         loader: std::sync::mpsc::SyncSender<()>,
-        slow_pool: db::Pool,
+        file: loader::FileCheck,
         billing: Billing,
     ) -> State {
         State {
             postal,
             _loader: loader,
-            slow_pool,
+            file,
             billing,
             in_flight: AtomicUsize::new(0),
             max_in_flight: MAX_IN_FLIGHT,
@@ -271,10 +264,7 @@ impl std::fmt::Debug for Dataset {
 impl Dataset {
     /// The dataset of the database at `path`, loaded now.
     pub fn load(path: &Path) -> Result<Dataset> {
-        let conn = db::open(path)?;
-        Ok(Dataset(Arc::new(crate::index::postal::PostalIndex::load(
-            &conn,
-        )?)))
+        Ok(Dataset(Arc::new(PostalIndex::open(path)?)))
     }
 }
 
@@ -326,10 +316,9 @@ async fn run(
 ) -> Result<()> {
     let served = async {
         let _changes = notify::Listener::start(db_path, billing.clone());
-        let slow_pool = db::pool(db_path, SLOW_POOL_SIZE)?;
-        let (postal, loader) =
-            loader::start(slow_pool.clone(), settings.dataset.clone().map(|d| d.0)).await?;
-        let mut state = State::new(postal, loader, slow_pool, billing.clone());
+        let (postal, loader, file) =
+            loader::start(db_path, settings.dataset.clone().map(|d| d.0)).await?;
+        let mut state = State::new(postal, loader, file, billing.clone());
         state.trusted_proxies = settings.trusted_proxies.clone();
         let access_log = settings
             .access_log

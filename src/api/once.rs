@@ -31,7 +31,7 @@ use serde::Serialize;
 
 use super::State;
 use super::billed::{Billed, Operation, Path, refused};
-use super::contract::Requested;
+use super::contract::{ContractJson, Requested};
 use super::error::ApiError;
 use super::reply::{Enveloped, Reply, set_rate_limit_headers};
 use crate::billing::{Caller, Claim, ClaimedKey};
@@ -197,7 +197,7 @@ impl State {
     /// stored, with its held charge, before it is sent.
     pub async fn billed_once<O: Operation, T: Serialize + Enveloped + Send>(
         &self,
-        body: &O::Body,
+        body: &ContractJson<O::Request>,
         header: &IdempotencyHeader,
         respond: impl FnOnce(Billed<O::Answer>) -> T,
     ) -> Result<Replayable<T>, ApiError> {

@@ -13,7 +13,6 @@ use serde_json::json;
 use super::State;
 use super::telemetry::Metrics;
 use crate::billing::Billing;
-use crate::db;
 use crate::index::postal::PostalIndex;
 
 /// How long `/readyz` waits for the billing writer and for the database.
@@ -30,7 +29,7 @@ pub struct Operations {
 #[derive(Clone)]
 pub(super) struct Ops {
     postal: crate::index::loader::Slot,
-    pool: db::Pool,
+    file: crate::index::loader::FileCheck,
     billing: Billing,
     metrics: Arc<Metrics>,
     metrics_token: Option<Arc<str>>,
@@ -42,7 +41,7 @@ impl Ops {
     pub(super) fn new(state: &State, operations: Operations, metrics: Arc<Metrics>) -> Ops {
         Ops {
             postal: state.postal.clone(),
-            pool: state.slow_pool.clone(),
+            file: state.file.clone(),
             billing: state.billing.clone(),
             metrics,
             metrics_token: operations.metrics_token.map(Arc::from),
@@ -130,12 +129,8 @@ async fn unready_reasons(ops: &Ops) -> Vec<String> {
     if let Some(why) = ops.billing.flush_state().failing {
         reasons.push(format!("billing writer: flushes failing: {why}"));
     }
-    let pool = ops.pool.clone();
-    let read = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-        let conn = pool.get()?;
-        db::postal::coverage(&conn)?;
-        Ok(())
-    });
+    let file = ops.file.clone();
+    let read = tokio::task::spawn_blocking(move || file.read());
     match tokio::time::timeout(READY_PATIENCE, read).await {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(e))) => reasons.push(format!("database: {e:#}")),

@@ -105,7 +105,7 @@ pub(super) fn run(
     }
     drop(conn);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .max_blocking_threads(crate::api::SLOW_POOL_SIZE as usize)
+        .max_blocking_threads(crate::index::loader::READ_POOL_SIZE as usize)
         .enable_all()
         .build()
         .context("starting the async runtime")?;

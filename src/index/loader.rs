@@ -1,6 +1,7 @@
 //! The loader: the one thread that builds the in-memory dataset, swaps in a new one when
 //! `postal-import` commits, and frees the old one once no request holds it.
 
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -34,9 +35,11 @@ pub type Slot = Arc<RwLock<Arc<PostalIndex>>>;
 /// the same generation, else the file's is loaded; once a new dataset replaces it, it is
 /// let go at once (it is not this thread's to free).
 pub async fn start(
-    pool: db::Pool,
+    db_path: &Path,
     preloaded: Option<Arc<PostalIndex>>,
-) -> Result<(Slot, std::sync::mpsc::SyncSender<()>)> {
+) -> Result<(Slot, std::sync::mpsc::SyncSender<()>, FileCheck)> {
+    let pool = db::pool(db_path, READ_POOL_SIZE)?;
+    let check = FileCheck(pool.clone());
     let (first, loaded) = tokio::sync::oneshot::channel();
     let (keep, stop) = std::sync::mpsc::sync_channel::<()>(0);
     std::thread::Builder::new()
@@ -96,7 +99,7 @@ pub async fn start(
         .await
         .context("the dataset loader thread stopped")?
         .context("loading the postal data")?;
-    Ok((slot, keep))
+    Ok((slot, keep, check))
 }
 
 /// Requests hold the index for one answer; longer than this is worth a warning.
@@ -157,6 +160,25 @@ pub fn current(slot: &Slot) -> Arc<PostalIndex> {
     match slot.read() {
         Ok(index) => index.clone(),
         Err(poisoned) => poisoned.into_inner().clone(),
+    }
+}
+
+/// Connections of the pool for what reads the file beside the index: this loader's
+/// thread and the readiness check (`FileCheck`, on a blocking thread of the runtime:
+/// `postal serve` gives it as many). A check that hangs holds its thread until it ends;
+/// the next one waits, and after its patience says the database does not answer.
+pub const READ_POOL_SIZE: u32 = 2;
+
+/// Reads the file the index comes from (`/readyz`: does it answer?).
+#[derive(Clone)]
+pub struct FileCheck(db::Pool);
+
+impl FileCheck {
+    /// Reads the dataset's coverage from the file: blocking, an error when it cannot.
+    pub fn read(&self) -> Result<()> {
+        let conn = self.0.get()?;
+        db::postal::coverage(&conn)?;
+        Ok(())
     }
 }
 

@@ -22,7 +22,8 @@ use super::city::CityIndex;
 use super::geo::{GeoIndex, GeoSource};
 use super::history::{DatasetHistory, Retired};
 use crate::db;
-use crate::db::postal::{CountryData, Coverage, PlaceRecord, RecordRow};
+pub use crate::db::postal::PlaceRecord;
+use crate::db::postal::{CountryData, Coverage, RecordRow};
 use crate::domain::postal_code::{ZipInput, canonical};
 use crate::domain::{CountryCode, PostalQuery};
 
@@ -430,6 +431,11 @@ impl PostalIndex {
     /// import's swap changes (and nothing else).
     pub fn generation(conn: &Connection) -> Result<i64> {
         db::dataset::generation(conn)
+    }
+
+    /// The dataset of the database file at `path`, loaded now.
+    pub fn open(path: &std::path::Path) -> Result<PostalIndex> {
+        PostalIndex::load(&db::open(path)?)
     }
 
     /// Reads the whole dataset in one read transaction.

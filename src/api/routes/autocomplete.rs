@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::geo::*;
-use crate::api::billed::Billed;
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
@@ -53,10 +53,22 @@ impl AutocompleteApi {
     }
 }
 
-geo_operation!(Autocomplete, Endpoint::Autocomplete,
-    AutocompleteRequest => AutocompleteQuery => Vec<Suggestion>,
-    parse: parse_autocomplete, queries: one,
-    work: |index: &PostalIndex, query: &AutocompleteQuery| Ok(suggestions(index, query)));
+pub struct Autocomplete;
+
+impl Operation for Autocomplete {
+    const ENDPOINT: Endpoint = Endpoint::Autocomplete;
+    type Request = AutocompleteRequest;
+    type Parsed = AutocompleteQuery;
+    type Answer = Vec<Suggestion>;
+
+    fn parse(body: &ContractJson<AutocompleteRequest>) -> Result<AutocompleteQuery, ApiError> {
+        parse_autocomplete(&body.fields)
+    }
+
+    fn work(postal: &PostalIndex, query: AutocompleteQuery) -> Result<Vec<Suggestion>, ApiError> {
+        Ok(suggestions(postal, &query))
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutocompleteQuery {

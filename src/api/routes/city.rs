@@ -11,7 +11,7 @@ use poem_openapi::types::{Example, Type};
 use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
 
-use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody};
 use crate::api::error::ApiError;
 use crate::api::get::{self, text};
@@ -22,6 +22,7 @@ use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::text::fold;
 use crate::index::city::{CityMatch, CityQuery};
+use crate::index::postal::PostalIndex;
 
 /// The route of /api/city (its handlers read the `State` from the request data).
 pub struct CityApi;
@@ -117,15 +118,11 @@ pub struct City;
 
 impl Operation for City {
     const ENDPOINT: Endpoint = Endpoint::City;
-    type Body = ContractJson<CityRequest>;
+    type Request = CityRequest;
     type Parsed = CityQuery;
     type Answer = CityMatch;
 
-    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
-        body.api_key(MISSING_API_KEY)
-    }
-
-    fn parse(body: &Self::Body) -> Result<CityQuery, ApiError> {
+    fn parse(body: &ContractJson<Self::Request>) -> Result<CityQuery, ApiError> {
         let city = body.required_text("city")?;
         let (state, st) = (body.optional_text("state")?, body.optional_text("ST")?);
         let country = body.country()?;
@@ -142,9 +139,8 @@ impl Operation for City {
         })
     }
 
-    async fn work(state: &State, query: CityQuery) -> Result<CityMatch, ApiError> {
-        state
-            .postal()
+    fn work(postal: &PostalIndex, query: CityQuery) -> Result<CityMatch, ApiError> {
+        postal
             .city()
             .find(&query)
             .ok_or_else(|| ApiError::not_found("No ZIP codes found for the given city/state"))

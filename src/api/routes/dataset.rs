@@ -17,10 +17,10 @@ use crate::api::error::ApiError;
 use crate::api::reply::Reply;
 use crate::api::types::{Envelope, example_free_envelope};
 use crate::api::{ApiTags, State};
-use crate::db::history::{ChangeRow, DatedChange, OverrideRow, Provenance};
 use crate::domain::charge::Endpoint;
 use crate::domain::date::rfc3339;
 use crate::index::history::DatasetHistory;
+use crate::index::history::{ChangeRow, DatedChange, OverrideRow, Provenance};
 use crate::index::postal::PostalIndex;
 
 /// The route of /api/dataset (its handler reads the `State` from the request data).

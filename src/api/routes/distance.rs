@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::geo::*;
-use crate::api::billed::Billed;
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody, zip_input};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
@@ -57,8 +57,22 @@ impl DistanceApi {
     }
 }
 
-geo_operation!(Distance, Endpoint::Distance, DistanceRequest => DistanceQuery => (Place, Place),
-    parse: parse_distance, queries: one, work: distance_between);
+pub struct Distance;
+
+impl Operation for Distance {
+    const ENDPOINT: Endpoint = Endpoint::Distance;
+    type Request = DistanceRequest;
+    type Parsed = DistanceQuery;
+    type Answer = (Place, Place);
+
+    fn parse(body: &ContractJson<DistanceRequest>) -> Result<DistanceQuery, ApiError> {
+        parse_distance(&body.fields)
+    }
+
+    fn work(postal: &PostalIndex, query: DistanceQuery) -> Result<(Place, Place), ApiError> {
+        distance_between(postal, &query)
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DistanceQuery {

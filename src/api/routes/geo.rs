@@ -1,6 +1,6 @@
 //! What the geography operations share (docs/geography.md): the `Place` they answer, the
-//! parse of the fields they have in common, the texts of their 400s and 404s, and the
-//! `geo_operation!` that puts each on the one billed path.
+//! parse of the fields they have in common, and the texts of their 400s and 404s. Each
+//! is on the one billed path by its `Operation`, in its own file.
 //!
 //! Each operation is four steps kept apart, so that the billed-request path can change
 //! under them: `parse_*` (the body's fields into domain types, or the 400 with its text),
@@ -12,12 +12,12 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::api::error::ApiError;
-use crate::db::postal::PlaceRecord;
 use crate::domain::CountryCode;
 use crate::domain::geo::{
     Coordinates, Limit, MaxKm, Nearby, round_km, valid_latitude, valid_longitude,
 };
 use crate::domain::postal_code::canonical;
+use crate::index::postal::PlaceRecord;
 use crate::index::postal::{PlaceView, PostalIndex};
 
 pub(super) const ZIP_NOT_FOUND: &str = "ZIP code not found";
@@ -31,49 +31,6 @@ pub(super) const INVALID_RADIUS: &str = "radiusKm must be a number greater than 
 pub(super) const NO_CENTER: &str = "Missing 'zipcode' or 'latitude'/'longitude' in request body";
 pub(super) const TWO_CENTERS: &str = "Send either 'zipcode' or 'latitude'/'longitude', not both";
 pub(super) const INVALID_Q: &str = "q may contain only letters, digits, spaces and hyphens";
-
-/// A geography operation on the one billed path: its body, its parse, its cost in
-/// queries and its work on the in-memory index (an `Err`, e.g. 404, charges nothing).
-macro_rules! geo_operation {
-    ($name:ident, $endpoint:expr, $request:ty => $parsed:ty => $answer:ty,
-     parse: $parse:expr, queries: $queries:expr, work: $work:expr) => {
-        pub struct $name;
-
-        impl $crate::api::billed::Operation for $name {
-            const ENDPOINT: $crate::domain::charge::Endpoint = $endpoint;
-            type Body = $crate::api::contract::ContractJson<$request>;
-            type Parsed = $parsed;
-            type Answer = $answer;
-
-            fn api_key(body: &Self::Body) -> Result<&str, $crate::api::error::ApiError> {
-                body.api_key($crate::api::billed::MISSING_API_KEY)
-            }
-
-            fn parse(body: &Self::Body) -> Result<$parsed, $crate::api::error::ApiError> {
-                $parse(&body.fields)
-            }
-
-            fn queries(parsed: &$parsed) -> u64 {
-                $queries(parsed)
-            }
-
-            // An `async fn`: the work runs when awaited, inside `processingTime` (a
-            // `std::future::ready(work())` ran it before the clock started).
-            async fn work(
-                state: &$crate::api::State,
-                parsed: $parsed,
-            ) -> Result<$answer, $crate::api::error::ApiError> {
-                $work(&state.postal(), &parsed)
-            }
-        }
-    };
-}
-
-pub(super) fn one<T>(_: &T) -> u64 {
-    1
-}
-
-pub(super) use geo_operation;
 
 /// A required field's value: `null` is missing. (An optional field sent as `null` is not
 /// absent: it answers that field's 400, as `country` in the contract.)

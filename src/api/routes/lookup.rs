@@ -1,7 +1,6 @@
 //! `/api/lookup` (POST, and GET for pages): the first record of a postal code, from
-//! memory; 1 query. Its operation shape (`first_record_operation!`) serves metacode too.
+//! memory; 1 query. Its first record (`first_record`) serves metacode and metazip too.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use poem::Request;
@@ -11,17 +10,18 @@ use poem_openapi::types::Example;
 use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
 
-use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::ContractJson;
 use crate::api::error::ApiError;
 use crate::api::get::{self};
 use crate::api::reply::{Cached, Reply};
 use crate::api::types::*;
 use crate::api::{ApiTags, State};
-use crate::db::postal::PlaceRecord;
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::postal_code::ZipInput;
+use crate::index::postal::PlaceRecord;
+use crate::index::postal::PostalIndex;
 
 /// The route of /api/lookup (its handlers read the `State` from the request data).
 pub struct LookupApi;
@@ -119,8 +119,12 @@ pub(super) fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiEr
     })
 }
 
-pub(super) async fn first_record(state: &State, query: CodeQuery) -> Result<FirstRecord, ApiError> {
-    let postal = state.postal();
+/// The first record of the code (what /api/lookup, /api/metacode and /api/metazip
+/// answer from), or 404.
+pub(super) fn first_record(
+    postal: &PostalIndex,
+    query: CodeQuery,
+) -> Result<FirstRecord, ApiError> {
     let record = postal
         .lookup(query.country, &query.zipcode)
         .ok_or_else(|| ApiError::zip_not_found(postal.retired(query.country, &query.zipcode)))?;
@@ -130,37 +134,22 @@ pub(super) async fn first_record(state: &State, query: CodeQuery) -> Result<Firs
     })
 }
 
-macro_rules! first_record_operation {
-    ($name:ident, $endpoint:expr) => {
-        pub struct $name;
+pub struct Lookup;
 
-        impl Operation for $name {
-            const ENDPOINT: Endpoint = $endpoint;
-            type Body = ContractJson<CodeRequest>;
-            type Parsed = CodeQuery;
-            type Answer = FirstRecord;
+impl Operation for Lookup {
+    const ENDPOINT: Endpoint = Endpoint::Lookup;
+    type Request = CodeRequest;
+    type Parsed = CodeQuery;
+    type Answer = FirstRecord;
 
-            fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
-                body.api_key(MISSING_API_KEY)
-            }
+    fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiError> {
+        parse(body)
+    }
 
-            fn parse(body: &Self::Body) -> Result<CodeQuery, ApiError> {
-                $crate::api::routes::lookup::parse(body)
-            }
-
-            fn work(
-                state: &State,
-                query: CodeQuery,
-            ) -> impl Future<Output = Result<FirstRecord, ApiError>> + Send {
-                $crate::api::routes::lookup::first_record(state, query)
-            }
-        }
-    };
+    fn work(postal: &PostalIndex, query: CodeQuery) -> Result<FirstRecord, ApiError> {
+        first_record(postal, query)
+    }
 }
-
-pub(super) use first_record_operation;
-
-first_record_operation!(Lookup, Endpoint::Lookup);
 
 /// 200 of /api/lookup.
 #[derive(Debug, Object, Serialize)]

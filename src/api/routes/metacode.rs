@@ -1,7 +1,6 @@
 //! `/api/metacode` and its legacy alias `/api/metazip`: every field of a postal code's
 //! first record, in the US shape or the world shape; 1 query.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use poem::web::Data;
@@ -9,17 +8,18 @@ use poem_openapi::types::Example;
 use poem_openapi::{Object, OpenApi, Union};
 use serde::Serialize;
 
-use super::lookup::{CodeQuery, FirstRecord, first_record_operation};
-use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use super::lookup::{CodeQuery, FirstRecord, first_record};
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::ContractJson;
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
 use crate::api::types::*;
 use crate::api::{ApiTags, State};
-use crate::db::postal::PlaceRecord;
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::postal_code::canonical;
+use crate::index::postal::PlaceRecord;
+use crate::index::postal::PostalIndex;
 
 /// The routes of /api/metacode and /api/metazip (their handlers read the `State` from the
 /// request data).
@@ -65,8 +65,39 @@ impl MetacodeApi {
     }
 }
 
-first_record_operation!(Metacode, Endpoint::Metacode);
-first_record_operation!(Metazip, Endpoint::Metazip);
+pub struct Metacode;
+
+impl Operation for Metacode {
+    const ENDPOINT: Endpoint = Endpoint::Metacode;
+    type Request = CodeRequest;
+    type Parsed = CodeQuery;
+    type Answer = FirstRecord;
+
+    fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiError> {
+        super::lookup::parse(body)
+    }
+
+    fn work(postal: &PostalIndex, query: CodeQuery) -> Result<FirstRecord, ApiError> {
+        first_record(postal, query)
+    }
+}
+
+pub struct Metazip;
+
+impl Operation for Metazip {
+    const ENDPOINT: Endpoint = Endpoint::Metazip;
+    type Request = CodeRequest;
+    type Parsed = CodeQuery;
+    type Answer = FirstRecord;
+
+    fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiError> {
+        super::lookup::parse(body)
+    }
+
+    fn work(postal: &PostalIndex, query: CodeQuery) -> Result<FirstRecord, ApiError> {
+        first_record(postal, query)
+    }
+}
 
 fn meta_response(billed: Billed<FirstRecord>) -> Reply<MetaResponse> {
     let Billed {

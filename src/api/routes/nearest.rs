@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::geo::*;
-use crate::api::billed::Billed;
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
@@ -53,9 +53,22 @@ impl NearestApi {
     }
 }
 
-geo_operation!(Nearest, Endpoint::Nearest, NearestRequest => NearestQuery => Vec<Place>,
-    parse: parse_nearest, queries: one,
-    work: |index: &PostalIndex, query: &NearestQuery| Ok(nearest_places(index, query)));
+pub struct Nearest;
+
+impl Operation for Nearest {
+    const ENDPOINT: Endpoint = Endpoint::Nearest;
+    type Request = NearestRequest;
+    type Parsed = NearestQuery;
+    type Answer = Vec<Place>;
+
+    fn parse(body: &ContractJson<NearestRequest>) -> Result<NearestQuery, ApiError> {
+        parse_nearest(&body.fields)
+    }
+
+    fn work(postal: &PostalIndex, query: NearestQuery) -> Result<Vec<Place>, ApiError> {
+        Ok(nearest_places(postal, &query))
+    }
+}
 
 /// /api/nearest, and each point of /api/nearest-bulk.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::geo::*;
-use crate::api::billed::Billed;
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody, records_array};
 use crate::api::error::ApiError;
 use crate::api::once::{IdempotencyHeader, Replayable};
@@ -66,10 +66,26 @@ impl NearestBulkApi {
     }
 }
 
-geo_operation!(NearestBulk, Endpoint::NearestBulk,
-    NearestBulkRequest => NearestBulkQuery => Vec<PointResult>,
-    parse: parse_nearest_bulk, queries: |query: &NearestBulkQuery| query.points.len() as u64,
-    work: |index: &PostalIndex, query: &NearestBulkQuery| Ok(nearest_bulk(index, query)));
+pub struct NearestBulk;
+
+impl Operation for NearestBulk {
+    const ENDPOINT: Endpoint = Endpoint::NearestBulk;
+    type Request = NearestBulkRequest;
+    type Parsed = NearestBulkQuery;
+    type Answer = Vec<PointResult>;
+
+    fn parse(body: &ContractJson<NearestBulkRequest>) -> Result<NearestBulkQuery, ApiError> {
+        parse_nearest_bulk(&body.fields)
+    }
+
+    fn queries(query: &NearestBulkQuery) -> u64 {
+        query.points.len() as u64
+    }
+
+    fn work(postal: &PostalIndex, query: NearestBulkQuery) -> Result<Vec<PointResult>, ApiError> {
+        Ok(nearest_bulk(postal, &query))
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NearestBulkQuery {

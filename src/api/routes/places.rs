@@ -15,7 +15,7 @@ use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
 
 use super::lookup::CodeQuery;
-use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::ContractJson;
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
@@ -23,6 +23,7 @@ use crate::api::types::{CodeRequest, Envelope, example_envelope};
 use crate::api::{ApiTags, State};
 use crate::domain::charge::Endpoint;
 use crate::index::postal::CodePlace;
+use crate::index::postal::PostalIndex;
 
 /// The places API (its handlers read the `State` from the request data).
 pub struct PlacesApi;
@@ -94,23 +95,18 @@ pub struct Places;
 
 impl Operation for Places {
     const ENDPOINT: Endpoint = Endpoint::Places;
-    type Body = ContractJson<CodeRequest>;
+    type Request = CodeRequest;
     type Parsed = CodeQuery;
     type Answer = Vec<CodePlace>;
 
-    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
-        body.api_key(MISSING_API_KEY)
-    }
-
-    fn parse(body: &Self::Body) -> Result<CodeQuery, ApiError> {
+    fn parse(body: &ContractJson<Self::Request>) -> Result<CodeQuery, ApiError> {
         Ok(CodeQuery {
             zipcode: body.zipcode()?,
             country: body.country()?,
         })
     }
 
-    async fn work(state: &State, query: CodeQuery) -> Result<Vec<CodePlace>, ApiError> {
-        let postal = state.postal();
+    fn work(postal: &PostalIndex, query: CodeQuery) -> Result<Vec<CodePlace>, ApiError> {
         postal
             .places(query.country, &query.zipcode)
             .map(|code| code.places)

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::geo::*;
-use crate::api::billed::Billed;
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody, zip_input};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
@@ -59,8 +59,22 @@ impl RadiusApi {
     }
 }
 
-geo_operation!(Radius, Endpoint::Radius, RadiusRequest => RadiusQuery => (Vec<Place>, bool),
-    parse: parse_radius, queries: one, work: radius_places);
+pub struct Radius;
+
+impl Operation for Radius {
+    const ENDPOINT: Endpoint = Endpoint::Radius;
+    type Request = RadiusRequest;
+    type Parsed = RadiusQuery;
+    type Answer = (Vec<Place>, bool);
+
+    fn parse(body: &ContractJson<RadiusRequest>) -> Result<RadiusQuery, ApiError> {
+        parse_radius(&body.fields)
+    }
+
+    fn work(postal: &PostalIndex, query: RadiusQuery) -> Result<(Vec<Place>, bool), ApiError> {
+        radius_places(postal, &query)
+    }
+}
 
 /// Where a radius is centred.
 #[derive(Debug, Clone, PartialEq)]

@@ -18,7 +18,7 @@ use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::ContractJson;
 use crate::api::error::ApiError;
 use crate::api::types::{CountryField, Envelope, example_envelope};
@@ -160,23 +160,19 @@ pub struct Suggest;
 
 impl Operation for Suggest {
     const ENDPOINT: Endpoint = Endpoint::Suggest;
-    type Body = ContractJson<SuggestRequest>;
+    type Request = SuggestRequest;
     type Parsed = SuggestQuestion;
     type Answer = Vec<SuggestResult>;
 
-    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
-        body.api_key(MISSING_API_KEY)
-    }
-
-    fn parse(body: &Self::Body) -> Result<SuggestQuestion, ApiError> {
+    fn parse(body: &ContractJson<Self::Request>) -> Result<SuggestQuestion, ApiError> {
         parse(body)
     }
 
-    async fn work(
-        state: &State,
+    fn work(
+        postal: &PostalIndex,
         question: SuggestQuestion,
     ) -> Result<Vec<SuggestResult>, ApiError> {
-        Ok(suggestions(&state.postal(), &question))
+        Ok(suggestions(postal, &question))
     }
 }
 

@@ -10,13 +10,14 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::lookup::CodeQuery;
-use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::ContractJson;
 use crate::api::error::{ApiError, RetiredCode};
 use crate::api::reply::Reply;
 use crate::api::types::*;
 use crate::api::{ApiTags, State};
 use crate::domain::charge::Endpoint;
+use crate::index::postal::PostalIndex;
 
 /// The route of /api/validate (its handler reads the `State` from the request data).
 pub struct ValidateApi;
@@ -62,15 +63,11 @@ pub struct Validity {
 
 impl Operation for Validate {
     const ENDPOINT: Endpoint = Endpoint::Validate;
-    type Body = ContractJson<CodeRequest>;
+    type Request = CodeRequest;
     type Parsed = (CodeQuery, Value);
     type Answer = Validity;
 
-    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
-        body.api_key(MISSING_API_KEY)
-    }
-
-    fn parse(body: &Self::Body) -> Result<(CodeQuery, Value), ApiError> {
+    fn parse(body: &ContractJson<Self::Request>) -> Result<(CodeQuery, Value), ApiError> {
         let query = CodeQuery {
             zipcode: body.zipcode()?,
             country: body.country()?,
@@ -78,8 +75,7 @@ impl Operation for Validate {
         Ok((query, body.zipcode_echo()))
     }
 
-    async fn work(state: &State, (query, echo): (CodeQuery, Value)) -> Result<Validity, ApiError> {
-        let postal = state.postal();
+    fn work(postal: &PostalIndex, (query, echo): (CodeQuery, Value)) -> Result<Validity, ApiError> {
         let valid = postal.exists(query.country, &query.zipcode);
         let retired = (!valid)
             .then(|| postal.retired(query.country, &query.zipcode))

@@ -10,7 +10,7 @@ use poem_openapi::{Enum, Object, OpenApi};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{BulkRecord, ContractJson, DocumentedBody};
 use crate::api::error::{ApiError, RetiredCode};
 use crate::api::once::{IdempotencyHeader, Replayable};
@@ -18,6 +18,7 @@ use crate::api::types::*;
 use crate::api::{ApiTags, State};
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
+use crate::index::postal::PostalIndex;
 use crate::index::postal::Verdict;
 
 /// The route of /api/validate-bulk (its handler reads the `State` from the request data).
@@ -95,16 +96,12 @@ pub struct ValidateBulk;
 
 impl Operation for ValidateBulk {
     const ENDPOINT: Endpoint = Endpoint::ValidateBulk;
-    type Body = ContractJson<BulkRequest>;
+    type Request = BulkRequest;
     type Parsed = Vec<BulkRecord>;
     /// Each record, its verdict, and for a code an import removed the day it went.
     type Answer = Vec<(BulkRecord, Verdict, Option<String>)>;
 
-    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
-        body.api_key(MISSING_API_KEY)
-    }
-
-    fn parse(body: &Self::Body) -> Result<Vec<BulkRecord>, ApiError> {
+    fn parse(body: &ContractJson<Self::Request>) -> Result<Vec<BulkRecord>, ApiError> {
         body.bulk_records()
     }
 
@@ -112,15 +109,14 @@ impl Operation for ValidateBulk {
         records.len() as u64
     }
 
-    async fn work(
-        state: &State,
+    fn work(
+        postal: &PostalIndex,
         records: Vec<BulkRecord>,
     ) -> Result<Vec<(BulkRecord, Verdict, Option<String>)>, ApiError> {
         let codes: Vec<(CountryCode, String)> = records
             .iter()
             .map(|r| (r.country, r.postal_code.clone()))
             .collect();
-        let postal = state.postal();
         let verdicts = postal.check_codes(&codes);
         Ok(records
             .into_iter()

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::places::PlaceItem;
-use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
@@ -21,6 +21,7 @@ use crate::api::{ApiTags, State};
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
 use crate::domain::postal_code::ZipInput;
+use crate::index::postal::PostalIndex;
 use crate::index::verify::{TypedCity, Verification};
 
 /// The route of /api/verify (its handler read the `State` from the request data).
@@ -71,13 +72,13 @@ pub struct VerifyQuestion {
 }
 
 impl VerifyQuestion {
-    pub(super) fn verify(&self, state: &State) -> Verification {
+    pub(super) fn verify(&self, postal: &PostalIndex) -> Verification {
         let typed = TypedCity {
             city: &self.city,
             state: self.state.as_deref(),
             st: self.st.as_deref(),
         };
-        state.postal().verify(self.country, &self.zipcode, &typed)
+        postal.verify(self.country, &self.zipcode, &typed)
     }
 }
 
@@ -86,17 +87,13 @@ pub struct Verify;
 
 impl Operation for Verify {
     const ENDPOINT: Endpoint = Endpoint::Verify;
-    type Body = ContractJson<VerifyRequest>;
+    type Request = VerifyRequest;
     type Parsed = VerifyQuestion;
     type Answer = Verification;
 
-    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
-        body.api_key(MISSING_API_KEY)
-    }
-
     /// In the order of the contract's other operations: `zipcode`, `city`, `state`, `ST`,
     /// `country`.
-    fn parse(body: &Self::Body) -> Result<VerifyQuestion, ApiError> {
+    fn parse(body: &ContractJson<Self::Request>) -> Result<VerifyQuestion, ApiError> {
         let zipcode = body.zipcode()?;
         let city = body.required_text("city")?.to_string();
         let state = body.optional_text("state")?.map(str::to_string);
@@ -110,8 +107,8 @@ impl Operation for Verify {
         })
     }
 
-    async fn work(state: &State, question: VerifyQuestion) -> Result<Verification, ApiError> {
-        Ok(question.verify(state))
+    fn work(postal: &PostalIndex, question: VerifyQuestion) -> Result<Verification, ApiError> {
+        Ok(question.verify(postal))
     }
 }
 

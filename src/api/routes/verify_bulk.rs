@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::places::{PlaceItem, example_places};
-use crate::api::billed::{Billed, MISSING_API_KEY, Operation};
+use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{BulkRecord, ContractJson, DocumentedBody, bulk_record, records_array};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
@@ -19,6 +19,7 @@ use crate::api::types::{CountryField, Envelope, NonBlankText, example_envelope};
 use crate::api::{ApiTags, State};
 use crate::domain::charge::Endpoint;
 use crate::domain::postal_code::ZipInput;
+use crate::index::postal::PostalIndex;
 use crate::index::verify::Verification;
 
 use super::verify::*;
@@ -87,15 +88,11 @@ pub struct VerifyBulk;
 
 impl Operation for VerifyBulk {
     const ENDPOINT: Endpoint = Endpoint::VerifyBulk;
-    type Body = ContractJson<VerifyBulkRequest>;
+    type Request = VerifyBulkRequest;
     type Parsed = Vec<VerifyRecord>;
     type Answer = Vec<(VerifyRecord, Verification)>;
 
-    fn api_key(body: &Self::Body) -> Result<&str, ApiError> {
-        body.api_key(MISSING_API_KEY)
-    }
-
-    fn parse(body: &Self::Body) -> Result<Vec<VerifyRecord>, ApiError> {
+    fn parse(body: &ContractJson<Self::Request>) -> Result<Vec<VerifyRecord>, ApiError> {
         records_array(&body.fields)?
             .iter()
             .enumerate()
@@ -107,14 +104,14 @@ impl Operation for VerifyBulk {
         records.len() as u64
     }
 
-    async fn work(
-        state: &State,
+    fn work(
+        postal: &PostalIndex,
         records: Vec<VerifyRecord>,
     ) -> Result<Vec<(VerifyRecord, Verification)>, ApiError> {
         Ok(records
             .into_iter()
             .map(|record| {
-                let verification = record.question.verify(state);
+                let verification = record.question.verify(postal);
                 (record, verification)
             })
             .collect())
