@@ -33,6 +33,7 @@
 pub(crate) mod admin;
 pub(crate) mod answers;
 mod books;
+mod claims;
 mod lease;
 pub(crate) mod lock;
 pub mod notify;
@@ -40,6 +41,7 @@ pub(crate) mod per_ip;
 pub(crate) mod pg;
 mod slices;
 pub(crate) mod sqlite;
+mod stats;
 pub(crate) mod store;
 mod writer;
 
@@ -53,6 +55,9 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context;
 
 use books::{Ask, Asking, Books, GRANT_PATIENCE, GRANT_WAIT, GrantRequest, Granted};
+pub use claims::ClaimedKey;
+pub use stats::BillingStats;
+use stats::Counts;
 use writer::run_writer;
 
 pub use answers::Claim;
@@ -110,54 +115,6 @@ pub enum BillingError {
     /// The ledger cannot be written (flushes fail) or billing stopped: 503, nothing charged.
     #[error("billing unavailable: {0}")]
     Unavailable(String),
-}
-
-/// Totals since start, for metrics: what was charged, refused and flushed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BillingStats {
-    /// Charges decided and applied (each of N queries counts once).
-    pub charges: u64,
-    /// Charges refused 401 / 402 / 429.
-    pub refusals: u64,
-    /// Requests refused 503 because flushes failed.
-    pub unavailable: u64,
-    /// Flushes committed, and those that failed.
-    pub flushes: u64,
-    pub failed_flushes: u64,
-    /// Time spent in committed flushes.
-    pub flush_busy: Duration,
-    /// Reloads of accounts and keys after an outside change.
-    pub reloads: u64,
-    /// The last committed flush's duration, and when it committed.
-    pub last_flush: Duration,
-    pub last_commit: Option<std::time::SystemTime>,
-    /// Charge rows (account x endpoint) waiting for the next flush.
-    pub pending: u64,
-    /// Cluster mode only (zero for the single file): grants asked of the ledger, recalls
-    /// heard from other nodes, grants handed back, and the grants held now (how many,
-    /// how much is left of them).
-    pub grant_requests: u64,
-    pub recalls: u64,
-    pub handbacks: u64,
-    pub grants_held: u64,
-    pub granted: Micros,
-}
-
-#[derive(Default)]
-struct Counts {
-    charges: AtomicU64,
-    refusals: AtomicU64,
-    unavailable: AtomicU64,
-    flushes: AtomicU64,
-    failed_flushes: AtomicU64,
-    flush_busy_nanos: AtomicU64,
-    reloads: AtomicU64,
-    /// The last committed flush: how long it took, and when it ended (µs since 1970).
-    last_flush_nanos: AtomicU64,
-    last_commit_unix_micros: AtomicU64,
-    grant_requests: AtomicU64,
-    recalls: AtomicU64,
-    handbacks: AtomicU64,
 }
 
 /// What a flush has reached: every batch up to `done` is committed; `failing` holds the
@@ -400,11 +357,7 @@ impl Billing {
                     queries,
                     amount: cost,
                 };
-                let held = hold_on.is_some_and(|claimed| {
-                    books
-                        .answers
-                        .hold(claimed.account_id, &claimed.key, claimed.ticket, charge)
-                });
+                let held = hold_on.is_some_and(|claimed| claimed.hold(&mut books.answers, charge));
                 if !held {
                     books
                         .pending
@@ -450,86 +403,6 @@ impl Billing {
         }
         self.shared.wake.notify_all();
         Ok(answer)
-    }
-
-    /// What a request of `endpoint` with the body `fingerprint` finds under `key` of
-    /// `account_id` (`answers::Answers::claim`); when nothing live, the key is claimed for
-    /// it until the returned `ClaimedKey` answers or is dropped. With grants (a cluster),
-    /// a key this node holds nothing of is claimed in the ledger too, which every node
-    /// asks: the first answer given on any node is replayed, a request running on another
-    /// node is 409. `Unavailable` when the ledger cannot be asked.
-    pub async fn claim(
-        &self,
-        account_id: i64,
-        key: &IdempotencyKey,
-        endpoint: Endpoint,
-        fingerprint: Fingerprint,
-    ) -> Result<Claim<ClaimedKey>, BillingError> {
-        let (local, leasing) = {
-            let mut books = self.books();
-            let now = SystemTime::now();
-            let local = books
-                .answers
-                .claim(account_id, key, endpoint, fingerprint, now);
-            (local, books.leasing)
-        };
-        let claim = local.map_run(|ticket| ClaimedKey {
-            billing: self.clone(),
-            account_id,
-            key: key.clone(),
-            ticket,
-            open: true,
-            in_ledger: false,
-        });
-        let Claim::Run(mut claimed) = claim else {
-            return Ok(claim);
-        };
-        if leasing != Leasing::Grants {
-            return Ok(Claim::Run(claimed));
-        }
-        let ask = KeyClaim {
-            account_id,
-            key: key.clone(),
-            endpoint,
-            fingerprint,
-            ticket: claimed.ticket,
-            since: SystemTime::now()
-                .checked_sub(ANSWER_TTL)
-                .unwrap_or(SystemTime::UNIX_EPOCH),
-        };
-        // Dropped on an error (503), the claim is released in the ledger too: the call may
-        // have committed with its answer lost (a release of another ticket's claim deletes
-        // nothing).
-        claimed.in_ledger = true;
-        let holder = self.on_writer(move |store| store.claim_key(&ask)).await?;
-        let (used, stage) = match holder {
-            Holder::Claimed => return Ok(Claim::Run(claimed)),
-            Holder::Running {
-                endpoint,
-                fingerprint,
-            } => ((endpoint, fingerprint), Claim::InProgress),
-            Holder::Answered {
-                endpoint,
-                fingerprint,
-                body,
-            } => ((endpoint, fingerprint), Claim::Replay(Some(body))),
-        };
-        // Not this node's: freed here only.
-        claimed.in_ledger = false;
-        drop(claimed);
-        Ok(answers::found(used, (endpoint, fingerprint), stage))
-    }
-
-    /// The body of an answer stored under `key` (a replay of an answer whose flush has
-    /// committed: `Claim::Replay(None)`), read by the writer from the store.
-    pub async fn stored_body(
-        &self,
-        account_id: i64,
-        key: &IdempotencyKey,
-    ) -> Result<Option<Arc<[u8]>>, BillingError> {
-        let key = key.clone();
-        self.on_writer(move |store| store.answer_body(account_id, &key))
-            .await
     }
 
     /// Runs `call` on the store in the writer's thread, between flushes (the store is the
@@ -650,44 +523,6 @@ impl Billing {
         self.shared.node_id
     }
 
-    pub fn stats(&self) -> BillingStats {
-        let c = &self.shared.counts;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (pending, grants_held, granted) = {
-            let books = self.books();
-            let now = BootTime::now();
-            let (mut held, mut granted) = (0, Micros::ZERO);
-            for lease in books.leases.values() {
-                let usable = lease.usable(now);
-                if usable > Micros::ZERO {
-                    held += 1;
-                    granted = granted.checked_add(usable).unwrap_or(Micros::MAX);
-                }
-            }
-            (books.pending.rows.len() as u64, held, granted)
-        };
-        BillingStats {
-            charges: get(&c.charges),
-            refusals: get(&c.refusals),
-            unavailable: get(&c.unavailable),
-            flushes: get(&c.flushes),
-            failed_flushes: get(&c.failed_flushes),
-            flush_busy: Duration::from_nanos(get(&c.flush_busy_nanos)),
-            reloads: get(&c.reloads),
-            last_flush: Duration::from_nanos(get(&c.last_flush_nanos)),
-            last_commit: match get(&c.last_commit_unix_micros) {
-                0 => None,
-                micros => Some(std::time::UNIX_EPOCH + Duration::from_micros(micros)),
-            },
-            pending,
-            grant_requests: get(&c.grant_requests),
-            recalls: get(&c.recalls),
-            handbacks: get(&c.handbacks),
-            grants_held,
-            granted,
-        }
-    }
-
     /// The writer thread is running (readiness: `/readyz`).
     pub fn writer_running(&self) -> bool {
         self.writer
@@ -737,75 +572,6 @@ impl Billing {
 
 /// A call of a request to the store, run by the writer (`Billing::on_writer`).
 type StoreCall = Box<dyn FnOnce(&mut dyn ChargeStore) + Send>;
-
-/// An idempotency key claimed by the request running under it (`Billing::claim`). Its
-/// charge (`Billing::charge_held`) waits on it; `answer` makes both pending. Dropped
-/// without an answer (an error, a panic, a client gone), it frees the key, and a charge
-/// it held is made pending alone: the work was done and billed, nothing is replayed.
-pub struct ClaimedKey {
-    billing: Billing,
-    account_id: i64,
-    key: IdempotencyKey,
-    ticket: u64,
-    open: bool,
-    /// Claimed in a cluster's ledger too: released there by the next flush.
-    in_ledger: bool,
-}
-
-impl ClaimedKey {
-    /// The request answered `body`: the key replays it from now on, and its charge and
-    /// the answer go into the same pending batch, whose number this returns (durable mode
-    /// waits for it).
-    pub fn answer(mut self, body: Arc<[u8]>) -> u64 {
-        self.open = false;
-        let mut books = self.billing.books();
-        let (held, stored) = books.answers.answer(
-            self.account_id,
-            &self.key,
-            self.ticket,
-            body,
-            SystemTime::now(),
-        );
-        if let Some(held) = held {
-            books
-                .pending
-                .add(self.account_id, held.endpoint, held.queries, held.amount);
-        }
-        books.pending.answers.extend(stored);
-        let batch = books.batch;
-        let wake = self.billing.writer_to_wake(&books);
-        drop(books);
-        self.billing.wake_writer(wake);
-        batch
-    }
-}
-
-impl Drop for ClaimedKey {
-    fn drop(&mut self) {
-        if !self.open {
-            return;
-        }
-        let mut books = self.billing.books();
-        let held = books
-            .answers
-            .release(self.account_id, &self.key, self.ticket);
-        if let Some(held) = held {
-            books
-                .pending
-                .add(self.account_id, held.endpoint, held.queries, held.amount);
-        }
-        if self.in_ledger {
-            books.pending.released.push(ReleasedClaim {
-                account_id: self.account_id,
-                key: self.key.clone(),
-                ticket: self.ticket,
-            });
-        }
-        let wake = self.billing.writer_to_wake(&books);
-        drop(books);
-        self.billing.wake_writer(wake);
-    }
-}
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
