@@ -12,10 +12,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use clap::Parser;
-use postal::billing::{Billing, BillingOptions, Caller, notify};
+use postal::billing::{Billing, BillingOptions, notify};
 use postal::db::{self, sqlite::accounts, sqlite::keys};
 use postal::domain::admin::BalanceChange;
 use postal::domain::api_key::hash_presented_key;
+use postal::domain::charge::Caller;
 use postal::domain::charge::Endpoint;
 use postal::domain::money::Micros;
 

@@ -34,7 +34,8 @@ use super::billed::{Billed, Operation, Path, refused};
 use super::contract::{ContractJson, Requested};
 use super::error::ApiError;
 use super::reply::{Enveloped, Reply, set_rate_limit_headers};
-use crate::billing::{Caller, Claim, ClaimedKey};
+use crate::billing::{Claim, ClaimedKey};
+use crate::domain::charge::Caller;
 use crate::domain::charge::Endpoint;
 use crate::domain::idempotency::{Fingerprint, IdempotencyKey, MAX_KEY_CHARS};
 

@@ -4,9 +4,9 @@
 //! back, and how the store's accounts, keys and grants are taken in.
 
 use super::slices::{Slice, WindowShort};
-use super::store::WindowKey;
 use super::*;
 use crate::domain::rate_limit::Window;
+use crate::domain::rate_limit::WindowKey;
 
 /// Everything charges are decided on.
 #[derive(Default)]

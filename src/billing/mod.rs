@@ -60,15 +60,14 @@ pub use stats::BillingStats;
 use stats::Counts;
 use writer::run_writer;
 
+use crate::db::rows::{ChargeRow, Holder, KeyClaim, ReleasedClaim, StoredAnswer};
+use crate::domain::grant::WindowQueries;
 pub use answers::Claim;
 use answers::{Answers, Held};
 use lease::{BootTime, Lease};
 pub use lock::ServeLock;
 use sqlite::SqliteStore;
-use store::{
-    Applied, Batch, ChargeRow, ChargeStore, Grant, Holder, KeyClaim, Leasing, ReleasedClaim,
-    Snapshot, StoredAnswer, WindowQueries,
-};
+use store::{Applied, Batch, ChargeStore, Grant, Leasing, Snapshot};
 
 use crate::domain::api_key::{KeyHash, Publishable};
 use crate::domain::charge::{AccountState, AccountStatus, Endpoint, Refusal};
@@ -76,7 +75,7 @@ use crate::domain::idempotency::{ANSWER_TTL, Fingerprint, IdempotencyKey};
 use crate::domain::money::{Micros, PRICE_PER_QUERY};
 use crate::domain::rate_limit::RateStatus;
 
-pub use crate::db::rows::Caller;
+use crate::domain::charge::Caller;
 
 /// How the server writes its charges (flags of `postal serve`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

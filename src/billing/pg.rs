@@ -19,11 +19,10 @@ use anyhow::Context;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use super::lease::LEASE_TTL;
-use super::store::{
-    AnswerIndex, Applied, Batch, ChargeStore, Grant, Holder, KeyClaim, Leasing, SliceAsk,
-    SliceHeld, Snapshot, WindowQueries,
-};
+use super::store::{Applied, Batch, ChargeStore, Grant, Leasing, Snapshot};
 use crate::db::pg::{self, RECALL_CHANNEL, idempotency, node, windows};
+use crate::db::rows::{AnswerIndex, Holder, KeyClaim};
+use crate::domain::grant::{SliceAsk, SliceHeld, WindowQueries};
 use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;
 

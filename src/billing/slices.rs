@@ -6,8 +6,9 @@
 //! windows: its books decide on the counters alone, as before.
 
 use super::lease::due_back;
-use super::store::{SliceAsk, SliceHeld, WindowKey, WindowQueries};
 use super::*;
+use crate::domain::grant::{SliceAsk, SliceHeld, WindowQueries};
+use crate::domain::rate_limit::WindowKey;
 use crate::domain::rate_limit::{Limits, Window, WindowCount};
 
 /// The smallest slice asked for.

@@ -9,8 +9,9 @@ use std::time::SystemTime;
 use anyhow::Context;
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::store::{AnswerIndex, Applied, Batch, ChargeStore, Grant, Snapshot};
+use super::store::{Applied, Batch, ChargeStore, Grant, Snapshot};
 use crate::db;
+use crate::db::rows::AnswerIndex;
 use crate::db::sqlite::{accounts, idempotency, keys, ledger};
 use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;

@@ -8,10 +8,11 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-pub use crate::db::pg::windows::{SliceAsk, SliceHeld, WindowKey, WindowQueries};
-use crate::db::rows::ActiveKey;
-pub use crate::db::rows::{AnswerIndex, ChargeRow, Holder, KeyClaim, ReleasedClaim, StoredAnswer};
+use crate::db::rows::{
+    ActiveKey, AnswerIndex, ChargeRow, Holder, KeyClaim, ReleasedClaim, StoredAnswer,
+};
 use crate::domain::charge::AccountState;
+use crate::domain::grant::{SliceAsk, SliceHeld, WindowQueries};
 use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Counters;

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use super::books::Short;
 use super::slices::WindowShort;
-use super::store::WindowKey;
 use super::*;
+use crate::domain::rate_limit::WindowKey;
 
 /// Longest pause between two tries of a failing flush.
 const RETRY_MAX: Duration = Duration::from_secs(1);

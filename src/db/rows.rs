@@ -1,5 +1,5 @@
 //! What both ledgers (the SQLite file, `db::sqlite`; a cluster's PostgreSQL, `db::pg`)
-//! hold for the server's books and hand it, in either dialect: callers and their keys,
+//! hold for the server's books and hand it, in either dialect: active keys,
 //! the charge rows a flush appends, idempotent answers and claims; and how a time is
 //! stored.
 
@@ -7,16 +7,9 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::domain::api_key::{KeyHash, Publishable};
-use crate::domain::charge::Endpoint;
+use crate::domain::charge::{Caller, Endpoint};
 use crate::domain::idempotency::{Fingerprint, IdempotencyKey};
 use crate::domain::money::Micros;
-
-/// An authenticated caller: the account and the key (row ids) a request came with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Caller {
-    pub account_id: i64,
-    pub key_id: i64,
-}
 
 /// An active key as the server's books hold it.
 #[derive(Debug)]

@@ -7,6 +7,13 @@ use std::time::SystemTime;
 use crate::domain::money::{Micros, PRICE_PER_QUERY};
 use crate::domain::rate_limit::{Counters, Limits, RateStatus};
 
+/// An authenticated caller: the account and the key (row ids) a request came with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Caller {
+    pub account_id: i64,
+    pub key_id: i64,
+}
+
 /// A billed (or free) operation of the API, as the ledger stores it (`ledger.endpoint`).
 ///
 /// The stored names are these strings exactly, never a path: `lookup`, not `/api/lookup`.

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::domain::money::{Micros, PRICE_PER_QUERY};
+use crate::domain::rate_limit::WindowKey;
 
 /// The grant for a node that needs `need` more and asks for `want` (at least `need`) when
 /// `free` is not leased to anyone: nothing when less than `need` is free; otherwise half
@@ -163,6 +164,42 @@ fn less(a: Micros, b: Micros) -> Micros {
 /// `a + b` (every addition of `settle` stays within a balance).
 fn more(a: Micros, b: Micros) -> Micros {
     a.checked_add(b).unwrap_or(Micros::MAX)
+}
+
+// The vocabulary of slices between the books (`billing::slices`) and the ledger
+// (`db::pg::windows`).
+
+/// Queries of one window of an account: admitted in it, left of a slice of it, or
+/// counted in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WindowQueries {
+    pub account_id: i64,
+    pub window: WindowKey,
+    pub queries: u64,
+}
+
+/// A slice of a limited window asked for: `need` more queries of the window at least,
+/// `want` at most. `keep`: the node's slice was leased under limits since changed; the
+/// ledger first lowers it to this (what the node admitted and has not flushed yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceAsk {
+    pub window: WindowKey,
+    pub need: u64,
+    pub want: u64,
+    pub keep: Option<u64>,
+}
+
+/// What the ledger holds for a node on one window of an account after a slice request or
+/// a flush: what is left of its slice, and the window's count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SliceHeld {
+    pub account_id: i64,
+    pub window: WindowKey,
+    pub remaining: u64,
+    pub count: u64,
+    /// Nothing could be granted while other nodes hold enough of the window that handing
+    /// it back could cover the need (they were asked to); false in a flush's report.
+    pub elsewhere: bool,
 }
 
 #[cfg(test)]

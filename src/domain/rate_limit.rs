@@ -72,6 +72,13 @@ fn unix_millis(now: SystemTime) -> i64 {
     }
 }
 
+/// One window of one kind: the minute, hour or day that starts at `start` (unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WindowKey {
+    pub window: Window,
+    pub start: i64,
+}
+
 /// An account's limits, in billed queries per window; `None` = no limit on that window.
 /// All `None` means rate limiting is off (the default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -4,10 +4,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Instant, SystemTime};
 
-use postal::billing::{Billing, BillingOptions, Caller};
+use postal::billing::{Billing, BillingOptions};
 use postal::db::{self, sqlite::accounts, sqlite::keys};
 use postal::domain::admin::BalanceChange;
 use postal::domain::api_key::hash_presented_key;
+use postal::domain::charge::Caller;
 use postal::domain::money::Micros;
 use rusqlite::Connection;
 use serde_json::Value;

@@ -9,9 +9,10 @@ use anyhow::Context;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, GenericClient, Transaction};
 
-use crate::db::rows::{ActiveKey, Caller, ChargeRow, ReleasedClaim, StoredAnswer, unix_secs};
+use crate::db::rows::{ActiveKey, ChargeRow, ReleasedClaim, StoredAnswer, unix_secs};
 use crate::domain::api_key::{KeyHash, KeyKind};
 use crate::domain::charge::AccountState;
+use crate::domain::charge::Caller;
 use crate::domain::grant::{self, Locked};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Counters;

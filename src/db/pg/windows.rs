@@ -14,51 +14,11 @@ use anyhow::Context;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, GenericClient};
 
-use crate::domain::grant;
-use crate::domain::rate_limit::{Limits, Window};
+use crate::domain::grant::{self, SliceAsk, SliceHeld, WindowQueries};
+use crate::domain::rate_limit::{Limits, Window, WindowKey};
 
 use super::RECALL_CHANNEL;
 use super::decode::{count, stored_count};
-
-/// One window of one kind: the minute, hour or day that starts at `start` (unix seconds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WindowKey {
-    pub window: Window,
-    pub start: i64,
-}
-
-/// Queries of one window of an account: admitted in it, left of a slice of it, or
-/// counted in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct WindowQueries {
-    pub account_id: i64,
-    pub window: WindowKey,
-    pub queries: u64,
-}
-
-/// A slice of a limited window asked for: `need` more queries of the window at least,
-/// `want` at most. `keep`: the node's slice was leased under limits since changed; the
-/// ledger first lowers it to this (what the node admitted and has not flushed yet).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SliceAsk {
-    pub window: WindowKey,
-    pub need: u64,
-    pub want: u64,
-    pub keep: Option<u64>,
-}
-
-/// What the ledger holds for a node on one window of an account after a slice request or
-/// a flush: what is left of its slice, and the window's count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SliceHeld {
-    pub account_id: i64,
-    pub window: WindowKey,
-    pub remaining: u64,
-    pub count: u64,
-    /// Nothing could be granted while other nodes hold enough of the window that handing
-    /// it back could cover the need (they were asked to); false in a flush's report.
-    pub elsewhere: bool,
-}
 
 /// What a flush does to windows: the queries admitted (added to the counts, taken from
 /// the node's slices) and the slices handed back.

@@ -6,9 +6,10 @@ use std::time::SystemTime;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::db::admin::{AccountError, NewKey};
-use crate::db::rows::{ActiveKey, Caller, unix_secs};
+use crate::db::rows::{ActiveKey, unix_secs};
 use crate::db::sqlite::decode::{corrupt, find_account, publishable_rules};
 use crate::domain::api_key::{self, ApiKey, KeyHash, KeyKind, Publishable};
+use crate::domain::charge::Caller;
 
 /// Inserts a key of the account: secret, or publishable with its rules.
 pub(crate) fn insert_key(
