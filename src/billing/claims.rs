@@ -21,10 +21,8 @@ impl Billing {
         let (local, leasing) = {
             let mut books = self.books();
             let now = SystemTime::now();
-            let local = books
-                .answers
-                .claim(account_id, key, endpoint, fingerprint, now);
-            (local, books.leasing)
+            let local = books.claim_key(account_id, key, endpoint, fingerprint, now);
+            (local, books.leasing())
         };
         let claim = local.map_run(|ticket| ClaimedKey {
             billing: self.clone(),
@@ -113,20 +111,7 @@ impl ClaimedKey {
     pub fn answer(mut self, body: Arc<[u8]>) -> u64 {
         self.open = false;
         let mut books = self.billing.books();
-        let (held, stored) = books.answers.answer(
-            self.account_id,
-            &self.key,
-            self.ticket,
-            body,
-            SystemTime::now(),
-        );
-        if let Some(held) = held {
-            books
-                .pending
-                .add(self.account_id, held.endpoint, held.queries, held.amount);
-        }
-        books.pending.answers.extend(stored);
-        let batch = books.batch;
+        let batch = books.answer_key(self.account_id, &self.key, self.ticket, body);
         let wake = self.billing.writer_to_wake(&books);
         drop(books);
         self.billing.wake_writer(wake);
@@ -140,21 +125,7 @@ impl Drop for ClaimedKey {
             return;
         }
         let mut books = self.billing.books();
-        let held = books
-            .answers
-            .release(self.account_id, &self.key, self.ticket);
-        if let Some(held) = held {
-            books
-                .pending
-                .add(self.account_id, held.endpoint, held.queries, held.amount);
-        }
-        if self.in_ledger {
-            books.pending.released.push(ReleasedClaim {
-                account_id: self.account_id,
-                key: self.key.clone(),
-                ticket: self.ticket,
-            });
-        }
+        books.release_key(self.account_id, &self.key, self.ticket, self.in_ledger);
         let wake = self.billing.writer_to_wake(&books);
         drop(books);
         self.billing.wake_writer(wake);

@@ -39,7 +39,6 @@ pub(crate) mod lock;
 pub mod notify;
 pub(crate) mod per_ip;
 pub(crate) mod pg;
-mod slices;
 pub(crate) mod sqlite;
 mod stats;
 pub(crate) mod store;
@@ -197,13 +196,11 @@ impl Billing {
         let answered = store
             .load_answers(since)
             .context("loading the idempotency keys")?;
-        let mut books = Books {
-            batch: 1,
-            answers: Answers::from_index(answered),
-            leasing: store.leasing(),
-            durable: options.durable,
-            ..Books::default()
-        };
+        let mut books = Books::new(
+            Answers::from_index(answered),
+            store.leasing(),
+            options.durable,
+        );
         books.replace(snapshot);
         let counts = store.load_counts().context("loading the window counts")?;
         books.sync_counts(&counts);
@@ -242,10 +239,9 @@ impl Billing {
     /// when no active key has that hash.
     pub fn authenticate(&self, key_hash: &KeyHash) -> Result<(KeyEntry, AccountState), Refusal> {
         let books = self.books();
-        let key = books.keys.get(key_hash).ok_or(Refusal::InvalidKey)?.clone();
+        let key = books.key(key_hash).ok_or(Refusal::InvalidKey)?.clone();
         let account = *books
-            .accounts
-            .get(&key.caller.account_id)
+            .account(key.caller.account_id)
             .ok_or(Refusal::InvalidKey)?;
         Ok((key, account))
     }
@@ -339,37 +335,8 @@ impl Billing {
         {
             return Err(Ask::Windows(short));
         }
-        let verdict = checked.and_then(|_| {
-            let account = books
-                .accounts
-                .get_mut(&caller.account_id)
-                .ok_or(Refusal::InvalidKey)?;
-            let cost = account.charge(queries, now)?;
-            let status = account.status(now);
-            if let Some(lease) = books.leases.get_mut(&caller.account_id) {
-                lease.spend(cost, BootTime::now());
-            }
-            if billed {
-                books.admit_in_windows(caller.account_id, queries, now);
-                let charge = Held {
-                    endpoint,
-                    queries,
-                    amount: cost,
-                };
-                let held = hold_on.is_some_and(|claimed| claimed.hold(&mut books.answers, charge));
-                if !held {
-                    books
-                        .pending
-                        .add(caller.account_id, endpoint, queries, cost);
-                }
-            }
-            Ok(Charged {
-                balance: status.balance,
-                rate: status.rate,
-                cost,
-                flush: books.batch,
-            })
-        });
+        let verdict = checked
+            .and_then(|_| books.apply_charge(caller, queries, endpoint, billed, now, hold_on));
         let wake = verdict.is_ok() && self.writer_to_wake(&books);
         drop(books);
         self.wake_writer(wake);
@@ -391,14 +358,11 @@ impl Billing {
         let (reply, answer) = tokio::sync::oneshot::channel();
         {
             let mut books = self.books();
-            if let Some(why) = &books.failing {
-                return Err(why.clone());
-            }
-            books.grant_requests.push(GrantRequest {
+            books.ask_for_grant(GrantRequest {
                 account_id,
                 ask,
                 reply,
-            });
+            })?;
         }
         self.shared.wake.notify_all();
         Ok(answer)
@@ -413,15 +377,9 @@ impl Billing {
         let (reply, answer) = tokio::sync::oneshot::channel();
         {
             let mut books = self.books();
-            if let Some(why) = &books.failing {
-                return Err(BillingError::Unavailable(why.clone()));
-            }
-            if books.stop {
-                return Err(BillingError::Unavailable("billing stopped".into()));
-            }
-            books.store_calls.push(Box::new(move |store| {
+            books.call_store(Box::new(move |store| {
                 let _ = reply.send(call(store));
-            }));
+            }))?;
         }
         self.shared.wake.notify_all();
         // Bounded: a writer gone (a panic) must not hold the request forever.
@@ -475,8 +433,7 @@ impl Billing {
     pub fn status(&self, caller: Caller) -> Result<AccountStatus, Refusal> {
         let books = self.books();
         let account = books
-            .accounts
-            .get(&caller.account_id)
+            .account(caller.account_id)
             .ok_or(Refusal::InvalidKey)?;
         Ok(account.status(SystemTime::now()))
     }
@@ -485,7 +442,7 @@ impl Billing {
     /// (what a CLI command's announcement triggers). `false` on timeout.
     pub fn reload_now(&self, timeout: Duration) -> bool {
         let (done, wait) = std::sync::mpsc::channel();
-        self.books().reload_requests.push(done);
+        self.books().request_reload(done);
         self.shared.wake.notify_all();
         wait.recv_timeout(timeout).is_ok()
     }
@@ -534,7 +491,7 @@ impl Billing {
     /// for up to a minute), then releases the file. Later charges are refused 503.
     /// Idempotent.
     pub fn shutdown(&self) {
-        self.books().stop = true;
+        self.books().stop();
         self.shared.wake.notify_all();
         let writer = lock(&self.writer).take();
         if let Some(writer) = writer {
@@ -549,7 +506,7 @@ impl Billing {
     /// to wake, and a writer not waiting sees the pending charge before it waits.
     fn writer_to_wake(&self, books: &Books) -> bool {
         self.shared.options.durable
-            && !books.pending.is_empty()
+            && books.has_pending()
             && self.shared.writer_waiting.swap(false, Ordering::AcqRel)
     }
 

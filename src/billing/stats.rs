@@ -55,19 +55,7 @@ impl Billing {
     pub fn stats(&self) -> BillingStats {
         let c = &self.shared.counts;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (pending, grants_held, granted) = {
-            let books = self.books();
-            let now = BootTime::now();
-            let (mut held, mut granted) = (0, Micros::ZERO);
-            for lease in books.leases.values() {
-                let usable = lease.usable(now);
-                if usable > Micros::ZERO {
-                    held += 1;
-                    granted = granted.checked_add(usable).unwrap_or(Micros::MAX);
-                }
-            }
-            (books.pending.rows.len() as u64, held, granted)
-        };
+        let (pending, grants_held, granted) = self.books().held_now();
         BillingStats {
             charges: get(&c.charges),
             refusals: get(&c.refusals),

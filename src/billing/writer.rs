@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::books::Short;
-use super::slices::WindowShort;
+use super::books::WindowShort;
 use super::*;
 use crate::domain::rate_limit::WindowKey;
 
@@ -29,7 +29,7 @@ const SLOW_FLUSH: Duration = Duration::from_millis(100);
 /// when that bound was reached.
 fn purge_answers(store: &mut dyn ChargeStore, shared: &Shared) -> Duration {
     let now = SystemTime::now();
-    lock(&shared.books).answers.expire(now);
+    lock(&shared.books).expire_answers(now);
     let before = now
         .checked_sub(ANSWER_TTL + PURGE_GRACE)
         .unwrap_or(SystemTime::UNIX_EPOCH);
@@ -56,8 +56,8 @@ fn answer_slices(
 ) -> Result<Granted, String> {
     let asks = {
         let books = lock(&shared.books);
-        if let Some(why) = &books.failing {
-            return Err(why.clone());
+        if let Some(why) = books.failing() {
+            return Err(why.to_owned());
         }
         books.slice_asks(account_id, short)
     };
@@ -92,17 +92,9 @@ fn answer_slices(
     };
     let mut books = lock(&shared.books);
     books.sync_slices_of(account_id, &held, sent, true);
-    for ask in &asks {
-        if let Some(slice) = books.slices.get_mut(&(account_id, ask.window.window)) {
-            slice.granted_at = Some(sent);
-            slice.last_used = Some(sent);
-        }
-    }
+    books.slices_granted(account_id, &asks, sent);
     for (ask, h) in asks.iter().zip(&held) {
-        let usable = books
-            .slices
-            .get(&(account_id, ask.window.window))
-            .map_or(0, |s| s.usable(ask.window.start, sent));
+        let usable = books.slice_usable(account_id, ask.window, sent);
         if usable < short.queries {
             full.insert((account_id, ask.window), (ask.need, h.elsewhere));
             return Ok(Granted::Full {
@@ -134,14 +126,11 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
             }
         };
         let books = lock(&shared.books);
-        if let Some(why) = &books.failing {
-            let _ = request.reply.send(Err(why.clone()));
+        if let Some(why) = books.failing() {
+            let _ = request.reply.send(Err(why.to_owned()));
             continue;
         }
-        let usable = books
-            .leases
-            .get(&request.account_id)
-            .map_or(Micros::ZERO, |l| l.usable(BootTime::now()));
+        let usable = books.usable_grant(request.account_id, BootTime::now());
         drop(books);
         if usable >= short.cost {
             let _ = request.reply.send(Ok(Granted::More));
@@ -182,18 +171,11 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
     let mut books = lock(&shared.books);
     let mut elsewhere: HashMap<i64, bool> = HashMap::new();
     for grant in grants {
-        let unflushed = books.unflushed(grant.account_id);
-        books.sync_grant(grant, sent, unflushed);
-        if let Some(lease) = books.leases.get_mut(&grant.account_id) {
-            lease.granted(sent);
-        }
+        books.take_grant(grant, sent);
         elsewhere.insert(grant.account_id, grant.elsewhere > Micros::ZERO);
     }
     for (request, short, before) in waiting {
-        let after = books
-            .leases
-            .get(&request.account_id)
-            .map_or(Micros::ZERO, |l| l.usable(sent));
+        let after = books.usable_grant(request.account_id, sent);
         let answer = if after > before || after >= short.cost {
             Granted::More
         } else {
@@ -216,20 +198,14 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
         // request or stop.
         let (grants, calls, batch, reloads, stopping) = {
             let mut books = lock(&shared.books);
-            let pause = if books.failing.is_some() {
+            let pause = if books.failing().is_some() {
                 retry
             } else {
                 options.flush_interval
             };
             let until = Instant::now() + pause;
             loop {
-                let durable_ready = options.durable && !books.pending.is_empty();
-                if books.stop
-                    || durable_ready
-                    || !books.reload_requests.is_empty()
-                    || !books.grant_requests.is_empty()
-                    || !books.store_calls.is_empty()
-                {
+                if books.writer_has_work(options.durable) {
                     break;
                 }
                 let left = until.saturating_duration_since(Instant::now());
@@ -244,28 +220,13 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                     .unwrap_or_else(|p| p.into_inner().0);
                 shared.writer_waiting.store(false, Ordering::Relaxed);
             }
-            let reloads = std::mem::take(&mut books.reload_requests);
-            let grants = std::mem::take(&mut books.grant_requests);
-            let calls = std::mem::take(&mut books.store_calls);
+            let (reloads, grants, calls) = books.take_requests();
             // Everything pending goes in this turn's batch on stop, in durable mode, and
             // for a reload request (`flush_now` waits for it); otherwise, with grants, only
             // what is due (`Books::flush_due`).
-            let all = books.stop || options.durable || !reloads.is_empty();
-            let batch = match books.leasing {
-                Leasing::WholeBalance => {
-                    (!books.pending.is_empty()).then(|| books.take_batch(true))
-                }
-                Leasing::Grants => match &books.in_flight {
-                    Some(retried) => Some(retried.clone()),
-                    None if books.flush_due(all) => {
-                        let batch = books.take_batch(all);
-                        books.in_flight = Some(batch.clone());
-                        Some(batch)
-                    }
-                    None => None,
-                },
-            };
-            (grants, calls, batch, reloads, books.stop)
+            let all = books.stopping() || options.durable || !reloads.is_empty();
+            let batch = books.next_batch(all);
+            (grants, calls, batch, reloads, books.stopping())
         };
 
         answer_grants(store.as_mut(), shared, grants);
@@ -295,15 +256,7 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                     counts
                         .last_commit_unix_micros
                         .store(now.as_micros() as u64, Ordering::Relaxed);
-                    let recovered = {
-                        let mut books = lock(&shared.books);
-                        books.answers.written(&batch.answers);
-                        books.in_flight = None;
-                        books.sync_grants(&applied, sent);
-                        books.sync_windows(&applied, sent);
-                        books.failing_since = None;
-                        books.failing.take()
-                    };
+                    let recovered = lock(&shared.books).flushed(&batch, &applied, sent);
                     if recovered.is_some() {
                         tracing::warn!("billing flushes work again: charges are answered");
                     }
@@ -330,18 +283,12 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
                         "billing flush failed ({} charge rows kept, retrying in {retry:?}): {why}",
                         batch.charges.len()
                     );
-                    let mut books = lock(&shared.books);
-                    if books.leasing == Leasing::WholeBalance {
-                        books.put_back(batch);
-                    } // else: still `in_flight`, retried as it is
-                    books.failing = Some("the ledger cannot be written".into());
-                    books.failing_since.get_or_insert_with(BootTime::now);
-                    for request in std::mem::take(&mut books.grant_requests) {
+                    let waiting = lock(&shared.books).flush_failed(batch);
+                    for request in waiting {
                         let _ = request
                             .reply
                             .send(Err("the ledger cannot be written".into()));
                     }
-                    drop(books);
                     shared.flushed.send_modify(|s| {
                         s.failing = Some(why);
                     });
@@ -375,10 +322,7 @@ pub(super) fn run_writer(mut store: Box<dyn ChargeStore>, shared: &Shared) {
         if !recalls.is_empty() {
             let mut books = lock(&shared.books);
             for id in recalls {
-                if let Some(lease) = books.leases.get_mut(&id) {
-                    lease.recalled = true;
-                }
-                books.recall_slices(id);
+                books.recalled(id);
             }
         }
         for done in reloads {

@@ -3,47 +3,50 @@
 //! mutex of `Billing`; how a charge is checked, how a flush's batch is taken and given
 //! back, and how the store's accounts, keys and grants are taken in.
 
-use super::slices::{Slice, WindowShort};
+mod slices;
+
 use super::*;
 use crate::domain::rate_limit::Window;
 use crate::domain::rate_limit::WindowKey;
+use slices::Slice;
+pub(super) use slices::WindowShort;
 
 /// Everything charges are decided on.
 #[derive(Default)]
 pub(super) struct Books {
-    pub(super) keys: HashMap<KeyHash, KeyEntry>,
-    pub(super) active_keys: HashSet<i64>,
-    pub(super) accounts: HashMap<i64, AccountState>,
-    pub(super) pending: Pending,
+    keys: HashMap<KeyHash, KeyEntry>,
+    active_keys: HashSet<i64>,
+    accounts: HashMap<i64, AccountState>,
+    pending: Pending,
     /// Idempotency keys: requests running under them (and charges held on them), answers.
-    pub(super) answers: Answers,
+    answers: Answers,
     /// The batch number charges go into now (the next flush).
-    pub(super) batch: u64,
+    batch: u64,
     /// Set while flushes fail: billed requests get 503 (with grants, after
     /// `FAILING_GRACE`).
-    pub(super) failing: Option<String>,
+    failing: Option<String>,
     /// When the flushes began to fail (the first failure's end).
-    pub(super) failing_since: Option<BootTime>,
+    failing_since: Option<BootTime>,
     /// Durable mode: a request waits for its charge's commit, so one made while flushes
     /// fail would be charged and answered 503.
-    pub(super) durable: bool,
-    pub(super) reload_requests: Vec<std::sync::mpsc::Sender<()>>,
-    pub(super) stop: bool,
+    durable: bool,
+    reload_requests: Vec<std::sync::mpsc::Sender<()>>,
+    stop: bool,
     /// How the store leases money: the whole balance (the file) or grants (a cluster).
-    pub(super) leasing: Leasing,
+    leasing: Leasing,
     /// With grants: this node's grant per account (the balances in `accounts` are then
     /// what the envelope shows, the grants what charges are decided on).
-    pub(super) leases: HashMap<i64, Lease>,
+    leases: HashMap<i64, Lease>,
     /// With grants: this node's slice per account and limited window.
-    pub(super) slices: HashMap<(i64, Window), Slice>,
+    slices: HashMap<(i64, Window), Slice>,
     /// Requests short of their grant, waiting for the writer to ask the store.
-    pub(super) grant_requests: Vec<GrantRequest>,
+    grant_requests: Vec<GrantRequest>,
     /// Other calls of requests to the store, made by the writer (`Billing::on_writer`).
-    pub(super) store_calls: Vec<StoreCall>,
+    store_calls: Vec<StoreCall>,
     /// With grants: the batch being flushed, or whose flush failed and is retried
     /// unchanged before any other (its commit may have happened: merged into the next
     /// one, it could be charged twice).
-    pub(super) in_flight: Option<Batch>,
+    in_flight: Option<Batch>,
 }
 
 /// A request short of its grant, or of its slices, asks the writer for more.
@@ -166,17 +169,17 @@ pub(super) const GRANT_WAIT: Duration = Duration::from_secs(2);
 /// Charged, not yet flushed.
 #[derive(Default)]
 pub(super) struct Pending {
-    pub(super) rows: HashMap<(i64, Endpoint), (u64, Micros)>,
+    rows: HashMap<(i64, Endpoint), (u64, Micros)>,
     /// With grants: queries admitted per account and window.
-    pub(super) windows: HashMap<(i64, WindowKey), u64>,
+    windows: HashMap<(i64, WindowKey), u64>,
     /// Accounts whose window counters changed.
-    pub(super) counters: HashSet<i64>,
+    counters: HashSet<i64>,
     /// Answers of idempotent requests whose charges are in `rows`.
-    pub(super) answers: Vec<StoredAnswer>,
+    answers: Vec<StoredAnswer>,
     /// Claims in the ledger of keys whose requests ended without an answer.
-    pub(super) released: Vec<ReleasedClaim>,
+    released: Vec<ReleasedClaim>,
     /// With grants: when each account's oldest charge here was made (`Books::flush_due`).
-    pub(super) since: HashMap<i64, BootTime>,
+    since: HashMap<i64, BootTime>,
 }
 
 impl Pending {
@@ -269,6 +272,293 @@ pub(super) const FAILING_GRACE: Duration = Duration::from_secs(2);
 const FLUSH_ACCOUNTS: usize = 100;
 
 impl Books {
+    /// Empty books: batch 1 next, the idempotency keys `answers` loaded from the store,
+    /// which leases money as `leasing`.
+    pub(super) fn new(answers: Answers, leasing: Leasing, durable: bool) -> Books {
+        Books {
+            batch: 1,
+            answers,
+            leasing,
+            durable,
+            ..Books::default()
+        }
+    }
+
+    pub(super) fn key(&self, hash: &KeyHash) -> Option<&KeyEntry> {
+        self.keys.get(hash)
+    }
+
+    pub(super) fn account(&self, account_id: i64) -> Option<&AccountState> {
+        self.accounts.get(&account_id)
+    }
+
+    pub(super) fn leasing(&self) -> Leasing {
+        self.leasing
+    }
+
+    /// Why flushes fail, while they do.
+    pub(super) fn failing(&self) -> Option<&str> {
+        self.failing.as_deref()
+    }
+
+    pub(super) fn stopping(&self) -> bool {
+        self.stop
+    }
+
+    /// From now on charges are refused 503 and the writer flushes everything and ends.
+    pub(super) fn stop(&mut self) {
+        self.stop = true;
+    }
+
+    /// Anything charged and not yet taken by a flush.
+    pub(super) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Applies an admitted charge of `queries` of `endpoint` (`check` passed, the grant
+    /// and slices cover it): the account's balance and windows, this node's grant, the
+    /// windows' admissions (`billed`), and the charge itself, held on the idempotency key
+    /// `hold_on` or pending for the next flush.
+    pub(super) fn apply_charge(
+        &mut self,
+        caller: Caller,
+        queries: u64,
+        endpoint: Endpoint,
+        billed: bool,
+        now: SystemTime,
+        hold_on: Option<&ClaimedKey>,
+    ) -> Result<Charged, BillingError> {
+        let account = self
+            .accounts
+            .get_mut(&caller.account_id)
+            .ok_or(Refusal::InvalidKey)?;
+        let cost = account.charge(queries, now)?;
+        let status = account.status(now);
+        if let Some(lease) = self.leases.get_mut(&caller.account_id) {
+            lease.spend(cost, BootTime::now());
+        }
+        if billed {
+            self.admit_in_windows(caller.account_id, queries, now);
+            let charge = Held {
+                endpoint,
+                queries,
+                amount: cost,
+            };
+            let held = hold_on.is_some_and(|claimed| claimed.hold(&mut self.answers, charge));
+            if !held {
+                self.pending.add(caller.account_id, endpoint, queries, cost);
+            }
+        }
+        Ok(Charged {
+            balance: status.balance,
+            rate: status.rate,
+            cost,
+            flush: self.batch,
+        })
+    }
+
+    /// Queues a request short of its grant or slices for the writer; `Err` (503) while
+    /// flushes fail.
+    pub(super) fn ask_for_grant(&mut self, request: GrantRequest) -> Result<(), String> {
+        if let Some(why) = &self.failing {
+            return Err(why.clone());
+        }
+        self.grant_requests.push(request);
+        Ok(())
+    }
+
+    /// Queues a call of a request to the store for the writer; `Err` (503) while flushes
+    /// fail or after stop.
+    pub(super) fn call_store(&mut self, call: StoreCall) -> Result<(), BillingError> {
+        if let Some(why) = &self.failing {
+            return Err(BillingError::Unavailable(why.clone()));
+        }
+        if self.stop {
+            return Err(BillingError::Unavailable("billing stopped".into()));
+        }
+        self.store_calls.push(call);
+        Ok(())
+    }
+
+    /// Asks the writer to take outside changes in; `done` hears when it has.
+    pub(super) fn request_reload(&mut self, done: std::sync::mpsc::Sender<()>) {
+        self.reload_requests.push(done);
+    }
+
+    /// What the writer has to do now, before its interval ends: stop, a reload, grant
+    /// requests, store calls, or (`durable`) a charge to commit.
+    pub(super) fn writer_has_work(&self, durable: bool) -> bool {
+        self.stop
+            || (durable && !self.pending.is_empty())
+            || !self.reload_requests.is_empty()
+            || !self.grant_requests.is_empty()
+            || !self.store_calls.is_empty()
+    }
+
+    /// The writer's turn takes every reload request, grant request and store call queued.
+    pub(super) fn take_requests(
+        &mut self,
+    ) -> (
+        Vec<std::sync::mpsc::Sender<()>>,
+        Vec<GrantRequest>,
+        Vec<StoreCall>,
+    ) {
+        (
+            std::mem::take(&mut self.reload_requests),
+            std::mem::take(&mut self.grant_requests),
+            std::mem::take(&mut self.store_calls),
+        )
+    }
+
+    /// The batch of this writer turn, if any: the whole balance leased, everything
+    /// pending; with grants, the batch whose flush failed (retried unchanged before any
+    /// other: its commit may have happened), else what is due (`flush_due`), kept in
+    /// flight until its flush commits.
+    pub(super) fn next_batch(&mut self, all: bool) -> Option<Batch> {
+        match self.leasing {
+            Leasing::WholeBalance => (!self.pending.is_empty()).then(|| self.take_batch(true)),
+            Leasing::Grants => match &self.in_flight {
+                Some(retried) => Some(retried.clone()),
+                None if self.flush_due(all) => {
+                    let batch = self.take_batch(all);
+                    self.in_flight = Some(batch.clone());
+                    Some(batch)
+                }
+                None => None,
+            },
+        }
+    }
+
+    /// `batch`, sent at `sent`, committed as `applied`: its answers are written, the
+    /// store's grants and windows taken in; why flushes had failed, if they had.
+    pub(super) fn flushed(
+        &mut self,
+        batch: &Batch,
+        applied: &Applied,
+        sent: BootTime,
+    ) -> Option<String> {
+        self.answers.written(&batch.answers);
+        self.in_flight = None;
+        self.sync_grants(applied, sent);
+        self.sync_windows(applied, sent);
+        self.failing_since = None;
+        self.failing.take()
+    }
+
+    /// `batch` did not commit: the whole balance leased, it goes back into the pending
+    /// charges; with grants it stays in flight, retried as it is. Charges are refused 503
+    /// (with grants, after `FAILING_GRACE`); the requests waiting for grants are returned
+    /// to be refused.
+    pub(super) fn flush_failed(&mut self, batch: Batch) -> Vec<GrantRequest> {
+        if self.leasing == Leasing::WholeBalance {
+            self.put_back(batch);
+        }
+        self.failing = Some("the ledger cannot be written".into());
+        self.failing_since.get_or_insert_with(BootTime::now);
+        std::mem::take(&mut self.grant_requests)
+    }
+
+    /// What this node's grant of the account can spend at `at`.
+    pub(super) fn usable_grant(&self, account_id: i64, at: BootTime) -> Micros {
+        self.leases
+            .get(&account_id)
+            .map_or(Micros::ZERO, |l| l.usable(at))
+    }
+
+    /// Takes a grant the ledger answered a request sent at `sent` with.
+    pub(super) fn take_grant(&mut self, grant: Grant, sent: BootTime) {
+        let unflushed = self.unflushed(grant.account_id);
+        self.sync_grant(grant, sent, unflushed);
+        if let Some(lease) = self.leases.get_mut(&grant.account_id) {
+            lease.granted(sent);
+        }
+    }
+
+    /// Another node asked for the account: its grant and slices go back at the next
+    /// flush.
+    pub(super) fn recalled(&mut self, account_id: i64) {
+        if let Some(lease) = self.leases.get_mut(&account_id) {
+            lease.recalled = true;
+        }
+        self.recall_slices(account_id);
+    }
+
+    /// Metrics: charge rows pending, grants held with something usable, and how much.
+    pub(super) fn held_now(&self) -> (u64, u64, Micros) {
+        let now = BootTime::now();
+        let (mut held, mut granted) = (0, Micros::ZERO);
+        for lease in self.leases.values() {
+            let usable = lease.usable(now);
+            if usable > Micros::ZERO {
+                held += 1;
+                granted = granted.checked_add(usable).unwrap_or(Micros::MAX);
+            }
+        }
+        (self.pending.rows.len() as u64, held, granted)
+    }
+
+    /// `answers::Answers::claim` of the key.
+    pub(super) fn claim_key(
+        &mut self,
+        account_id: i64,
+        key: &IdempotencyKey,
+        endpoint: Endpoint,
+        fingerprint: Fingerprint,
+        now: SystemTime,
+    ) -> Claim<u64> {
+        self.answers
+            .claim(account_id, key, endpoint, fingerprint, now)
+    }
+
+    /// The request under the key (its `ticket`) answered `body`: the key replays it from
+    /// now on, and its held charge and the answer go into the pending batch, whose
+    /// number this returns.
+    pub(super) fn answer_key(
+        &mut self,
+        account_id: i64,
+        key: &IdempotencyKey,
+        ticket: u64,
+        body: Arc<[u8]>,
+    ) -> u64 {
+        let (held, stored) = self
+            .answers
+            .answer(account_id, key, ticket, body, SystemTime::now());
+        if let Some(held) = held {
+            self.pending
+                .add(account_id, held.endpoint, held.queries, held.amount);
+        }
+        self.pending.answers.extend(stored);
+        self.batch
+    }
+
+    /// The request under the key ended without an answer: the key is free, a charge it
+    /// held is made pending alone, and (`in_ledger`) its claim in the ledger is released
+    /// by the next flush.
+    pub(super) fn release_key(
+        &mut self,
+        account_id: i64,
+        key: &IdempotencyKey,
+        ticket: u64,
+        in_ledger: bool,
+    ) {
+        if let Some(held) = self.answers.release(account_id, key, ticket) {
+            self.pending
+                .add(account_id, held.endpoint, held.queries, held.amount);
+        }
+        if in_ledger {
+            self.pending.released.push(ReleasedClaim {
+                account_id,
+                key: key.clone(),
+                ticket,
+            });
+        }
+    }
+
+    /// Forgets the idempotency keys no longer replayable at `now`.
+    pub(super) fn expire_answers(&mut self, now: SystemTime) {
+        self.answers.expire(now);
+    }
+
     /// 503 while flushes fail or after stop; then the charge rule.
     pub(super) fn check(
         &self,

@@ -5,8 +5,8 @@
 //! ledger's slices and counts in, and hand slices back. The single file never leases
 //! windows: its books decide on the counters alone, as before.
 
-use super::lease::due_back;
 use super::*;
+use crate::billing::lease::due_back;
 use crate::domain::grant::{SliceAsk, SliceHeld, WindowQueries};
 use crate::domain::rate_limit::WindowKey;
 use crate::domain::rate_limit::{Limits, Window, WindowCount};
@@ -18,7 +18,7 @@ const WANT_WINDOW: Duration = Duration::from_millis(200);
 
 /// This node's slice of one limited window of an account.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Slice {
+pub(in crate::billing) struct Slice {
     /// The start of the window it is of: in any other window it is void.
     pub start: i64,
     /// What is left: the ledger's `remaining` minus this node's admissions it has not seen.
@@ -89,7 +89,7 @@ impl Slice {
 /// A charge some limited windows of which this node's slices do not cover: the queries,
 /// when it was decided (which windows), and which windows are limited.
 #[derive(Debug, Clone)]
-pub(super) struct WindowShort {
+pub(in crate::billing) struct WindowShort {
     pub queries: u64,
     pub at: SystemTime,
     pub windows: Vec<Window>,
@@ -100,10 +100,38 @@ fn limited(limits: &Limits) -> impl Iterator<Item = Window> + '_ {
 }
 
 impl Books {
+    /// The slices the ledger just answered `asks` with (sent at `sent`) count as granted
+    /// and used now.
+    pub(in crate::billing) fn slices_granted(
+        &mut self,
+        account_id: i64,
+        asks: &[SliceAsk],
+        sent: BootTime,
+    ) {
+        for ask in asks {
+            if let Some(slice) = self.slices.get_mut(&(account_id, ask.window.window)) {
+                slice.granted_at = Some(sent);
+                slice.last_used = Some(sent);
+            }
+        }
+    }
+
+    /// What this node's slice of the account's `window` can admit at `at`.
+    pub(in crate::billing) fn slice_usable(
+        &self,
+        account_id: i64,
+        window: WindowKey,
+        at: BootTime,
+    ) -> u64 {
+        self.slices
+            .get(&(account_id, window.window))
+            .map_or(0, |s| s.usable(window.start, at))
+    }
+
     /// With grants: when the slices of the caller's limited windows do not cover
     /// `queries` billed queries at `now`, which windows to ask the ledger for. `None`
     /// when they do, when no window is limited, or with the whole balance (the file).
-    pub(super) fn short_of_slices(
+    pub(in crate::billing) fn short_of_slices(
         &self,
         caller: Caller,
         queries: u64,
@@ -133,7 +161,12 @@ impl Books {
 
     /// With grants: `queries` admitted at `now` count in every window of the account
     /// (limited or not: a limit set later sees them) and are taken from its slices.
-    pub(super) fn admit_in_windows(&mut self, account_id: i64, queries: u64, now: SystemTime) {
+    pub(in crate::billing) fn admit_in_windows(
+        &mut self,
+        account_id: i64,
+        queries: u64,
+        now: SystemTime,
+    ) {
         if self.leasing != Leasing::Grants || queries == 0 {
             return;
         }
@@ -155,7 +188,11 @@ impl Books {
 
     /// What to ask the ledger for the windows of `short` now (other requests may have
     /// spent or got some since): one ask per window still short.
-    pub(super) fn slice_asks(&self, account_id: i64, short: &WindowShort) -> Vec<SliceAsk> {
+    pub(in crate::billing) fn slice_asks(
+        &self,
+        account_id: i64,
+        short: &WindowShort,
+    ) -> Vec<SliceAsk> {
         let boot = BootTime::now();
         let unflushed = self.unflushed_windows(account_id);
         short
@@ -220,7 +257,7 @@ impl Books {
     /// request or a flush sent at `sent`, and the windows' counts as it has them. A void
     /// slice stays void unless `asked`: the slice request (which dropped its void room,
     /// `SliceAsk::keep`) answered it.
-    pub(super) fn sync_slices_of(
+    pub(in crate::billing) fn sync_slices_of(
         &mut self,
         account_id: i64,
         held: &[SliceHeld],
@@ -248,7 +285,7 @@ impl Books {
     /// After a flush sent at `sent`: the slices and counts it reports as the ledger
     /// holds them (a slice of a touched account not listed is gone; one of another
     /// account not listed is as it was).
-    pub(super) fn sync_windows(&mut self, applied: &Applied, sent: BootTime) {
+    pub(in crate::billing) fn sync_windows(&mut self, applied: &Applied, sent: BootTime) {
         if self.leasing != Leasing::Grants {
             return;
         }
@@ -269,7 +306,7 @@ impl Books {
 
     /// The ledger's counts: each account's shown counters become the ledger's count
     /// plus what this node admitted since (a lower bound of the window's true count).
-    pub(super) fn sync_counts(&mut self, counts: &[WindowQueries]) {
+    pub(in crate::billing) fn sync_counts(&mut self, counts: &[WindowQueries]) {
         let mut by_account: HashMap<i64, HashMap<WindowKey, u64>> = HashMap::new();
         for c in counts {
             let unflushed = by_account
@@ -297,7 +334,7 @@ impl Books {
     }
 
     /// The slices to hand back in the batch being taken (their `left` goes to zero).
-    pub(super) fn take_slice_returns(&mut self, now: SystemTime) -> Vec<WindowQueries> {
+    pub(in crate::billing) fn take_slice_returns(&mut self, now: SystemTime) -> Vec<WindowQueries> {
         let boot = BootTime::now();
         let stopping = self.stop;
         let mut returns: Vec<WindowQueries> = self
@@ -327,7 +364,7 @@ impl Books {
     }
 
     /// Is a slice due to go back?
-    pub(super) fn slices_due(&self) -> bool {
+    pub(in crate::billing) fn slices_due(&self) -> bool {
         let (boot, now) = (BootTime::now(), SystemTime::now());
         self.slices
             .iter()
@@ -335,12 +372,12 @@ impl Books {
     }
 
     /// Is room of a window still held?
-    pub(super) fn holds_slices(&self) -> bool {
+    pub(in crate::billing) fn holds_slices(&self) -> bool {
         self.slices.values().any(|s| s.left > 0)
     }
 
     /// Other nodes asked for room of the account: hand back what is left.
-    pub(super) fn recall_slices(&mut self, account_id: i64) {
+    pub(in crate::billing) fn recall_slices(&mut self, account_id: i64) {
         for ((id, _), slice) in self.slices.iter_mut() {
             if *id == account_id {
                 slice.recalled = true;
@@ -350,7 +387,7 @@ impl Books {
 
     /// The limits of an account changed (an admin command): its slices, leased under the
     /// old limits, are not spent any more.
-    pub(super) fn void_slices(&mut self, account_id: i64) {
+    pub(in crate::billing) fn void_slices(&mut self, account_id: i64) {
         for ((id, _), slice) in self.slices.iter_mut() {
             if *id == account_id {
                 slice.void = true;
