@@ -12,12 +12,7 @@ use super::decode::count;
 /// every account's `leased` against the sum of its grants (accounts whose grants do not
 /// add up).
 pub async fn verify(client: &mut Client) -> anyhow::Result<(LedgerReport, Vec<String>)> {
-    let tx = client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?;
+    let tx = super::snapshot(client).await?;
     let totals = tx
         .query_one(
             "SELECT (SELECT count(*) FROM accounts), (SELECT count(*) FROM ledger)",

@@ -250,6 +250,18 @@ pub async fn listen(client: &Client) -> anyhow::Result<()> {
         .context("LISTEN on the ledger")
 }
 
+/// A read-only transaction on one snapshot of the ledger (repeatable read).
+pub(crate) async fn snapshot(
+    client: &mut Client,
+) -> Result<tokio_postgres::Transaction<'_>, tokio_postgres::Error> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+}
+
 /// The current version of accounts and keys.
 pub async fn version(client: &impl tokio_postgres::GenericClient) -> anyhow::Result<i64> {
     Ok(client

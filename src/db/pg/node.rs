@@ -88,12 +88,7 @@ pub async fn register(client: &Client, node_id: i64) -> anyhow::Result<()> {
 pub async fn load(
     client: &mut Client,
 ) -> anyhow::Result<(i64, Vec<(i64, AccountState)>, Vec<ActiveKey>)> {
-    let tx = client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?;
+    let tx = super::snapshot(client).await?;
     let version = super::version(&tx).await?;
     let mut accounts = Vec::new();
     for r in tx
