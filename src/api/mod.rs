@@ -44,7 +44,6 @@ use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::{Endpoint, EndpointExt, Response, Route, get};
 use poem_openapi::OpenApiService;
 
-pub use billed::{Billed, MISSING_API_KEY, Operation};
 pub use error::ApiError;
 pub use routes::Apis;
 

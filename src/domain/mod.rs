@@ -17,5 +17,4 @@ pub mod rate_limit;
 pub mod text;
 
 pub use country::CountryCode;
-pub use money::Micros;
 pub use postal_code::PostalQuery;
