@@ -35,20 +35,26 @@ pub(super) struct Books {
     durable: bool,
     reload_requests: Vec<std::sync::mpsc::Sender<()>>,
     stop: bool,
-    /// How the store leases money: the whole balance (the file) or grants (a cluster).
-    leasing: Leasing,
-    /// With grants: this node's grant per account (the balances in `accounts` are then
-    /// what the envelope shows, the grants what charges are decided on).
-    leases: HashMap<i64, Lease>,
-    /// With grants: this node's slice per account and limited window.
-    slices: HashMap<(i64, Window), Slice>,
+    /// A cluster's grants and slices (the store leases grants); `None` for the file,
+    /// which leases the whole balance: the single file carries no cluster state.
+    grants: Option<Grants>,
     /// Requests short of their grant, waiting for the writer to ask the store.
     grant_requests: Vec<GrantRequest>,
     /// Other calls of requests to the store, made by the writer (`Billing::on_writer`).
     store_calls: Vec<StoreCall>,
-    /// With grants: the batch being flushed, or whose flush failed and is retried
-    /// unchanged before any other (its commit may have happened: merged into the next
-    /// one, it could be charged twice).
+}
+
+/// What a node of a cluster holds of the ledger beside the books.
+#[derive(Default)]
+struct Grants {
+    /// This node's grant per account (the balances in `accounts` are then what the
+    /// envelope shows, the grants what charges are decided on).
+    leases: HashMap<i64, Lease>,
+    /// This node's slice per account and limited window.
+    slices: HashMap<(i64, Window), Slice>,
+    /// The batch being flushed, or whose flush failed and is retried unchanged before
+    /// any other (its commit may have happened: merged into the next one, it could be
+    /// charged twice).
     in_flight: Option<Batch>,
 }
 
@@ -78,7 +84,7 @@ impl Books {
         Books {
             batch: 1,
             answers,
-            leasing,
+            grants: (leasing == Leasing::Grants).then(Grants::default),
             durable,
             ..Books::default()
         }
@@ -93,7 +99,43 @@ impl Books {
     }
 
     pub(super) fn leasing(&self) -> Leasing {
-        self.leasing
+        match self.grants {
+            Some(_) => Leasing::Grants,
+            None => Leasing::WholeBalance,
+        }
+    }
+
+    /// This node's grant of the account (a cluster's), to change.
+    fn lease_mut(&mut self, account_id: i64) -> Option<&mut Lease> {
+        self.grants.as_mut()?.leases.get_mut(&account_id)
+    }
+
+    /// This node's grants (none for the file).
+    fn leases(&self) -> impl Iterator<Item = &Lease> {
+        self.grants.iter().flat_map(|g| g.leases.values())
+    }
+
+    /// This node's slice of the account's `window` (a cluster's).
+    fn slice(&self, account_id: i64, window: Window) -> Option<&Slice> {
+        self.grants.as_ref()?.slices.get(&(account_id, window))
+    }
+
+    fn slice_mut(&mut self, account_id: i64, window: Window) -> Option<&mut Slice> {
+        self.grants.as_mut()?.slices.get_mut(&(account_id, window))
+    }
+
+    /// This node's slices (none for the file).
+    fn slices(&self) -> impl Iterator<Item = (&(i64, Window), &Slice)> {
+        self.grants.iter().flat_map(|g| g.slices.iter())
+    }
+
+    fn slices_mut(&mut self) -> impl Iterator<Item = (&(i64, Window), &mut Slice)> {
+        self.grants.iter_mut().flat_map(|g| g.slices.iter_mut())
+    }
+
+    /// The batch being flushed or retried (a cluster's).
+    fn in_flight(&self) -> Option<&Batch> {
+        self.grants.as_ref()?.in_flight.as_ref()
     }
 
     /// Why flushes fail, while they do.
@@ -134,7 +176,7 @@ impl Books {
             .ok_or(Refusal::InvalidKey)?;
         let cost = account.charge(queries, now)?;
         let status = account.status(now);
-        if let Some(lease) = self.leases.get_mut(&caller.account_id) {
+        if let Some(lease) = self.lease_mut(caller.account_id) {
             lease.spend(cost, BootTime::now());
         }
         if billed {
@@ -215,18 +257,20 @@ impl Books {
     /// other: its commit may have happened), else what is due (`flush_due`), kept in
     /// flight until its flush commits.
     pub(super) fn next_batch(&mut self, all: bool) -> Option<Batch> {
-        match self.leasing {
-            Leasing::WholeBalance => (!self.pending.is_empty()).then(|| self.take_batch(true)),
-            Leasing::Grants => match &self.in_flight {
-                Some(retried) => Some(retried.clone()),
-                None if self.flush_due(all) => {
-                    let batch = self.take_batch(all);
-                    self.in_flight = Some(batch.clone());
-                    Some(batch)
-                }
-                None => None,
-            },
+        if self.grants.is_none() {
+            return (!self.pending.is_empty()).then(|| self.take_batch(true));
         }
+        if let Some(retried) = self.in_flight() {
+            return Some(retried.clone());
+        }
+        if !self.flush_due(all) {
+            return None;
+        }
+        let batch = self.take_batch(all);
+        if let Some(grants) = &mut self.grants {
+            grants.in_flight = Some(batch.clone());
+        }
+        Some(batch)
     }
 
     /// `batch`, sent at `sent`, committed as `applied`: its answers are written, the
@@ -238,7 +282,9 @@ impl Books {
         sent: BootTime,
     ) -> Option<String> {
         self.answers.written(&batch.answers);
-        self.in_flight = None;
+        if let Some(grants) = &mut self.grants {
+            grants.in_flight = None;
+        }
         self.sync_grants(applied, sent);
         self.sync_windows(applied, sent);
         self.failing_since = None;
@@ -250,7 +296,7 @@ impl Books {
     /// (with grants, after `FAILING_GRACE`); the requests waiting for grants are returned
     /// to be refused.
     pub(super) fn flush_failed(&mut self, batch: Batch) -> Vec<GrantRequest> {
-        if self.leasing == Leasing::WholeBalance {
+        if self.grants.is_none() {
             self.put_back(batch);
         }
         self.failing = Some("the ledger cannot be written".into());
@@ -260,8 +306,9 @@ impl Books {
 
     /// What this node's grant of the account can spend at `at`.
     pub(super) fn usable_grant(&self, account_id: i64, at: BootTime) -> Micros {
-        self.leases
-            .get(&account_id)
+        self.grants
+            .as_ref()
+            .and_then(|g| g.leases.get(&account_id))
             .map_or(Micros::ZERO, |l| l.usable(at))
     }
 
@@ -269,7 +316,7 @@ impl Books {
     pub(super) fn take_grant(&mut self, grant: Grant, sent: BootTime) {
         let unflushed = self.unflushed(grant.account_id);
         self.sync_grant(grant, sent, unflushed);
-        if let Some(lease) = self.leases.get_mut(&grant.account_id) {
+        if let Some(lease) = self.lease_mut(grant.account_id) {
             lease.granted(sent);
         }
     }
@@ -277,7 +324,7 @@ impl Books {
     /// Another node asked for the account: its grant and slices go back at the next
     /// flush.
     pub(super) fn recalled(&mut self, account_id: i64) {
-        if let Some(lease) = self.leases.get_mut(&account_id) {
+        if let Some(lease) = self.lease_mut(account_id) {
             lease.recalled = true;
         }
         self.recall_slices(account_id);
@@ -287,7 +334,7 @@ impl Books {
     pub(super) fn held_now(&self) -> (u64, u64, Micros) {
         let now = BootTime::now();
         let (mut held, mut granted) = (0, Micros::ZERO);
-        for lease in self.leases.values() {
+        for lease in self.leases() {
             let usable = lease.usable(now);
             if usable > Micros::ZERO {
                 held += 1;
@@ -379,7 +426,7 @@ impl Books {
         // after it wait with it), and sooner when it must ask the ledger for more or its
         // grants expire by its own clock (docs/cluster.md).
         if let Some(why) = &self.failing {
-            let grace = self.leasing == Leasing::Grants
+            let grace = self.grants.is_some()
                 && !self.durable
                 && self
                     .failing_since
@@ -405,15 +452,14 @@ impl Books {
         queries: u64,
         now: SystemTime,
     ) -> Option<Short> {
-        if self.leasing != Leasing::Grants {
-            return None;
-        }
+        self.grants.as_ref()?;
         match self.check(caller, queries, now) {
             Ok(_) | Err(BillingError::Refused(Refusal::InsufficientBalance)) => {}
             Err(_) => return None,
         }
         let cost = PRICE_PER_QUERY.checked_mul(queries)?;
-        let lease = self.leases.entry(caller.account_id).or_default();
+        let grants = self.grants.as_mut()?;
+        let lease = grants.leases.entry(caller.account_id).or_default();
         let usable = lease.usable(BootTime::now());
         let need = cost.checked_sub(usable).filter(|n| *n > Micros::ZERO)?;
         Some(Short {
@@ -444,7 +490,7 @@ impl Books {
         for (id, amount) in self.answers.held() {
             add(id, amount);
         }
-        for r in self.in_flight.iter().flat_map(|batch| &batch.charges) {
+        for r in self.in_flight().iter().flat_map(|batch| &batch.charges) {
             add(r.account_id, r.amount);
         }
         sums
@@ -458,7 +504,10 @@ impl Books {
         let less = |m: Micros| m.checked_sub(unflushed).filter(|m| !m.is_negative());
         // A grant handed back in the batch being flushed is still in `remaining` until
         // that flush commits: it is not this node's to spend any more.
-        let returning = self.in_flight.as_ref().map_or(Micros::ZERO, |batch| {
+        let Some(grants) = &mut self.grants else {
+            return;
+        };
+        let returning = grants.in_flight.as_ref().map_or(Micros::ZERO, |batch| {
             batch
                 .returns
                 .iter()
@@ -467,7 +516,7 @@ impl Books {
                     sum.checked_add(*m).unwrap_or(sum)
                 })
         });
-        let lease = self.leases.entry(grant.account_id).or_default();
+        let lease = grants.leases.entry(grant.account_id).or_default();
         lease.left = less(grant.remaining)
             .and_then(|m| m.checked_sub(returning))
             .filter(|m| !m.is_negative())
@@ -482,11 +531,11 @@ impl Books {
     /// of a touched account not listed is gone; one of another account not listed is
     /// as it was, spendable until the deadline of the flush or grant that last renewed it).
     pub(super) fn sync_grants(&mut self, applied: &Applied, sent: BootTime) {
-        if self.leasing != Leasing::Grants {
+        let Some(grants) = &mut self.grants else {
             return;
-        }
+        };
         for id in &applied.touched {
-            if let Some(lease) = self.leases.get_mut(id) {
+            if let Some(lease) = grants.leases.get_mut(id) {
                 lease.left = Micros::ZERO;
                 lease.deadline = None;
             }
@@ -559,7 +608,7 @@ impl Books {
         let stopping = self.stop;
         let mut returns: Vec<(i64, Micros)> = Vec::new();
         let mut topups: Vec<(i64, Micros)> = Vec::new();
-        for (id, lease) in self.leases.iter_mut() {
+        for (id, lease) in self.grants.iter_mut().flat_map(|g| g.leases.iter_mut()) {
             if lease.to_return(now, stopping) {
                 returns.push((*id, lease.left));
                 lease.left = Micros::ZERO;
@@ -577,7 +626,7 @@ impl Books {
         returns.sort_unstable();
         topups.sort_unstable();
         let slice_returns = self.take_slice_returns(SystemTime::now());
-        let pending = if all || self.leasing == Leasing::WholeBalance {
+        let pending = if all || self.grants.is_none() {
             std::mem::take(&mut self.pending)
         } else {
             let mut due: HashSet<i64> = returns.iter().chain(&topups).map(|(id, _)| *id).collect();
@@ -657,7 +706,7 @@ impl Books {
     /// (grants, write-behind) only charges of an account due (`FLUSH_AGE`), answers or
     /// released claims.
     pub(super) fn flush_due(&self, all: bool) -> bool {
-        if self.leasing != Leasing::Grants {
+        if self.grants.is_none() {
             return !self.pending.is_empty();
         }
         if all && !self.pending.is_empty() {
@@ -667,7 +716,7 @@ impl Books {
         !self.pending.answers.is_empty()
             || !self.pending.released.is_empty()
             || self.aged(now).next().is_some()
-            || self.leases.values().any(|lease| {
+            || self.leases().any(|lease| {
                 lease.to_return(now, self.stop) || lease.top_up(now, self.stop).is_some()
             })
             || self.slices_due()
@@ -676,8 +725,8 @@ impl Books {
     /// Is anything not yet in the store: charges, or (with grants) a grant left?
     pub(super) fn holds_anything(&self) -> bool {
         !self.pending.is_empty()
-            || self.in_flight.is_some()
-            || self.leases.values().any(|l| l.left > Micros::ZERO)
+            || self.in_flight().is_some()
+            || self.leases().any(|l| l.left > Micros::ZERO)
             || self.holds_slices()
     }
 
@@ -711,11 +760,7 @@ mod tests {
     }
 
     fn cluster() -> Books {
-        Books {
-            leasing: Leasing::Grants,
-            batch: 1,
-            ..Books::default()
-        }
+        Books::new(Answers::default(), Leasing::Grants, false)
     }
 
     #[test]
@@ -751,7 +796,7 @@ mod tests {
         lease.left = m(2_800);
         lease.deadline = Some(now.deadline());
         lease.spend(m(1_428), now);
-        books.leases.insert(7, lease);
+        books.grants.as_mut().unwrap().leases.insert(7, lease);
         books.pending.add(7, Endpoint::Lookup, 51, m(1_428));
         books.pending.add(8, Endpoint::Lookup, 1, m(28));
         assert!(books.flush_due(false));

@@ -109,7 +109,7 @@ impl Books {
         sent: BootTime,
     ) {
         for ask in asks {
-            if let Some(slice) = self.slices.get_mut(&(account_id, ask.window.window)) {
+            if let Some(slice) = self.slice_mut(account_id, ask.window.window) {
                 slice.granted_at = Some(sent);
                 slice.last_used = Some(sent);
             }
@@ -123,8 +123,7 @@ impl Books {
         window: WindowKey,
         at: BootTime,
     ) -> u64 {
-        self.slices
-            .get(&(account_id, window.window))
+        self.slice(account_id, window.window)
             .map_or(0, |s| s.usable(window.start, at))
     }
 
@@ -138,7 +137,7 @@ impl Books {
         billed: bool,
         now: SystemTime,
     ) -> Option<WindowShort> {
-        if self.leasing != Leasing::Grants || queries == 0 || !billed {
+        if self.grants.is_none() || queries == 0 || !billed {
             return None;
         }
         let account = self.accounts.get(&caller.account_id)?;
@@ -146,8 +145,7 @@ impl Books {
         let windows: Vec<Window> = limited(&account.limits)
             .filter(|w| {
                 let usable = self
-                    .slices
-                    .get(&(caller.account_id, *w))
+                    .slice(caller.account_id, *w)
                     .map_or(0, |s| s.usable(w.start(now), boot));
                 usable < queries
             })
@@ -167,7 +165,7 @@ impl Books {
         queries: u64,
         now: SystemTime,
     ) {
-        if self.leasing != Leasing::Grants || queries == 0 {
+        if self.grants.is_none() || queries == 0 {
             return;
         }
         let boot = BootTime::now();
@@ -178,7 +176,7 @@ impl Books {
             };
             *self.pending.windows.entry((account_id, key)).or_default() += queries;
             self.pending.since.entry(account_id).or_insert(boot);
-            if let Some(slice) = self.slices.get_mut(&(account_id, window))
+            if let Some(slice) = self.slice_mut(account_id, window)
                 && slice.start == key.start
             {
                 slice.spend(queries, boot);
@@ -203,7 +201,7 @@ impl Books {
                     window: *w,
                     start: w.start(short.at),
                 };
-                let slice = self.slices.get(&(account_id, *w));
+                let slice = self.slice(account_id, *w);
                 let usable = slice.map_or(0, |s| s.usable(key.start, boot));
                 let need = short.queries.checked_sub(usable).filter(|n| *n > 0)?;
                 // A void slice is dropped by this ask: the ledger keeps only what this
@@ -226,7 +224,7 @@ impl Books {
     /// counted yet (pending, and in the batch in flight).
     fn unflushed_windows(&self, account_id: i64) -> HashMap<WindowKey, u64> {
         let mut sums: HashMap<WindowKey, u64> = HashMap::new();
-        let in_flight = self.in_flight.iter().flat_map(|b| &b.admitted);
+        let in_flight = self.in_flight().into_iter().flat_map(|b| &b.admitted);
         for q in in_flight.filter(|q| q.account_id == account_id) {
             *sums.entry(q.window).or_default() += q.queries;
         }
@@ -241,8 +239,8 @@ impl Books {
     /// Room of the window handed back in the batch in flight: still in the ledger's
     /// `remaining` until that flush commits, no longer this node's to spend.
     fn returning_slice(&self, account_id: i64, key: WindowKey) -> u64 {
-        self.in_flight
-            .iter()
+        self.in_flight()
+            .into_iter()
             .flat_map(|b| &b.slice_returns)
             .fold(0, |sum, q| {
                 if q.account_id == account_id && q.window == key {
@@ -268,7 +266,10 @@ impl Books {
         for h in held.iter().filter(|h| h.account_id == account_id) {
             let mine = unflushed.get(&h.window).copied().unwrap_or(0);
             let returning = self.returning_slice(account_id, h.window);
-            let slice = self
+            let Some(grants) = &mut self.grants else {
+                return;
+            };
+            let slice = grants
                 .slices
                 .entry((account_id, h.window.window))
                 .or_default();
@@ -286,10 +287,10 @@ impl Books {
     /// holds them (a slice of a touched account not listed is gone; one of another
     /// account not listed is as it was).
     pub(in crate::billing) fn sync_windows(&mut self, applied: &Applied, sent: BootTime) {
-        if self.leasing != Leasing::Grants {
+        if self.grants.is_none() {
             return;
         }
-        for ((id, _), slice) in self.slices.iter_mut() {
+        for ((id, _), slice) in self.slices_mut() {
             if applied.touched.binary_search(id).is_ok() {
                 slice.left = 0;
                 slice.deadline = None;
@@ -338,8 +339,7 @@ impl Books {
         let boot = BootTime::now();
         let stopping = self.stop;
         let mut returns: Vec<WindowQueries> = self
-            .slices
-            .iter_mut()
+            .slices_mut()
             .filter_map(|((id, window), slice)| {
                 let back = slice
                     .to_return(boot, window.start(now), stopping)
@@ -366,19 +366,18 @@ impl Books {
     /// Is a slice due to go back?
     pub(in crate::billing) fn slices_due(&self) -> bool {
         let (boot, now) = (BootTime::now(), SystemTime::now());
-        self.slices
-            .iter()
+        self.slices()
             .any(|((_, w), s)| s.to_return(boot, w.start(now), self.stop))
     }
 
     /// Is room of a window still held?
     pub(in crate::billing) fn holds_slices(&self) -> bool {
-        self.slices.values().any(|s| s.left > 0)
+        self.slices().any(|(_, s)| s.left > 0)
     }
 
     /// Other nodes asked for room of the account: hand back what is left.
     pub(in crate::billing) fn recall_slices(&mut self, account_id: i64) {
-        for ((id, _), slice) in self.slices.iter_mut() {
+        for ((id, _), slice) in self.slices_mut() {
             if *id == account_id {
                 slice.recalled = true;
             }
@@ -388,7 +387,7 @@ impl Books {
     /// The limits of an account changed (an admin command): its slices, leased under the
     /// old limits, are not spent any more.
     pub(in crate::billing) fn void_slices(&mut self, account_id: i64) {
-        for ((id, _), slice) in self.slices.iter_mut() {
+        for ((id, _), slice) in self.slices_mut() {
             if *id == account_id {
                 slice.void = true;
             }
