@@ -166,7 +166,7 @@ CREATE TABLE overrides (
 ) STRICT;
 
 ---------------------------------------------------------------------------------------
--- Money: accounts, API keys, ledger, rate-limit counters. Owned by `db::accounts` and
+-- Money: accounts, API keys, ledger, rate-limit counters. Owned by `db::sqlite` (accounts, keys, ledger) and
 -- `billing`; `postal-import` never touches them.
 ---------------------------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ pub struct ContractJson<T> {
     documented: PhantomData<T>,
 }
 
-/// A request whose head and fields the billed path reads (`Operation::Body`).
+/// A request whose head and fields the billed path reads (a `ContractJson<Operation::Request>`).
 pub trait Requested {
     fn meta(&self) -> &RequestMeta;
     /// The body's fields, as parsed (the fingerprint of an idempotent request).

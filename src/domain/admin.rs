@@ -1,7 +1,9 @@
 //! The rules of an operator's (and, next, a customer's) change to an account: a top-up,
-//! an adjustment, a change of limits, a key's rules. Each change is a value that can only
-//! be built valid; the two ledgers (`db::sqlite`, `db::pg`) take it already checked and
-//! only store it, so each rule is written once, here.
+//! an adjustment, a change of limits, a key's rules. Each change is a value its
+//! constructor checks (`BalanceChange` and `LimitsChange` cannot be built otherwise;
+//! `Publishable::new` is the checked way to a key's rules); the two ledgers (`db::sqlite`,
+//! `db::pg`) take it already checked and only store it, so each rule is written once,
+//! here.
 
 use crate::domain::api_key::Publishable;
 use crate::domain::money::{MIN_TOPUP, Micros};
@@ -97,6 +99,10 @@ impl BalanceChange {
     }
 }
 
+/// The largest limit a window can have (both ledgers store a limit as a signed 64-bit
+/// integer): a larger one given is this.
+pub const MAX_LIMIT: u64 = i64::MAX as u64;
+
 /// A change of an account's limits: all off, or new values for the windows given (the
 /// others keep theirs; none given changes nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +117,8 @@ enum Change {
 impl LimitsChange {
     pub const OFF: LimitsChange = LimitsChange(Change::Off);
 
-    /// New limits for the windows given (each at least 1); no window given keeps all.
+    /// New limits for the windows given (each at least 1; beyond [`MAX_LIMIT`], that);
+    /// no window given keeps all.
     pub fn set(
         per_minute: Option<u64>,
         per_hour: Option<u64>,
@@ -120,10 +127,11 @@ impl LimitsChange {
         if [per_minute, per_hour, per_day].contains(&Some(0)) {
             return Err(Refused::ZeroLimit);
         }
+        let capped = |limit: Option<u64>| limit.map(|l| l.min(MAX_LIMIT));
         Ok(LimitsChange(Change::Set(Limits {
-            per_minute,
-            per_hour,
-            per_day,
+            per_minute: capped(per_minute),
+            per_hour: capped(per_hour),
+            per_day: capped(per_day),
         })))
     }
 
@@ -264,6 +272,8 @@ mod tests {
                 ..current
             }
         );
+        let huge = LimitsChange::set(Some(u64::MAX), None, None).unwrap();
+        assert_eq!(huge.apply(current).per_minute, Some(MAX_LIMIT));
         assert_eq!(
             LimitsChange::set(Some(0), None, None)
                 .unwrap_err()

@@ -166,7 +166,7 @@ fn more(a: Micros, b: Micros) -> Micros {
     a.checked_add(b).unwrap_or(Micros::MAX)
 }
 
-// The vocabulary of slices between the books (`billing::slices`) and the ledger
+// The vocabulary of slices between the books (`billing::books::slices`) and the ledger
 // (`db::pg::windows`).
 
 /// Queries of one window of an account: admitted in it, left of a slice of it, or

@@ -391,8 +391,8 @@ pub async fn flush_with_windows(
                     "account {}: {} micros charged but only {} could be taken \
                      (a grant expired while this node could not flush)",
                     charge.account_id,
-                    taken.wanted,
-                    taken.taken
+                    taken.wanted.get(),
+                    taken.taken.get()
                 );
             }
             rows.account_id.push(charge.account_id);
