@@ -196,6 +196,21 @@ impl<T> ContractJson<T> {
         }
     }
 
+    /// A required free-text field (`city`): as `required_text`, and at most
+    /// [`MAX_TEXT_CHARS`] characters (a longer one is 400 naming the limit, before any
+    /// work: the cost of matching a name grows with its length).
+    pub fn required_free_text(&self, name: &str) -> Result<&str, ApiError> {
+        bounded(name, self.required_text(name)?)
+    }
+
+    /// An optional free-text field (`state`, `ST`): as `optional_text`, at most
+    /// [`MAX_TEXT_CHARS`] characters.
+    pub fn optional_free_text(&self, name: &str) -> Result<Option<&str>, ApiError> {
+        self.optional_text(name)?
+            .map(|text| bounded(name, text))
+            .transpose()
+    }
+
     /// An optional string field: absent, or blank, is `None`; `null` or another type
     /// than a string is `400 Invalid '<name>'` (docs/decisions.md).
     pub fn optional_text(&self, name: &str) -> Result<Option<&str>, ApiError> {
@@ -217,6 +232,21 @@ impl<T> ContractJson<T> {
             }
             Some(_) => Err(ApiError::bad_request("Invalid 'country'")),
         }
+    }
+}
+
+/// The most characters a free-text field (`city`, `state`, `ST`) may hold: the longest
+/// place names are under 170 (Bangkok's ceremonial name).
+pub const MAX_TEXT_CHARS: usize = 200;
+
+/// `text`, the value of field `name` (`city`, `records[3].city`), or 400 when it is longer
+/// than [`MAX_TEXT_CHARS`] characters.
+pub fn bounded<'a>(name: &str, text: &'a str) -> Result<&'a str, ApiError> {
+    match text.chars().nth(MAX_TEXT_CHARS) {
+        None => Ok(text),
+        Some(_) => Err(ApiError::bad_request(format!(
+            "{name} must be at most {MAX_TEXT_CHARS} characters"
+        ))),
     }
 }
 

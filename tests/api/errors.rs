@@ -371,3 +371,55 @@ fn odd_unicode_in_fields_is_a_clean_answer_never_a_500() {
     let reply = app.city(json!({"apiKey": key, "city": "\u{0}💥", "ST": "\u{202e}"}));
     assert_eq!(reply.status, 404);
 }
+
+#[test]
+fn free_text_longer_than_200_characters_is_a_400_naming_the_limit_and_charges_nothing() {
+    let app = spawn_app();
+    let (account, key) = app.create_account();
+    let before = app.balance_micros(&account);
+    // 200 characters pass (the longest place names are under 170); 201 do not, counted in
+    // characters, not bytes.
+    let at_limit = "ü".repeat(200);
+    let over = "ü".repeat(201);
+    let city = |city: &str| json!({"apiKey": key, "city": city, "state": "CA"});
+    assert_eq!(app.post("/api/city", &city(&at_limit)).status, 404);
+    assert_error(
+        app.post("/api/city", &city(&over)),
+        400,
+        "city must be at most 200 characters",
+    );
+    assert_error(
+        app.post(
+            "/api/city",
+            &json!({"apiKey": key, "city": "Beverly Hills", "ST": over}),
+        ),
+        400,
+        "ST must be at most 200 characters",
+    );
+    let verify = json!({"apiKey": key, "zipcode": "90210", "city": "Beverly Hills", "state": over});
+    assert_error(
+        app.post("/api/verify", &verify),
+        400,
+        "state must be at most 200 characters",
+    );
+    assert_error(
+        app.post(
+            "/api/suggest",
+            &json!({"apiKey": key, "q": "bev", "state": over}),
+        ),
+        400,
+        "state must be at most 200 characters",
+    );
+    let good = json!({"postalCode": "90210", "countryCode": "US", "city": "Beverly Hills"});
+    let long = json!({"postalCode": "90210", "countryCode": "US", "city": over});
+    assert_error(
+        app.post(
+            "/api/verify-bulk",
+            &json!({"apiKey": key, "records": [good, long]}),
+        ),
+        400,
+        "records[1].city must be at most 200 characters",
+    );
+    // Nothing was charged: not the 400s, nor the 404 (an error is free).
+    assert_eq!(app.balance_micros(&account), before);
+}

@@ -123,8 +123,11 @@ impl Operation for City {
     type Answer = CityMatch;
 
     fn parse(body: &ContractJson<Self::Request>) -> Result<CityQuery, ApiError> {
-        let city = body.required_text("city")?;
-        let (state, st) = (body.optional_text("state")?, body.optional_text("ST")?);
+        let city = body.required_free_text("city")?;
+        let (state, st) = (
+            body.optional_free_text("state")?,
+            body.optional_free_text("ST")?,
+        );
         let country = body.country()?;
         if country == CountryCode::US && state.is_none() && st.is_none() {
             return Err(ApiError::bad_request(
@@ -151,12 +154,13 @@ impl Operation for City {
 #[derive(Debug, Object)]
 #[oai(example, skip_serializing_if_is_none)]
 pub struct CityRequest {
-    /// City or place name; case, accents and punctuation are ignored.
+    /// City or place name; case, accents and punctuation are ignored. At most 200 characters.
     pub city: NonBlankText,
-    /// Full state name (US: or its code); for US either `state` or `ST` is required.
+    /// Full state name (US: or its code); for US either `state` or `ST` is required. At most 200 characters.
+    #[oai(validator(max_length = 200))]
     pub state: Option<String>,
     /// State abbreviation (admin code 1).
-    #[oai(rename = "ST")]
+    #[oai(rename = "ST", validator(max_length = 200))]
     pub st: Option<String>,
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]

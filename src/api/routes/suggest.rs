@@ -213,8 +213,8 @@ fn parse(body: &ContractJson<SuggestRequest>) -> Result<SuggestQuestion, ApiErro
     Ok(SuggestQuestion {
         q: folded,
         country,
-        state: body.optional_text("state")?.map(fold),
-        st: body.optional_text("ST")?.map(fold),
+        state: body.optional_free_text("state")?.map(fold),
+        st: body.optional_free_text("ST")?.map(fold),
         limit,
     })
 }
@@ -262,10 +262,11 @@ pub struct SuggestRequest {
     // described `$ref` becomes an `allOf`, which generated clients cannot read; the
     // CountryCode schema states the rule.)
     pub country: Option<CountryField>,
-    /// Only places of this state / region (admin name1; US: also the code).
+    /// Only places of this state / region (admin name1; US: also the code). At most 200 characters.
+    #[oai(validator(max_length = 200))]
     pub state: Option<String>,
     /// Only places of this state / region code (admin code1).
-    #[oai(rename = "ST")]
+    #[oai(rename = "ST", validator(max_length = 200))]
     pub st: Option<String>,
     /// How many results at most: 1 to 50, default 10.
     #[oai(validator(minimum(value = "1"), maximum(value = "50")))]

@@ -95,9 +95,9 @@ impl Operation for Verify {
     /// `country`.
     fn parse(body: &ContractJson<Self::Request>) -> Result<VerifyQuestion, ApiError> {
         let zipcode = body.zipcode()?;
-        let city = body.required_text("city")?.to_string();
-        let state = body.optional_text("state")?.map(str::to_string);
-        let st = body.optional_text("ST")?.map(str::to_string);
+        let city = body.required_free_text("city")?.to_string();
+        let state = body.optional_free_text("state")?.map(str::to_string);
+        let st = body.optional_free_text("ST")?.map(str::to_string);
         Ok(VerifyQuestion {
             country: body.country()?,
             zipcode,
@@ -170,12 +170,13 @@ pub enum VerifyResult {
 pub struct VerifyRequest {
     /// The postal code: a string, or an integer (leading zeros restored as on /api/lookup).
     pub zipcode: ZipCodeValue,
-    /// The city as typed; case, accents and punctuation are ignored.
+    /// The city as typed; case, accents and punctuation are ignored. At most 200 characters.
     pub city: NonBlankText,
-    /// The state / region as typed (admin name1 or code1), if the form has one.
+    /// The state / region as typed (admin name1 or code1), if the form has one. At most 200 characters.
+    #[oai(validator(max_length = 200))]
     pub state: Option<String>,
     /// The state / region code (admin code1), if the form has one.
-    #[oai(rename = "ST")]
+    #[oai(rename = "ST", validator(max_length = 200))]
     pub st: Option<String>,
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]

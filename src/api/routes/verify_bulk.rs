@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use super::places::{PlaceItem, example_places};
 use crate::api::billed::{Billed, Operation};
-use crate::api::contract::{BulkRecord, ContractJson, DocumentedBody, bulk_record, records_array};
+use crate::api::contract::{
+    BulkRecord, ContractJson, DocumentedBody, bounded, bulk_record, records_array,
+};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
 use crate::api::types::{CountryField, Envelope, NonBlankText, example_envelope};
@@ -127,7 +129,9 @@ fn verify_record(i: usize, item: &Value) -> Result<VerifyRecord, ApiError> {
         country_input,
     } = bulk_record(i, item)?;
     let city = match item.get("city") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(Value::String(s)) if !s.trim().is_empty() => {
+            bounded(&format!("records[{i}].city"), s)?.to_owned()
+        }
         _ => {
             return Err(ApiError::bad_request(format!(
                 "records[{i}].city must be a non-empty string"
@@ -136,7 +140,8 @@ fn verify_record(i: usize, item: &Value) -> Result<VerifyRecord, ApiError> {
     };
     let state = match item.get("state") {
         None => None,
-        Some(Value::String(s)) => Some(s.clone()).filter(|s| !s.trim().is_empty()),
+        Some(Value::String(s)) => Some(bounded(&format!("records[{i}].state"), s)?.to_owned())
+            .filter(|s| !s.trim().is_empty()),
         Some(_) => {
             return Err(ApiError::bad_request(format!(
                 "records[{i}].state must be a string"
@@ -167,9 +172,10 @@ pub struct VerifyRecordRequest {
     // ISO 3166-1 alpha-2 code. (A plain comment: a described `$ref` becomes an `allOf`.)
     #[oai(rename = "countryCode")]
     pub country_code: CountryField,
-    /// The city as typed.
+    /// The city as typed. At most 200 characters.
     pub city: NonBlankText,
-    /// The state / region as typed (admin name1 or code1), if any.
+    /// The state / region as typed (admin name1 or code1), if any. At most 200 characters.
+    #[oai(validator(max_length = 200))]
     pub state: Option<String>,
 }
 
