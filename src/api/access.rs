@@ -38,7 +38,9 @@ pub struct RequestMeta {
     header_key: Option<HeaderValue>,
     origin: Option<HeaderValue>,
     host: Option<HeaderValue>,
-    forwarded_for: Option<HeaderValue>,
+    /// Every `X-Forwarded-For` line, in order, joined: a proxy that appends a line of
+    /// its own (HAProxy's `forwardfor`) adds a hop, as one that extends the line does.
+    forwarded_for: Option<String>,
     peer: Option<IpAddr>,
 }
 
@@ -60,7 +62,7 @@ impl RequestMeta {
                 .get(header::ORIGIN)
                 .and_then(|_| headers.get(header::HOST))
                 .cloned(),
-            forwarded_for: headers.get("x-forwarded-for").cloned(),
+            forwarded_for: forwarded_for(headers),
             peer,
         }
     }
@@ -81,7 +83,7 @@ impl RequestMeta {
         if !is_trusted(peer) {
             return Some(peer);
         }
-        let Some(forwarded) = self.forwarded_for.as_ref().and_then(|v| v.to_str().ok()) else {
+        let Some(forwarded) = self.forwarded_for.as_deref() else {
             return Some(peer);
         };
         let mut hops = forwarded.rsplit(',').map(str::trim);
@@ -106,6 +108,35 @@ impl RequestMeta {
         let origin_host = origin.split_once("://").map_or(origin, |(_, h)| h);
         let host = self.host.as_ref().and_then(|v| v.to_str().ok());
         !host.is_some_and(|h| h.eq_ignore_ascii_case(origin_host))
+    }
+}
+
+/// Every `X-Forwarded-For` line in order, joined with `,` (a line that is not text reads
+/// as garbage: `client_ip` then stops at the hop before it).
+fn forwarded_for(headers: &HeaderMap) -> Option<String> {
+    let mut lines = headers.get_all("x-forwarded-for").iter().peekable();
+    lines.peek()?;
+    Some(
+        lines
+            .map(|v| v.to_str().unwrap_or("?"))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+/// The addresses one client is counted under: an IPv4 address; the /64 of an IPv6 one
+/// (a single host is routinely given a whole /64, so counting per address would let
+/// it send from 2^64 of them); an IPv4-mapped IPv6 address as its IPv4.
+pub fn counted_as(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let network = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(network.into())
+            }
+        },
     }
 }
 
@@ -144,7 +175,7 @@ pub fn check(
     // A request with no address (not over TCP: tests of the app in memory) is one client.
     let ip = meta
         .client_ip(trusted)
-        .unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        .map_or(IpAddr::from([0, 0, 0, 0]), counted_as);
     limiter
         .admit(
             key.caller.key_id,
@@ -321,6 +352,26 @@ mod tests {
         assert_eq!(ip(&meta(&[], "10.1.1.1")), "10.1.1.1");
         let garbage = [("x-forwarded-for", "nonsense, 10.0.0.9")];
         assert_eq!(ip(&meta(&garbage, "10.1.1.1")), "10.0.0.9");
+        // A proxy that appends a line of its own: the client's forged line comes first,
+        // the proxy's last; the proxy's line names the client.
+        let two_lines = [
+            ("x-forwarded-for", "198.51.100.77"),
+            ("x-forwarded-for", "203.0.113.9"),
+        ];
+        assert_eq!(ip(&meta(&two_lines, "10.1.1.1")), "203.0.113.9");
+    }
+
+    #[test]
+    fn an_ipv6_client_is_counted_by_its_slash_64() {
+        let counted = |ip: &str| counted_as(ip.parse().unwrap()).to_string();
+        assert_eq!(counted("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::");
+        assert_eq!(
+            counted("2001:db8:1:2:ffff:ffff:ffff:ffff"),
+            "2001:db8:1:2::"
+        );
+        assert_ne!(counted("2001:db8:1:3::1"), counted("2001:db8:1:2::1"));
+        assert_eq!(counted("::ffff:192.0.2.7"), "192.0.2.7");
+        assert_eq!(counted("192.0.2.7"), "192.0.2.7");
     }
 
     #[test]
