@@ -144,6 +144,18 @@ async fn unready_reasons(ops: &Ops) -> Vec<String> {
 }
 
 /// Prometheus metrics (OpenMetrics text), behind the bearer token when one is set.
+/// Whether `presented` is `secret`, in a time that does not depend on where they differ
+/// (their SHA-256 digests compared byte for byte, every byte): a caller timing wrong
+/// tokens learns nothing of the right one.
+fn same_secret(presented: &str, secret: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    let (a, b) = (Sha256::digest(presented), Sha256::digest(secret));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |diff, (x, y)| diff | (x ^ y))
+        == 0
+}
+
 #[handler]
 pub(super) async fn scrape(ops: Data<&Ops>, req: &poem::Request) -> Response {
     if let Some(token) = &ops.metrics_token {
@@ -152,7 +164,7 @@ pub(super) async fn scrape(ops: Data<&Ops>, req: &poem::Request) -> Response {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if presented != Some(&**token) {
+        if !presented.is_some_and(|presented| same_secret(presented, token)) {
             let mut response = json_response(
                 StatusCode::UNAUTHORIZED,
                 json!({"error": "Missing or wrong metrics token"}),
@@ -280,4 +292,17 @@ fn resident_bytes() -> Option<i64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_matches_only_itself() {
+        assert!(same_secret("t0ken", "t0ken"));
+        assert!(!same_secret("t0ken", "t0keN"));
+        assert!(!same_secret("t0ke", "t0ken"));
+        assert!(!same_secret("", "t0ken"));
+    }
 }

@@ -190,16 +190,33 @@ pub async fn connect_task(url: &str) -> anyhow::Result<(Client, tokio::task::Joi
     Ok((client, task))
 }
 
-/// `url` without its password, for messages.
+/// A connection string without its password, for messages: a URL's user info
+/// (`postgres://user:***@host`) and `?password=` parameter, and a `key=value` string's
+/// `password` (quoted or not).
 pub fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let user_info = &url[scheme + 3..at];
-            let user = user_info.split(':').next().unwrap_or("");
-            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+    static KEY_VALUE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)")
+            .expect("a valid regex")
+    });
+    static QUERY: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)([?&]password=)[^&#]*").expect("a valid regex")
+    });
+    let Some(scheme) = url.find("://") else {
+        return KEY_VALUE.replace_all(url, "${1}***").into_owned();
+    };
+    let (head, rest) = url.split_at(scheme + 3);
+    let (before_query, query) = rest.split_at(rest.find('?').unwrap_or(rest.len()));
+    let before_query = match before_query.rfind('@') {
+        Some(at) => {
+            let user = before_query[..at].split(':').next().unwrap_or("");
+            format!("{user}:***{}", &before_query[at..])
         }
-        _ => url.to_owned(),
-    }
+        None => before_query.to_owned(),
+    };
+    format!(
+        "{head}{before_query}{}",
+        QUERY.replace_all(query, "${1}***")
+    )
 }
 
 /// Brings the schema to the newest version; idempotent.
@@ -281,5 +298,21 @@ mod tests {
             "postgres://postal:***@127.0.0.1:5432/postal"
         );
         assert_eq!(redacted("host=/tmp user=postal"), "host=/tmp user=postal");
+        assert_eq!(
+            redacted("postgres://postal@db.example/postal?sslmode=require&password=s3cret"),
+            "postgres://postal:***@db.example/postal?sslmode=require&password=***"
+        );
+        assert_eq!(
+            redacted("postgresql://db.example/postal?PASSWORD=s3cret&user=postal"),
+            "postgresql://db.example/postal?PASSWORD=***&user=postal"
+        );
+        assert_eq!(
+            redacted("host=db.example user=postal password=s3cret dbname=postal"),
+            "host=db.example user=postal password=*** dbname=postal"
+        );
+        assert_eq!(
+            redacted("host=db.example password = 'se cr\\'et' user=postal"),
+            "host=db.example password = *** user=postal"
+        );
     }
 }
