@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use poem::http::{HeaderValue, StatusCode, header};
+use poem::http::{HeaderValue, Method, StatusCode, header};
 use poem::{Endpoint, IntoResponse, Request, Response};
 use poem_openapi::OpenApi;
 
@@ -19,25 +19,31 @@ pub(super) async fn json_errors<E: Endpoint>(
     request: Request,
 ) -> poem::Result<Response> {
     let path = request.uri().path().to_string();
-    let mut response = match app.call(request).await {
-        Ok(output) => output.into_response(),
-        Err(err) if err.is_from_response() => err.into_response(),
-        Err(err) => {
-            let text = match err.status() {
-                StatusCode::NOT_FOUND => "Not found",
-                StatusCode::METHOD_NOT_ALLOWED => "Method not allowed",
-                StatusCode::PAYLOAD_TOO_LARGE => "Request body too large",
-                StatusCode::BAD_REQUEST => contract::INVALID_JSON,
-                _ => "Internal server error",
-            };
-            let status = match err.status() {
-                s @ (StatusCode::NOT_FOUND
-                | StatusCode::METHOD_NOT_ALLOWED
-                | StatusCode::PAYLOAD_TOO_LARGE
-                | StatusCode::BAD_REQUEST) => s,
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
-            };
-            json_error(status, text)
+    // HEAD of an API path would run the operation (and charge it) for a head alone: the
+    // API answers its own methods only.
+    let mut response = if request.method() == Method::HEAD && path.starts_with("/api/") {
+        json_error(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed")
+    } else {
+        match app.call(request).await {
+            Ok(output) => output.into_response(),
+            Err(err) if err.is_from_response() => err.into_response(),
+            Err(err) => {
+                let text = match err.status() {
+                    StatusCode::NOT_FOUND => "Not found",
+                    StatusCode::METHOD_NOT_ALLOWED => "Method not allowed",
+                    StatusCode::PAYLOAD_TOO_LARGE => "Request body too large",
+                    StatusCode::BAD_REQUEST => contract::INVALID_JSON,
+                    _ => "Internal server error",
+                };
+                let status = match err.status() {
+                    s @ (StatusCode::NOT_FOUND
+                    | StatusCode::METHOD_NOT_ALLOWED
+                    | StatusCode::PAYLOAD_TOO_LARGE
+                    | StatusCode::BAD_REQUEST) => s,
+                    _ => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                json_error(status, text)
+            }
         }
     };
     if response.status() == StatusCode::METHOD_NOT_ALLOWED

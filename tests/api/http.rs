@@ -109,3 +109,30 @@ fn a_keep_alive_connection_still_works_after_the_json_error_changes() {
         );
     }
 }
+
+#[test]
+fn head_on_an_api_path_is_a_405_and_charges_nothing() {
+    let app = spawn_app();
+    let (account, key) = app.create_account();
+    let before = app.balance_micros(&account);
+    for path in [
+        format!("/api/lookup?zipcode=90210&key={key}"),
+        format!("/api/city?city=Beverly+Hills&ST=CA&key={key}"),
+        "/api/validate".to_string(),
+    ] {
+        let request = format!("HEAD {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        // A HEAD answer has no body: read the head until the server closes.
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(host(&app.address)).expect("connecting");
+        stream.set_read_timeout(Some(WAIT)).expect("read timeout");
+        stream.write_all(request.as_bytes()).expect("sending");
+        let mut head = String::new();
+        let _ = stream.read_to_string(&mut head);
+        assert!(head.starts_with("HTTP/1.1 405 "), "{path}: {head}");
+        assert!(
+            head.contains("\r\nallow: GET, POST\r\n") || head.contains("\r\nallow: POST\r\n"),
+            "{path}: {head}"
+        );
+    }
+    assert_eq!(app.balance_micros(&account), before);
+}
