@@ -40,7 +40,7 @@ pub struct RequestMeta {
     host: Option<HeaderValue>,
     /// Every `X-Forwarded-For` line, in order, joined: a proxy that appends a line of
     /// its own (HAProxy's `forwardfor`) adds a hop, as one that extends the line does.
-    forwarded_for: Option<String>,
+    forwarded_for: Option<HeaderValue>,
     peer: Option<IpAddr>,
 }
 
@@ -83,7 +83,7 @@ impl RequestMeta {
         if !is_trusted(peer) {
             return Some(peer);
         }
-        let Some(forwarded) = self.forwarded_for.as_deref() else {
+        let Some(forwarded) = self.forwarded_for.as_ref().and_then(|v| v.to_str().ok()) else {
             return Some(peer);
         };
         let mut hops = forwarded.rsplit(',').map(str::trim);
@@ -112,16 +112,20 @@ impl RequestMeta {
 }
 
 /// Every `X-Forwarded-For` line in order, joined with `,` (a line that is not text reads
-/// as garbage: `client_ip` then stops at the hop before it).
-fn forwarded_for(headers: &HeaderMap) -> Option<String> {
-    let mut lines = headers.get_all("x-forwarded-for").iter().peekable();
-    lines.peek()?;
-    Some(
-        lines
-            .map(|v| v.to_str().unwrap_or("?"))
-            .collect::<Vec<_>>()
-            .join(","),
-    )
+/// as garbage: `client_ip` then stops at the hop before it). One line, the usual case,
+/// is kept as it came, without a copy.
+fn forwarded_for(headers: &HeaderMap) -> Option<HeaderValue> {
+    let mut lines = headers.get_all("x-forwarded-for").iter();
+    let first = lines.next()?;
+    let rest: Vec<&HeaderValue> = lines.collect(); // empty: no allocation
+    if rest.is_empty() {
+        return Some(first.clone());
+    }
+    let joined: Vec<&str> = std::iter::once(first)
+        .chain(rest)
+        .map(|v| v.to_str().unwrap_or("?"))
+        .collect();
+    HeaderValue::from_str(&joined.join(",")).ok()
 }
 
 /// The addresses one client is counted under: an IPv4 address; the /64 of an IPv6 one

@@ -200,14 +200,14 @@ impl<T> ContractJson<T> {
     /// [`MAX_TEXT_CHARS`] characters (a longer one is 400 naming the limit, before any
     /// work: the cost of matching a name grows with its length).
     pub fn required_free_text(&self, name: &str) -> Result<&str, ApiError> {
-        bounded(name, self.required_text(name)?)
+        bounded(|| name, self.required_text(name)?)
     }
 
     /// An optional free-text field (`state`, `ST`): as `optional_text`, at most
     /// [`MAX_TEXT_CHARS`] characters.
     pub fn optional_free_text(&self, name: &str) -> Result<Option<&str>, ApiError> {
         self.optional_text(name)?
-            .map(|text| bounded(name, text))
+            .map(|text| bounded(|| name, text))
             .transpose()
     }
 
@@ -239,13 +239,18 @@ impl<T> ContractJson<T> {
 /// place names are under 170 (Bangkok's ceremonial name).
 pub const MAX_TEXT_CHARS: usize = 200;
 
-/// `text`, the value of field `name` (`city`, `records[3].city`), or 400 when it is longer
-/// than [`MAX_TEXT_CHARS`] characters.
-pub fn bounded<'a>(name: &str, text: &'a str) -> Result<&'a str, ApiError> {
+/// `text`, the value of field `name` (`city`, or `records[3].city`: a name built only
+/// when the text is too long), or 400 when it is longer than [`MAX_TEXT_CHARS`]
+/// characters.
+pub fn bounded<N: std::fmt::Display>(
+    name: impl FnOnce() -> N,
+    text: &str,
+) -> Result<&str, ApiError> {
     match text.chars().nth(MAX_TEXT_CHARS) {
         None => Ok(text),
         Some(_) => Err(ApiError::bad_request(format!(
-            "{name} must be at most {MAX_TEXT_CHARS} characters"
+            "{} must be at most {MAX_TEXT_CHARS} characters",
+            name()
         ))),
     }
 }

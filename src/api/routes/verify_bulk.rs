@@ -130,7 +130,7 @@ fn verify_record(i: usize, item: &Value) -> Result<VerifyRecord, ApiError> {
     } = bulk_record(i, item)?;
     let city = match item.get("city") {
         Some(Value::String(s)) if !s.trim().is_empty() => {
-            bounded(&format!("records[{i}].city"), s)?.to_owned()
+            bounded(|| format!("records[{i}].city"), s)?.to_owned()
         }
         _ => {
             return Err(ApiError::bad_request(format!(
@@ -140,7 +140,7 @@ fn verify_record(i: usize, item: &Value) -> Result<VerifyRecord, ApiError> {
     };
     let state = match item.get("state") {
         None => None,
-        Some(Value::String(s)) => Some(bounded(&format!("records[{i}].state"), s)?.to_owned())
+        Some(Value::String(s)) => Some(bounded(|| format!("records[{i}].state"), s)?.to_owned())
             .filter(|s| !s.trim().is_empty()),
         Some(_) => {
             return Err(ApiError::bad_request(format!(
