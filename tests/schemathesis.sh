@@ -63,7 +63,8 @@ operations=()
 
 export PYTHONPATH=tests/schemathesis SCHEMATHESIS_HOOKS=hooks
 run() {
-    "$VENV/bin/schemathesis" run "http://$address/openapi.json" \
+    "$VENV/bin/schemathesis" --config-file tests/schemathesis/schemathesis.toml \
+        run "http://$address/openapi.json" \
         --checks all \
         --seed "$SEED" \
         --max-examples "$MAX_EXAMPLES" \

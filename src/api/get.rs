@@ -8,7 +8,7 @@
 
 use poem::Request;
 use poem_openapi::param::Query;
-use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
+use poem_openapi::registry::Registry;
 use serde_json::Value;
 
 use super::contract::ContractJson;
@@ -107,16 +107,23 @@ query_param!(
     |_: &mut Registry| {}
 );
 query_param!(
+    RequiredFreeText,
+    true,
+    "free_text_string",
+    super::types::free_text_string(),
+    |_: &mut Registry| {}
+);
+query_param!(
+    FreeText,
+    false,
+    "bounded_string",
+    super::types::bounded_string(),
+    |_: &mut Registry| {}
+);
+query_param!(
     Country,
     false,
     "country_code",
     CountryField::schema_ref(),
     CountryField::register
-);
-query_param!(
-    Text,
-    false,
-    "string",
-    MetaSchemaRef::Inline(Box::new(MetaSchema::new("string"))),
-    |_: &mut Registry| {}
 );

@@ -8,7 +8,7 @@ use poem_openapi::types::{Example, ParseFromJSON, ParseResult, ToJSON};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::contract::DocumentedBody;
+use super::contract::{DocumentedBody, MAX_TEXT_CHARS};
 
 /// What `str::trim` leaves something of: a character that is not Unicode `White_Space`.
 /// Written out (not `\S`) so that every regex dialect reads it the same.
@@ -21,6 +21,25 @@ pub const MAX_ZIPCODE_INTEGER: u64 = (1 << 53) - 1;
 pub(super) fn non_blank_string() -> MetaSchemaRef {
     MetaSchemaRef::Inline(Box::new(MetaSchema {
         pattern: Some(NON_BLANK.to_string()),
+        ..MetaSchema::new("string")
+    }))
+}
+
+/// The schema of a free-text field (`city`): non-blank, at most [`MAX_TEXT_CHARS`]
+/// characters (JSON Schema's `maxLength` counts code points, as `bounded` does).
+pub(super) fn free_text_string() -> MetaSchemaRef {
+    MetaSchemaRef::Inline(Box::new(MetaSchema {
+        pattern: Some(NON_BLANK.to_string()),
+        max_length: Some(MAX_TEXT_CHARS),
+        ..MetaSchema::new("string")
+    }))
+}
+
+/// The schema of an optional free-text field (`state`, `ST`): at most [`MAX_TEXT_CHARS`]
+/// characters.
+pub(super) fn bounded_string() -> MetaSchemaRef {
+    MetaSchemaRef::Inline(Box::new(MetaSchema {
+        max_length: Some(MAX_TEXT_CHARS),
         ..MetaSchema::new("string")
     }))
 }
@@ -123,6 +142,18 @@ documented_value!(
     NonBlankText,
     "non_blank_string",
     non_blank_string(),
+    |_: &mut Registry| {}
+);
+
+/// A free-text field the server requires (`city`): more than white space, at most
+/// [`MAX_TEXT_CHARS`] characters (the operation's parse answers a longer one 400).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreeText(pub String);
+
+documented_value!(
+    FreeText,
+    "free_text_string",
+    free_text_string(),
     |_: &mut Registry| {}
 );
 

@@ -118,3 +118,40 @@ fn only_the_bulk_operations_take_an_idempotency_key_and_document_409_and_422() {
         "Idempotency-Key already used with a different request body"
     );
 }
+
+/// Every free-text field and query parameter (`city`, `state`, `ST`) states the length the
+/// server holds it to, so that a client, or a fuzzer, that keeps to the document is never
+/// refused for length (a `city` without `maxLength` was: schemathesis sent 214 characters).
+#[test]
+fn every_free_text_field_states_its_length_limit() {
+    let spec: serde_json::Value =
+        serde_json::from_str(&postal::api::spec_json()).expect("spec JSON");
+    let mut seen = Vec::new();
+    let schemas = spec["components"]["schemas"].as_object().unwrap();
+    // The bodies clients send (answers echo such fields without a limit of their own).
+    for (name, schema) in schemas.iter().filter(|(name, _)| name.ends_with("Request")) {
+        for (field, property) in schema["properties"].as_object().into_iter().flatten() {
+            if ["city", "state", "ST"].contains(&field.as_str()) && property["type"] == "string" {
+                assert_eq!(property["maxLength"], 200, "{name}.{field}");
+                seen.push(format!("{name}.{field}"));
+            }
+        }
+    }
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        let parameters = item["get"]["parameters"].as_array().into_iter().flatten();
+        for parameter in parameters {
+            let field = parameter["name"].as_str().unwrap();
+            if ["city", "state", "ST"].contains(&field) {
+                assert_eq!(parameter["schema"]["maxLength"], 200, "{path} {field}");
+                seen.push(format!("{path} {field}"));
+            }
+        }
+    }
+    seen.sort();
+    assert!(
+        seen.contains(&"VerifyRecordRequest.city".to_string()),
+        "{seen:?}"
+    );
+    assert!(seen.contains(&"/api/city city".to_string()), "{seen:?}");
+    assert!(seen.len() >= 12, "{seen:?}");
+}

@@ -64,13 +64,13 @@ impl CityApi {
         state: Data<&Arc<State>>,
         request: &Request,
         /// City or place name.
-        city: Query<get::Required>,
+        city: Query<get::RequiredFreeText>,
         /// Full state name (US: or its code); for US either `state` or `ST` is required.
         #[oai(name = "state")]
-        region: Query<get::Text>,
+        region: Query<get::FreeText>,
         /// State abbreviation (admin code 1).
         #[oai(name = "ST")]
-        st: Query<get::Text>,
+        st: Query<get::FreeText>,
         /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
         country: Query<get::Country>,
         /// Your API key (a publishable key, from a page).
@@ -155,7 +155,7 @@ impl Operation for City {
 #[oai(example, skip_serializing_if_is_none)]
 pub struct CityRequest {
     /// City or place name; case, accents and punctuation are ignored. At most 200 characters.
-    pub city: NonBlankText,
+    pub city: FreeText,
     /// Full state name (US: or its code); for US either `state` or `ST` is required. At most 200 characters.
     #[oai(validator(max_length = 200))]
     pub state: Option<String>,
@@ -174,7 +174,7 @@ pub struct CityRequest {
 impl Example for CityRequest {
     fn example() -> Self {
         CityRequest {
-            city: NonBlankText("Beverly Hills".into()),
+            city: FreeText("Beverly Hills".into()),
             state: None,
             st: Some("CA".into()),
             api_key: "pk_your_api_key".into(),

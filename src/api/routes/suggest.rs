@@ -112,10 +112,10 @@ impl SuggestApi {
         country: Query<get::Country>,
         /// Only places of this state / region (admin name1; US: also the code).
         #[oai(name = "state")]
-        region: Query<get::Text>,
+        region: Query<get::FreeText>,
         /// Only places of this state / region code (admin code1).
         #[oai(name = "ST")]
-        st: Query<get::Text>,
+        st: Query<get::FreeText>,
         /// How many results at most: 1 to 50, default 10.
         limit: Query<Limit>,
         /// Your API key (a publishable key, from a page).

@@ -16,7 +16,7 @@ use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
-use crate::api::types::{CountryField, Envelope, NonBlankText, ZipCodeValue, example_envelope};
+use crate::api::types::{CountryField, Envelope, FreeText, ZipCodeValue, example_envelope};
 use crate::api::{ApiTags, State};
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
@@ -171,7 +171,7 @@ pub struct VerifyRequest {
     /// The postal code: a string, or an integer (leading zeros restored as on /api/lookup).
     pub zipcode: ZipCodeValue,
     /// The city as typed; case, accents and punctuation are ignored. At most 200 characters.
-    pub city: NonBlankText,
+    pub city: FreeText,
     /// The state / region as typed (admin name1 or code1), if the form has one. At most 200 characters.
     #[oai(validator(max_length = 200))]
     pub state: Option<String>,
@@ -190,7 +190,7 @@ impl Example for VerifyRequest {
     fn example() -> Self {
         VerifyRequest {
             zipcode: ZipCodeValue(Value::String("75001".into())),
-            city: NonBlankText("Pariss".into()),
+            city: FreeText("Pariss".into()),
             state: None,
             st: None,
             api_key: "pk_your_api_key".into(),

@@ -17,7 +17,7 @@ use crate::api::contract::{
 };
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
-use crate::api::types::{CountryField, Envelope, NonBlankText, example_envelope};
+use crate::api::types::{CountryField, Envelope, FreeText, NonBlankText, example_envelope};
 use crate::api::{ApiTags, State};
 use crate::domain::charge::Endpoint;
 use crate::domain::postal_code::ZipInput;
@@ -173,7 +173,7 @@ pub struct VerifyRecordRequest {
     #[oai(rename = "countryCode")]
     pub country_code: CountryField,
     /// The city as typed. At most 200 characters.
-    pub city: NonBlankText,
+    pub city: FreeText,
     /// The state / region as typed (admin name1 or code1), if any. At most 200 characters.
     #[oai(validator(max_length = 200))]
     pub state: Option<String>,
@@ -196,7 +196,7 @@ impl Example for VerifyBulkRequest {
         let record = |code: &str, country: &str, city: &str| VerifyRecordRequest {
             postal_code: NonBlankText(code.into()),
             country_code: CountryField(country.into()),
-            city: NonBlankText(city.into()),
+            city: FreeText(city.into()),
             state: None,
         };
         VerifyBulkRequest {
