@@ -271,4 +271,60 @@ CREATE TABLE idempotent_answers (
 CREATE INDEX idempotent_answers_by_age ON idempotent_answers (created_at);
 
 
-PRAGMA user_version = 6;
+-- The account dashboard (docs/account.md). The OpenID Connect providers customers sign
+-- in with (`postal provider add`); the client secret is kept here, as the file keeps the
+-- keys' hashes: whoever reads the file can sign in as this service at the provider.
+CREATE TABLE oidc_providers (
+    name          TEXT PRIMARY KEY,       -- [a-z0-9-], in the redirect URI
+    issuer        TEXT NOT NULL,          -- the issuer URL as given, discovery from it
+    client_id     TEXT NOT NULL,
+    client_secret TEXT NOT NULL,
+    created_at    INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+
+-- An identity (issuer, subject) belongs to one account, for ever: its first sign-in made
+-- the account (with the free allowance), or a signed-in customer linked it. Never by
+-- e-mail address. An unlinked identity keeps its row (`unlinked_at`), so that signing in
+-- with it again makes no second free allowance.
+CREATE TABLE identities (
+    issuer      TEXT NOT NULL,
+    subject     TEXT NOT NULL,
+    account_id  INTEGER NOT NULL REFERENCES accounts (id),
+    provider    TEXT NOT NULL,            -- the provider's name when it was linked
+    email       TEXT,                     -- display only, when the provider says it is verified
+    created_at  INTEGER NOT NULL,
+    unlinked_at INTEGER,
+    PRIMARY KEY (issuer, subject)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX identities_by_account ON identities (account_id);
+
+-- Dashboard sessions: the SHA-256 of the cookie's random id (the id itself is never
+-- stored); idle and absolute expiry are checked against `seen_at` and `created_at`.
+CREATE TABLE sessions (
+    id_hash    BLOB PRIMARY KEY CHECK (length(id_hash) = 32),
+    public_id  TEXT NOT NULL UNIQUE,      -- 'ses_' + 12 base62: how the customer names one
+    account_id INTEGER NOT NULL REFERENCES accounts (id),
+    csrf       TEXT NOT NULL,             -- the token every state-changing request carries
+    created_at INTEGER NOT NULL,
+    seen_at    INTEGER NOT NULL,
+    ended_at   INTEGER,
+    client     TEXT                       -- the browser's User-Agent, cut to 200 characters
+) STRICT, WITHOUT ROWID;
+CREATE INDEX sessions_by_account ON sessions (account_id);
+
+-- Sign-ins under way: the SHA-256 of `state`, with the nonce and PKCE verifier the
+-- callback needs; taken (deleted) by the callback, so a state serves once.
+CREATE TABLE signins (
+    state_hash   BLOB PRIMARY KEY CHECK (length(state_hash) = 32),
+    provider     TEXT NOT NULL,
+    nonce        TEXT NOT NULL,
+    verifier     TEXT NOT NULL,
+    link_account INTEGER REFERENCES accounts (id), -- set when a signed-in customer links
+    created_at   INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+
+-- Keys get a name the customer gives them, and show their first characters.
+ALTER TABLE api_keys ADD COLUMN name TEXT CHECK (name IS NULL OR length(name) BETWEEN 1 AND 100);
+ALTER TABLE api_keys ADD COLUMN hint TEXT; -- the key's first characters ('sk_AbCd'), to tell keys apart
+
+PRAGMA user_version = 7;

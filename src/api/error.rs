@@ -179,6 +179,11 @@ impl ApiError {
         ApiError(Status::BadRequest(body(text.as_ref())))
     }
 
+    /// A 401 with its own text (the dashboard's `Not signed in`).
+    pub fn unauthorized(text: &str) -> ApiError {
+        ApiError(Status::Unauthorized(body(text)))
+    }
+
     pub fn invalid_api_key() -> ApiError {
         ApiError(Status::Unauthorized(body("Invalid API key")))
     }

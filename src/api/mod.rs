@@ -16,6 +16,7 @@
 //!   (accounts x endpoints), not by requests.
 
 mod access;
+pub mod account;
 mod billed;
 pub mod contract;
 mod envelope;
@@ -190,6 +191,7 @@ fn app(
     state: State,
     operations: ops::Operations,
     access_log: Arc<dyn telemetry::AccessLog>,
+    dashboard: Arc<account::Dashboard>,
 ) -> (impl Endpoint, hot::Hot) {
     let metrics = Arc::new(telemetry::Metrics::for_node(
         state.billing.node_id().is_some(),
@@ -212,6 +214,7 @@ fn app(
         .at("/readyz", get(ops::readyz).data(ops.clone()))
         .at("/metrics", get(ops::scrape).data(ops))
         .at("/widget.js", get(widget::widget))
+        .nest("/account", account::routes(dashboard))
         .data(state)
         .around(http_errors::json_errors)
         .with(access::Cors)
@@ -248,6 +251,8 @@ pub struct Settings {
     /// generation differs loads its own), so the caller vouches that the data is the
     /// same. `None` (`postal serve`): the file's.
     pub dataset: Option<Dataset>,
+    /// The account dashboard's public URL and sign-up policy.
+    pub dashboard: account::DashboardSettings,
 }
 
 /// A dataset loaded once and shared by servers (`Settings::dataset`).
@@ -322,7 +327,19 @@ async fn run(
         let access_log = settings
             .access_log
             .unwrap_or_else(|| Arc::new(telemetry::TracingAccessLog));
-        let (app, hot) = app(state, settings.operations, access_log);
+        let public_url = settings.dashboard.public_url.clone().unwrap_or_else(|| {
+            let bound = acceptor.local_addr().first().map_or(String::new(), |a| {
+                a.to_string().trim_start_matches("socket://").to_string()
+            });
+            format!("http://{bound}")
+        });
+        let dashboard = account::Dashboard::new(
+            db_path.to_path_buf(),
+            settings.ledger.clone(),
+            public_url,
+            &settings.dashboard,
+        );
+        let (app, hot) = app(state, settings.operations, access_log, dashboard);
         server::run(
             acceptor,
             app,

@@ -13,7 +13,8 @@ use tokio_postgres::Client;
 
 use crate::billing::notify;
 use crate::db::admin::{
-    AccountError, AccountLine, AccountView, KeyLine, LedgerEntry, NewAccount, NewKey, UsageLine,
+    AccountError, AccountLine, AccountView, IdentityView, KeyLine, LedgerEntry, NewAccount, NewKey,
+    Provider, SessionRow, SessionView, SignIn, SignedIn, UsageLine,
 };
 use crate::db::{pg, sqlite};
 use crate::domain::admin::{BalanceChange, LimitsChange};
@@ -113,15 +114,16 @@ impl Admin {
         &mut self,
         account_id: &str,
         publishable: Option<&Publishable>,
+        name: Option<&str>,
         now: SystemTime,
-    ) -> anyhow::Result<NewKey> {
+    ) -> Result<NewKey, AccountError> {
         let (key, version) = match self {
             Admin::File(conn) => (
-                sqlite::keys::create_key(conn, account_id, publishable, now)?,
+                sqlite::keys::create_key(conn, account_id, publishable, name, now)?,
                 0,
             ),
             Admin::Ledger(client) => {
-                pg::keys::create_key(client, account_id, publishable, now).await?
+                pg::keys::create_key(client, account_id, publishable, name, now).await?
             }
         };
         self.changed(version).await?;
@@ -173,5 +175,198 @@ impl Admin {
             Admin::File(conn) => sqlite::reports::keys(conn, account_id),
             Admin::Ledger(client) => pg::reports::keys(client, account_id).await,
         }
+    }
+
+    // The account dashboard (docs/account.md): the providers, identities, sign-ins and
+    // sessions, in the same ledger as the accounts they belong to.
+
+    pub async fn add_provider(&mut self, p: &Provider, now: i64) -> Result<(), AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::add_provider(conn, p, now),
+            Admin::Ledger(client) => pg::dashboard::add_provider(client, p, now).await,
+        }
+    }
+
+    pub async fn providers(&mut self) -> Result<Vec<Provider>, AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::providers(conn),
+            Admin::Ledger(client) => pg::dashboard::providers(client).await,
+        }
+    }
+
+    /// Whether a provider of that name was there.
+    pub async fn remove_provider(&mut self, name: &str) -> Result<bool, AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::remove_provider(conn, name),
+            Admin::Ledger(client) => pg::dashboard::remove_provider(client, name).await,
+        }
+    }
+
+    pub async fn put_signin(
+        &mut self,
+        state_hash: &[u8; 32],
+        signin: &SignIn,
+        now: i64,
+    ) -> Result<(), AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::put_signin(conn, state_hash, signin, now),
+            Admin::Ledger(client) => {
+                pg::dashboard::put_signin(client, state_hash, signin, now).await
+            }
+        }
+    }
+
+    /// The sign-in of this state, once: a second call, or one too late, finds none.
+    pub async fn take_signin(
+        &mut self,
+        state_hash: &[u8; 32],
+        now: i64,
+    ) -> Result<Option<SignIn>, AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::take_signin(conn, state_hash, now),
+            Admin::Ledger(client) => pg::dashboard::take_signin(client, state_hash, now).await,
+        }
+    }
+
+    /// The account of an identity that signed in: found, or made with the free allowance
+    /// (held by the server, every node, before this returns).
+    pub async fn sign_in(
+        &mut self,
+        identity: &IdentityView,
+        signups_open: bool,
+        now: i64,
+    ) -> Result<SignedIn, AccountError> {
+        let (signed_in, version) = match self {
+            Admin::File(conn) => {
+                let signed_in = sqlite::dashboard::sign_in(conn, identity, signups_open, now)?;
+                let created = signed_in.created.then_some(0);
+                (signed_in, created)
+            }
+            Admin::Ledger(client) => {
+                pg::dashboard::sign_in(client, identity, signups_open, now).await?
+            }
+        };
+        if let Some(version) = version {
+            self.changed(version).await?;
+        }
+        Ok(signed_in)
+    }
+
+    pub async fn link(
+        &mut self,
+        account_id: &str,
+        identity: &IdentityView,
+        now: i64,
+    ) -> Result<(), AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::link(conn, account_id, identity, now),
+            Admin::Ledger(client) => pg::dashboard::link(client, account_id, identity, now).await,
+        }
+    }
+
+    pub async fn unlink(
+        &mut self,
+        account_id: &str,
+        issuer: &str,
+        subject: &str,
+        now: i64,
+    ) -> Result<(), AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::unlink(conn, account_id, issuer, subject, now),
+            Admin::Ledger(client) => {
+                pg::dashboard::unlink(client, account_id, issuer, subject, now).await
+            }
+        }
+    }
+
+    pub async fn identities(
+        &mut self,
+        account_id: &str,
+    ) -> Result<Vec<IdentityView>, AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::identities(conn, account_id),
+            Admin::Ledger(client) => pg::dashboard::identities(client, account_id).await,
+        }
+    }
+
+    pub async fn create_session(
+        &mut self,
+        id_hash: &[u8; 32],
+        session: &SessionRow,
+    ) -> Result<(), AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::create_session(conn, id_hash, session),
+            Admin::Ledger(client) => pg::dashboard::create_session(client, id_hash, session).await,
+        }
+    }
+
+    /// The live session of this id (marked seen now), `None` when unknown, ended or expired.
+    pub async fn session(
+        &mut self,
+        id_hash: &[u8; 32],
+        now: i64,
+    ) -> Result<Option<SessionRow>, AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::session(conn, id_hash, now),
+            Admin::Ledger(client) => pg::dashboard::session(client, id_hash, now).await,
+        }
+    }
+
+    /// Ends the account's session `public_id`; whether it was live.
+    pub async fn end_session(
+        &mut self,
+        account_id: &str,
+        public_id: &str,
+        now: i64,
+    ) -> Result<bool, AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::end_session(conn, account_id, public_id, now),
+            Admin::Ledger(client) => {
+                pg::dashboard::end_session(client, account_id, public_id, now).await
+            }
+        }
+    }
+
+    pub async fn sessions(
+        &mut self,
+        account_id: &str,
+        now: i64,
+    ) -> Result<Vec<SessionView>, AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::sessions(conn, account_id, now),
+            Admin::Ledger(client) => pg::dashboard::sessions(client, account_id, now).await,
+        }
+    }
+
+    pub async fn rename_key(
+        &mut self,
+        account_id: &str,
+        key_id: &str,
+        name: Option<&str>,
+    ) -> Result<(), AccountError> {
+        match self {
+            Admin::File(conn) => sqlite::dashboard::rename_key(conn, account_id, key_id, name),
+            Admin::Ledger(client) => {
+                pg::dashboard::rename_key(client, account_id, key_id, name).await
+            }
+        }
+    }
+
+    /// Revokes a key of this account (`UnknownKey` for a key of another account).
+    pub async fn revoke_own_key(
+        &mut self,
+        account_id: &str,
+        key_id: &str,
+        now: SystemTime,
+    ) -> Result<(), AccountError> {
+        if !self
+            .keys(account_id)
+            .await?
+            .iter()
+            .any(|k| k.key_id == key_id)
+        {
+            return Err(AccountError::UnknownKey(key_id.to_owned()));
+        }
+        Ok(self.revoke_key(key_id, now).await?)
     }
 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::db::admin::AccountError;
 use crate::domain::api_key::{DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
+use crate::domain::dashboard;
 use crate::domain::origin::OriginPattern;
 
 use super::{Verdict, cluster, print};
@@ -39,6 +40,9 @@ pub(super) enum KeyCommand {
             value_parser = clap::value_parser!(u32).range(1..)
         )]
         per_ip_minute: Option<u32>,
+        /// A name for the key, shown in listings and the dashboard (1 to 100 characters).
+        #[arg(long)]
+        name: Option<String>,
     },
     /// The account's keys: public ids, creation and revocation times (never a secret).
     List { account_id: String },
@@ -100,6 +104,10 @@ struct KeyList {
 #[serde(rename_all = "camelCase")]
 struct ListedKey {
     key_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hint: Option<String>,
     created_at: String,
     revoked: bool,
     revoked_at: Option<String>,
@@ -123,14 +131,17 @@ pub(super) fn run(
                 publishable,
                 origins,
                 per_ip_minute,
+                name,
             } => {
+                let name = dashboard::key_name(name.as_deref())
+                    .map_err(|why| AccountError::Invalid(why.to_string()))?;
                 let per_ip_minute = per_ip_minute.unwrap_or(DEFAULT_PER_IP_MINUTE);
                 let publishable = publishable
                     .then(|| Publishable::new(origins, per_ip_minute))
                     .transpose()
                     .map_err(AccountError::from)?;
                 let key = admin
-                    .create_key(&account_id, publishable.as_ref(), now)
+                    .create_key(&account_id, publishable.as_ref(), name.as_deref(), now)
                     .await?;
                 print(&NewKey {
                     key_id: key.key_id,
@@ -147,6 +158,8 @@ pub(super) fn run(
                         .into_iter()
                         .map(|k| ListedKey {
                             key_id: k.key_id,
+                            name: k.name,
+                            hint: k.hint,
                             created_at: k.created_at,
                             revoked: k.revoked_at.is_some(),
                             revoked_at: k.revoked_at,

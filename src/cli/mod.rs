@@ -9,6 +9,7 @@ mod dataset;
 mod key;
 mod ledger;
 mod log_writer;
+mod provider;
 mod serve;
 mod usage;
 
@@ -59,6 +60,9 @@ enum Command {
     /// Read or check the ledger.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
+    /// The OpenID Connect providers customers sign in to the account dashboard with.
+    #[command(subcommand)]
+    Provider(provider::ProviderCommand),
     /// Billed queries and USD per day, account and endpoint.
     Usage(usage::UsageArgs),
     /// Write a consistent copy of the database to DEST, while the server runs; the copy
@@ -117,6 +121,7 @@ fn run(cli: Cli) -> anyhow::Result<Verdict> {
         Command::Account(command) => account::run(&cli.db, cli.ledger.as_deref(), command),
         Command::Key(command) => key::run(&cli.db, cli.ledger.as_deref(), command),
         Command::Ledger(command) => ledger::run(&cli.db, cli.ledger.as_deref(), command),
+        Command::Provider(command) => provider::run(&cli.db, cli.ledger.as_deref(), command),
         Command::Usage(args) => usage::run(&cli.db, cli.ledger.as_deref(), args),
         Command::Backup(args) => backup::backup(&cli.db, args),
         Command::Restore(args) => backup::restore(&cli.db, args),

@@ -45,6 +45,26 @@ pub(super) struct ServeArgs {
     /// they were answered before `api::hot`), to compare the two in one binary.
     #[arg(long, hide = true)]
     without_hot_path: bool,
+    /// The address customers reach the server at (`https://api.example.com`): the
+    /// dashboard's sign-in redirect URIs are `{URL}/account/callback/{provider}`, and its
+    /// session cookie is `__Host-` and Secure when it is https. Default: http:// and the
+    /// address listened on.
+    #[arg(long, env = "POSTAL_PUBLIC_URL", value_name = "URL",
+          value_parser = |text: &str| match text.starts_with("https://") || text.starts_with("http://") {
+              true => Ok(text.trim_end_matches('/').to_string()),
+              false => Err(format!("not an http(s) URL: {text:?}")),
+          })]
+    public_url: Option<String>,
+    /// Whether a first sign-in of an unknown identity makes an account (`open`) or is
+    /// refused (`closed`: only identities already known sign in).
+    #[arg(long, env = "POSTAL_SIGNUPS", value_enum, default_value_t = Signups::Open)]
+    signups: Signups,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Signups {
+    Open,
+    Closed,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -122,6 +142,10 @@ pub(super) fn run(
         without_hot_path: args.without_hot_path,
         ledger,
         dataset: None,
+        dashboard: crate::api::account::DashboardSettings {
+            public_url: args.public_url,
+            signups_closed: args.signups == Signups::Closed,
+        },
     };
     runtime.block_on(crate::api::serve(db_path, &args.listen, settings))?;
     Ok(Verdict::Success)

@@ -112,6 +112,11 @@ pub struct UsageLine {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyLine {
     pub key_id: String,
+    /// The name its owner gave it, if any.
+    pub name: Option<String>,
+    /// Its first characters (`sk_AbCd`), to tell keys apart; `None` for keys made before
+    /// keys kept them.
+    pub hint: Option<String>,
     pub created_at: String,
     /// When it was revoked, `None` while active.
     pub revoked_at: Option<String>,
@@ -134,6 +139,65 @@ pub struct Mismatch {
     pub account_id: String,
     pub balance: i64,
     pub ledger_sum: i64,
+}
+
+/// An OpenID Connect provider customers sign in with (`postal provider add`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provider {
+    pub name: String,
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret: String,
+}
+
+/// A sign-in under way: what its callback needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignIn {
+    pub provider: String,
+    pub nonce: String,
+    pub verifier: String,
+    /// The account of the signed-in customer who links this provider, if any.
+    pub link_account: Option<String>,
+}
+
+/// An identity of a provider, as it signed in (or as the account lists it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityView {
+    pub issuer: String,
+    pub subject: String,
+    pub provider: String,
+    /// Only when the provider said it is verified; display only, never a link.
+    pub email: Option<String>,
+    /// Unix seconds.
+    pub created_at: i64,
+}
+
+/// The account an identity signed in to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedIn {
+    pub account_id: String,
+    /// Made by this sign-in (with the free allowance).
+    pub created: bool,
+}
+
+/// A dashboard session (its id is only ever stored hashed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    pub public_id: String,
+    pub account_id: String,
+    pub csrf: String,
+    /// Unix seconds of the sign-in.
+    pub created_at: i64,
+    pub client: Option<String>,
+}
+
+/// A live session as its account lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionView {
+    pub session_id: String,
+    pub created_at: i64,
+    pub seen_at: i64,
+    pub client: Option<String>,
 }
 
 pub(crate) const DAY: i64 = 86_400;

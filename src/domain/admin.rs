@@ -112,6 +112,7 @@ pub struct LimitsChange(Change);
 enum Change {
     Off,
     Set(Limits),
+    Exactly(Limits),
 }
 
 impl LimitsChange {
@@ -135,10 +136,20 @@ impl LimitsChange {
         })))
     }
 
+    /// Exactly these limits, a window without one off (the dashboard's form, which shows
+    /// all three): each at least 1, beyond [`MAX_LIMIT`] that.
+    pub fn exactly(limits: Limits) -> Result<LimitsChange, Refused> {
+        match LimitsChange::set(limits.per_minute, limits.per_hour, limits.per_day)?.0 {
+            Change::Set(checked) => Ok(LimitsChange(Change::Exactly(checked))),
+            other => Ok(LimitsChange(other)),
+        }
+    }
+
     /// The limits in force after the change of `current`.
     pub fn apply(self, current: Limits) -> Limits {
         match self.0 {
             Change::Off => Limits::OFF,
+            Change::Exactly(new) => new,
             Change::Set(new) => Limits {
                 per_minute: new.per_minute.or(current.per_minute),
                 per_hour: new.per_hour.or(current.per_hour),

@@ -103,6 +103,13 @@ impl ApiKey {
     pub fn hash(&self) -> KeyHash {
         hash_presented_key(&self.0)
     }
+
+    /// Its prefix and first 4 random characters (`sk_AbCd`): enough to tell an account's
+    /// keys apart, 24 bits of its at least 190.
+    pub fn hint(&self) -> String {
+        let prefix = self.0.find('_').map_or(0, |i| i + 1);
+        self.0.chars().take(prefix + 4).collect()
+    }
 }
 
 /// The hash of whatever a caller sent as `apiKey`. Any text hashes: an unknown key is

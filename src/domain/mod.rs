@@ -6,6 +6,7 @@ pub mod charge;
 pub(crate) mod cidr;
 pub mod city_match;
 pub mod country;
+pub mod dashboard;
 pub(crate) mod date;
 pub mod geo;
 pub mod grant;

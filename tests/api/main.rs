@@ -4,6 +4,9 @@
 /// `spawn_app()`, the client and the CLI helpers.
 mod helpers;
 
+/// The account dashboard: sign-in with three real OpenID providers, keys, limits, attacks.
+mod account;
+
 /// Pages in browsers: publishable keys, CORS, keys in headers.
 mod browser;
 /// /api/city: folding, fuzzy matches, state filters.

@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Transaction};
 
 use crate::db::admin::{AccountError, AccountView, KeyView, NewAccount};
 use crate::db::rows::unix_secs;
@@ -25,8 +25,29 @@ pub async fn create_account(
     now: SystemTime,
 ) -> Result<(NewAccount, i64), AccountError> {
     let at = unix_secs(now);
-    let account_id = api_key::new_account_id();
     let tx = client.transaction().await?;
+    let (rowid, account_id) = insert_account(&tx, name, at).await?;
+    let (key_id, api_key) = insert_key(&tx, rowid, None, None, at).await?;
+    let version = bump(&tx).await?;
+    tx.commit().await?;
+    Ok((
+        NewAccount {
+            account_id,
+            key_id,
+            api_key,
+            balance: FREE_GRANT,
+        },
+        version,
+    ))
+}
+
+/// A new account with the free allowance and its ledger row: (row id, public id).
+pub(super) async fn insert_account(
+    tx: &Transaction<'_>,
+    name: Option<&str>,
+    at: i64,
+) -> Result<(i64, String), AccountError> {
+    let account_id = api_key::new_account_id();
     let rowid: i64 = tx
         .query_one(
             "INSERT INTO accounts (public_id, name, balance, created_at) VALUES ($1, $2, $3, $4)
@@ -41,18 +62,7 @@ pub async fn create_account(
         &[&rowid, &at, &FREE_GRANT],
     )
     .await?;
-    let (key_id, api_key) = insert_key(&tx, rowid, None, at).await?;
-    let version = bump(&tx).await?;
-    tx.commit().await?;
-    Ok((
-        NewAccount {
-            account_id,
-            key_id,
-            api_key,
-            balance: FREE_GRANT,
-        },
-        version,
-    ))
+    Ok((rowid, account_id))
 }
 
 /// The account as stored (its balance holds every flushed charge; a node flushes an

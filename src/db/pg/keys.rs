@@ -9,6 +9,7 @@ use tokio_postgres::{Client, Transaction};
 use crate::db::admin::{AccountError, NewKey};
 use crate::db::rows::unix_secs;
 use crate::domain::api_key::{self, ApiKey, Publishable};
+use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS};
 
 use super::changes::bump;
 use super::decode::lock_account;
@@ -18,6 +19,7 @@ pub(super) async fn insert_key(
     tx: &Transaction<'_>,
     account_rowid: i64,
     publishable: Option<&Publishable>,
+    name: Option<&str>,
     at: i64,
 ) -> Result<(String, ApiKey), AccountError> {
     let (key_id, kind, api_key) = api_key::fresh_key(publishable);
@@ -25,8 +27,8 @@ pub(super) async fn insert_key(
     let per_ip = publishable.map(|p| i32::try_from(p.per_ip_minute).unwrap_or(i32::MAX));
     tx.execute(
         "INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
-                               per_ip_minute)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                               per_ip_minute, name, hint)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         &[
             &key_id,
             &&api_key.hash()[..],
@@ -35,22 +37,37 @@ pub(super) async fn insert_key(
             &kind.as_str(),
             &origins,
             &per_ip,
+            &name,
+            &api_key.hint(),
         ],
     )
     .await?;
     Ok((key_id, api_key))
 }
 
-/// A new key of the account; and the version.
+/// A new key of the account (at most [`MAX_LIVE_KEYS`] live); and the version.
 pub async fn create_key(
     client: &mut Client,
     account_public_id: &str,
     publishable: Option<&Publishable>,
+    name: Option<&str>,
     now: SystemTime,
 ) -> Result<(NewKey, i64), AccountError> {
     let tx = client.transaction().await?;
     let (rowid, _, _) = lock_account(&tx, account_public_id).await?;
-    let (key_id, api_key) = insert_key(&tx, rowid, publishable, unix_secs(now)).await?;
+    let live: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL",
+            &[&rowid],
+        )
+        .await?
+        .get(0);
+    if u64::try_from(live).unwrap_or(0) >= MAX_LIVE_KEYS {
+        return Err(AccountError::Invalid(
+            DashboardRefused::TooManyKeys.to_string(),
+        ));
+    }
+    let (key_id, api_key) = insert_key(&tx, rowid, publishable, name, unix_secs(now)).await?;
     let version = bump(&tx).await?;
     tx.commit().await?;
     Ok((NewKey { key_id, api_key }, version))

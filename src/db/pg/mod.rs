@@ -15,6 +15,7 @@
 
 pub(crate) mod accounts;
 pub(crate) mod changes;
+pub(crate) mod dashboard;
 pub(crate) mod decode;
 pub(crate) mod idempotency;
 pub(crate) mod keys;
@@ -166,6 +167,48 @@ CREATE TABLE idempotency_claims (
     claimed_at      timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (account_id, idempotency_key)
 );
+"#,
+    r#"
+-- The account dashboard (docs/account.md), as in the file's schema.sql version 7.
+CREATE TABLE oidc_providers (
+    name          text PRIMARY KEY,
+    issuer        text NOT NULL,
+    client_id     text NOT NULL,
+    client_secret text NOT NULL,
+    created_at    bigint NOT NULL
+);
+CREATE TABLE identities (
+    issuer      text NOT NULL,
+    subject     text NOT NULL,
+    account_id  bigint NOT NULL REFERENCES accounts (id),
+    provider    text NOT NULL,
+    email       text,
+    created_at  bigint NOT NULL,
+    unlinked_at bigint,
+    PRIMARY KEY (issuer, subject)
+);
+CREATE INDEX identities_by_account ON identities (account_id);
+CREATE TABLE sessions (
+    id_hash    bytea PRIMARY KEY CHECK (length(id_hash) = 32),
+    public_id  text NOT NULL UNIQUE,
+    account_id bigint NOT NULL REFERENCES accounts (id),
+    csrf       text NOT NULL,
+    created_at bigint NOT NULL,
+    seen_at    bigint NOT NULL,
+    ended_at   bigint,
+    client     text
+);
+CREATE INDEX sessions_by_account ON sessions (account_id);
+CREATE TABLE signins (
+    state_hash   bytea PRIMARY KEY CHECK (length(state_hash) = 32),
+    provider     text NOT NULL,
+    nonce        text NOT NULL,
+    verifier     text NOT NULL,
+    link_account bigint REFERENCES accounts (id),
+    created_at   bigint NOT NULL
+);
+ALTER TABLE api_keys ADD COLUMN name text CHECK (name IS NULL OR length(name) BETWEEN 1 AND 100);
+ALTER TABLE api_keys ADD COLUMN hint text;
 "#,
 ];
 

@@ -117,7 +117,7 @@ pub async fn keys(client: &Client, public_id: &str) -> Result<Vec<KeyLine>, Acco
             &format!(
                 "SELECT public_id, to_char(to_timestamp(created_at) AT TIME ZONE 'UTC', {UTC_SECONDS}),
                         to_char(to_timestamp(revoked_at) AT TIME ZONE 'UTC', {UTC_SECONDS}),
-                        kind = 'publishable', origins, per_ip_minute
+                        kind = 'publishable', origins, per_ip_minute, name, hint
                  FROM api_keys WHERE account_id = $1 ORDER BY id"
             ),
             &[&rowid],
@@ -128,6 +128,8 @@ pub async fn keys(client: &Client, public_id: &str) -> Result<Vec<KeyLine>, Acco
             let publishable: bool = r.get(3);
             Ok(KeyLine {
                 key_id: r.get(0),
+                name: r.get(6),
+                hint: r.get(7),
                 created_at: r.get(1),
                 revoked_at: r.get(2),
                 publishable: match publishable {

@@ -25,19 +25,9 @@ pub fn create_account(
     now: SystemTime,
 ) -> Result<NewAccount, AccountError> {
     let at = unix_secs(now);
-    let account_id = api_key::new_account_id();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    tx.execute(
-        "INSERT INTO accounts (public_id, name, balance, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![account_id, name, FREE_GRANT, at],
-    )?;
-    let rowid = tx.last_insert_rowid();
-    tx.execute(
-        "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
-         VALUES (?1, ?2, 'grant', ?3, ?3, 'free 1,000 queries')",
-        params![rowid, at, FREE_GRANT],
-    )?;
-    let (key_id, api_key) = crate::db::sqlite::keys::insert_key(&tx, rowid, None, at)?;
+    let (rowid, account_id) = insert_account(&tx, name, at)?;
+    let (key_id, api_key) = crate::db::sqlite::keys::insert_key(&tx, rowid, None, None, at)?;
     tx.commit()?;
     Ok(NewAccount {
         account_id,
@@ -45,6 +35,26 @@ pub fn create_account(
         api_key,
         balance: FREE_GRANT,
     })
+}
+
+/// A new account with the free allowance and its ledger row: (row id, public id).
+pub(crate) fn insert_account(
+    conn: &Connection,
+    name: Option<&str>,
+    at: i64,
+) -> rusqlite::Result<(i64, String)> {
+    let account_id = api_key::new_account_id();
+    conn.execute(
+        "INSERT INTO accounts (public_id, name, balance, created_at) VALUES (?1, ?2, ?3, ?4)",
+        params![account_id, name, FREE_GRANT, at],
+    )?;
+    let rowid = conn.last_insert_rowid();
+    conn.execute(
+        "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
+         VALUES (?1, ?2, 'grant', ?3, ?3, 'free 1,000 queries')",
+        params![rowid, at, FREE_GRANT],
+    )?;
+    Ok((rowid, account_id))
 }
 
 /// The account as stored. The CLI announces itself first (`billing::notify`): a running

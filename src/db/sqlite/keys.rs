@@ -7,22 +7,25 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::db::admin::{AccountError, NewKey};
 use crate::db::rows::{ActiveKey, unix_secs};
-use crate::db::sqlite::decode::{corrupt, find_account, publishable_rules};
+use crate::db::sqlite::decode::{corrupt, count, find_account, publishable_rules};
 use crate::domain::api_key::{self, ApiKey, KeyHash, KeyKind, Publishable};
 use crate::domain::charge::Caller;
+use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS};
 
 /// Inserts a key of the account: secret, or publishable with its rules.
 pub(crate) fn insert_key(
     conn: &Connection,
     account_rowid: i64,
     publishable: Option<&Publishable>,
+    name: Option<&str>,
     at: i64,
 ) -> rusqlite::Result<(String, ApiKey)> {
     let (key_id, kind, api_key) = api_key::fresh_key(publishable);
     let origins = publishable.map(Publishable::stored_origins);
     conn.execute(
-        "INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins, per_ip_minute)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
+                               per_ip_minute, name, hint)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             key_id,
             &api_key.hash()[..],
@@ -30,22 +33,36 @@ pub(crate) fn insert_key(
             at,
             kind.as_str(),
             origins,
-            publishable.map(|p| p.per_ip_minute)
+            publishable.map(|p| p.per_ip_minute),
+            name,
+            api_key.hint()
         ],
     )?;
     Ok((key_id, api_key))
 }
 
-/// A new key of the account: secret (`publishable` `None`) or publishable.
+/// A new key of the account: secret (`publishable` `None`) or publishable, named or not;
+/// refused when the account holds [`MAX_LIVE_KEYS`] live keys already.
 pub fn create_key(
     conn: &mut Connection,
     account_public_id: &str,
     publishable: Option<&Publishable>,
+    name: Option<&str>,
     now: SystemTime,
 ) -> Result<NewKey, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, _) = find_account(&tx, account_public_id)?;
-    let (key_id, api_key) = insert_key(&tx, rowid, publishable, unix_secs(now))?;
+    let live: i64 = tx.query_row(
+        "SELECT count(*) FROM api_keys WHERE account_id = ?1 AND revoked_at IS NULL",
+        [rowid],
+        |r| r.get(0),
+    )?;
+    if count(live) >= MAX_LIVE_KEYS {
+        return Err(AccountError::Invalid(
+            DashboardRefused::TooManyKeys.to_string(),
+        ));
+    }
+    let (key_id, api_key) = insert_key(&tx, rowid, publishable, name, unix_secs(now))?;
     tx.commit()?;
     Ok(NewKey { key_id, api_key })
 }

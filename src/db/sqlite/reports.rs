@@ -121,13 +121,15 @@ pub fn keys(conn: &mut Connection, public_id: &str) -> Result<Vec<KeyLine>, Acco
         let mut stmt = tx.prepare(
             "SELECT public_id, strftime('%Y-%m-%dT%H:%M:%SZ', created_at, 'unixepoch'),
                     strftime('%Y-%m-%dT%H:%M:%SZ', revoked_at, 'unixepoch'),
-                    kind = 'publishable', origins, per_ip_minute
+                    kind = 'publishable', origins, per_ip_minute, name, hint
              FROM api_keys WHERE account_id = ?1 ORDER BY id",
         )?;
         stmt.query_map([rowid], |r| {
             let publishable: bool = r.get(3)?;
             Ok(KeyLine {
                 key_id: r.get(0)?,
+                name: r.get(6)?,
+                hint: r.get(7)?,
                 created_at: r.get(1)?,
                 revoked_at: r.get(2)?,
                 publishable: match publishable {

@@ -1,0 +1,209 @@
+// The account dashboard: a client of /account/api/* (docs/account.md). No framework, no
+// CDN: served by postal itself, under a CSP without inline scripts.
+"use strict";
+
+const app = document.getElementById("app");
+let me = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (v !== null && v !== undefined && v !== false) node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c));
+  }
+  return node;
+}
+
+async function api(method, path, body) {
+  const headers = { "Accept": "application/json" };
+  if (method !== "GET") {
+    headers["X-CSRF-Token"] = me ? me.csrfToken : "";
+    headers["Content-Type"] = "application/json";
+  }
+  const response = await fetch("/account/api" + path, {
+    method, headers, credentials: "same-origin",
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const data = await response.json().catch(() => ({}));
+  if (response.status === 401) { location.href = "/account"; throw new Error("Not signed in"); }
+  if (!response.ok) throw new Error(data.error || response.statusText);
+  return data;
+}
+
+function usd(n) { return Number(n).toFixed(6).replace(/0{1,4}$/, "") + " USD"; }
+
+function problem(where, error) {
+  where.replaceChildren(el("p", { class: "error", role: "alert" }, error.message));
+}
+
+async function render(shown) {
+  me = await api("GET", "/me");
+  const [keys, usage, ledger, sessions] = await Promise.all([
+    api("GET", "/keys"), api("GET", "/usage?days=30"), api("GET", "/ledger"), api("GET", "/sessions"),
+  ]);
+  app.replaceChildren(
+    overview(), shown ? shownOnce(shown) : null, keysArea(keys.keys), limitsArea(),
+    usageArea(usage.usage), ledgerArea(ledger.entries), securityArea(sessions.sessions),
+  );
+  if (shown) document.getElementById("new-key").focus();
+}
+
+function overview() {
+  return el("section", { "aria-labelledby": "h-overview" },
+    el("h2", { id: "h-overview" }, "Balance"),
+    el("div", { class: "cards" },
+      el("div", { class: "card" }, "Balance", el("b", { id: "balance" }, usd(me.balance))),
+      el("div", { class: "card" }, "Queries left", el("b", { id: "queries-left" }, me.queriesLeft.toLocaleString("en"))),
+      el("div", { class: "card" }, "Account", el("b", {}, el("code", {}, me.accountId)))),
+    el("p", {}, el("button", { class: "secondary", id: "signout", onclick: signout }, "Sign out")));
+}
+
+async function signout() {
+  await api("POST", "/signout", {});
+  location.href = "/account";
+}
+
+function shownOnce(key) {
+  const copy = el("button", { class: "secondary", onclick: async () => {
+    await navigator.clipboard.writeText(key.apiKey).catch(() => {});
+    copy.textContent = "Copied";
+  } }, "Copy");
+  return el("div", { class: "shown-once", role: "status" },
+    el("p", {}, el("strong", {}, "Your new key. "), "It is shown only this once: copy it now and keep it secret."),
+    el("p", {}, el("code", { id: "new-key", tabindex: "-1" }, key.apiKey), " ", copy),
+    el("p", { class: "muted" }, "Try it: ", el("code", {},
+      `curl -s ${location.origin}/api/aboutapi -H 'Authorization: Bearer ${key.apiKey}' -d '{}'`)));
+}
+
+function keysArea(keys) {
+  const rows = keys.map((k) => el("tr", {},
+    el("td", {}, k.name || el("span", { class: "muted" }, "(no name)")),
+    el("td", {}, k.kind, k.origins ? el("div", { class: "muted" }, k.origins.join(", ")) : null),
+    el("td", {}, el("code", {}, (k.hint || k.keyId) + "…")),
+    el("td", {}, k.createdAt.slice(0, 10)),
+    el("td", {}, k.revoked ? "revoked " + k.revokedAt.slice(0, 10)
+      : el("button", { class: "secondary", "aria-label": `Revoke ${k.name || k.keyId}`, onclick: async () => {
+          if (!confirm(`Revoke ${k.name || k.keyId}? Requests with it get 401 from now on.`)) return;
+          await api("DELETE", "/keys/" + encodeURIComponent(k.keyId));
+          await render();
+        } }, "Revoke"))));
+  const kind = el("select", { id: "key-kind" }, el("option", { value: "secret" }, "Secret (servers)"),
+    el("option", { value: "publishable" }, "Publishable (web pages)"));
+  const origins = el("input", { id: "key-origins", placeholder: "https://shop.example.com", size: 40 });
+  const name = el("input", { id: "key-name", maxlength: 100, placeholder: "e.g. checkout server" });
+  const message = el("div");
+  const form = el("form", { onsubmit: async (event) => {
+    event.preventDefault();
+    const body = { name: name.value, kind: kind.value };
+    if (kind.value === "publishable") body.origins = origins.value.split(/[\s,]+/).filter(Boolean);
+    try { await render(await api("POST", "/keys", body)); } catch (e) { problem(message, e); }
+  } },
+    el("label", { for: "key-name" }, "Name"), name,
+    el("label", { for: "key-kind" }, "Kind"), kind,
+    el("label", { for: "key-origins" }, "Origins of a publishable key (space-separated)"), origins,
+    el("p", {}, el("button", { type: "submit", id: "create-key" }, "Create key")), message);
+  return el("section", { "aria-labelledby": "h-keys" }, el("h2", { id: "h-keys" }, "API keys"),
+    el("div", { class: "table-wrap" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["Name", "Kind", "Key", "Created", ""].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", { id: "keys" }, rows))), form);
+}
+
+function limitsArea() {
+  const input = (id, label, value) => [el("label", { for: id }, label),
+    el("input", { id, type: "number", min: 1, value: value ?? "", placeholder: "no limit" })];
+  const message = el("div");
+  const form = el("form", { onsubmit: async (event) => {
+    event.preventDefault();
+    const read = (id) => { const v = document.getElementById(id).value; return v === "" ? null : Number(v); };
+    try {
+      await api("PUT", "/limits", { perMinute: read("limit-minute"), perHour: read("limit-hour"), perDay: read("limit-day") });
+      message.replaceChildren(el("p", { role: "status" }, "Limits saved; in force from the next request."));
+    } catch (e) { problem(message, e); }
+  } },
+    input("limit-minute", "Queries per minute", me.limits.perMinute),
+    input("limit-hour", "Queries per hour", me.limits.perHour),
+    input("limit-day", "Queries per day", me.limits.perDay),
+    el("p", {}, el("button", { type: "submit", id: "save-limits" }, "Save limits")), message);
+  return el("section", { "aria-labelledby": "h-limits" }, el("h2", { id: "h-limits" }, "Rate limits"),
+    el("p", { class: "muted" }, "Empty means no limit. A request beyond a limit gets 429 and is not charged."), form);
+}
+
+function usageArea(lines) {
+  const days = [];
+  const today = new Date();
+  for (let i = 29; i >= 0; i--) {
+    const d = new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - i));
+    days.push(d.toISOString().slice(0, 10));
+  }
+  const perDay = Object.fromEntries(days.map((d) => [d, 0]));
+  for (const l of lines) if (l.date in perDay) perDay[l.date] += l.queries;
+  const max = Math.max(1, ...Object.values(perDay));
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 620 170");
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-labelledby", "chart-title");
+  const title = document.createElementNS(ns, "title");
+  title.id = "chart-title";
+  title.textContent = "Billed queries per day, last 30 days (UTC)";
+  svg.append(title);
+  days.forEach((d, i) => {
+    const h = Math.round((perDay[d] / max) * 130);
+    const bar = document.createElementNS(ns, "rect");
+    Object.entries({ class: "bar", x: 10 + i * 20, y: 140 - h, width: 16, height: h }).forEach(([k, v]) => bar.setAttribute(k, v));
+    const tip = document.createElementNS(ns, "title");
+    tip.textContent = `${d}: ${perDay[d]} queries`;
+    bar.append(tip);
+    svg.append(bar);
+    if (i % 5 === 0) {
+      const t = document.createElementNS(ns, "text");
+      t.setAttribute("x", 10 + i * 20); t.setAttribute("y", 160); t.textContent = d.slice(5);
+      svg.append(t);
+    }
+  });
+  const rows = lines.slice().reverse().map((l) => el("tr", {}, el("td", {}, l.date), el("td", {}, l.endpoint),
+    el("td", {}, l.queries), el("td", {}, usd(l.charged))));
+  return el("section", { "aria-labelledby": "h-usage" }, el("h2", { id: "h-usage" }, "Usage"),
+    el("p", {}, `Highest day: ${max === 1 && !lines.length ? 0 : max} queries. `,
+      el("a", { href: "/account/api/usage?days=30&format=csv", download: "postal-usage.csv" }, "Download CSV")),
+    svg,
+    el("details", {}, el("summary", {}, "Usage as a table"),
+      el("div", { class: "table-wrap" }, el("table", { id: "usage" },
+        el("thead", {}, el("tr", {}, ["Day (UTC)", "Operation", "Queries", "Charged"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, rows)))));
+}
+
+function ledgerArea(entries) {
+  return el("section", { "aria-labelledby": "h-ledger" }, el("h2", { id: "h-ledger" }, "Ledger (90 days)"),
+    el("div", { class: "table-wrap" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["When (UTC)", "Kind", "Amount", "Balance after", "Note"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, entries.slice(0, 100).map((e) => el("tr", {}, el("td", {}, e.at.replace("T", " ").replace("Z", "")),
+        el("td", {}, e.kind), el("td", {}, usd(e.amount)), el("td", {}, usd(e.balanceAfter)),
+        el("td", {}, e.note || (e.endpoint ? `${e.queries} × ${e.endpoint}` : ""))))))));
+}
+
+function securityArea(sessions) {
+  return el("section", { "aria-labelledby": "h-security" }, el("h2", { id: "h-security" }, "Sign-ins"),
+    el("ul", { id: "identities" }, me.identities.map((i) => el("li", {}, `${i.provider}: `, i.email || i.subject,
+      el("span", { class: "muted" }, ` (since ${i.linkedAt.slice(0, 10)}) `),
+      me.identities.length > 1 ? el("button", { class: "secondary", onclick: async () => {
+        await api("POST", "/identities/unlink", { issuer: i.issuer, subject: i.subject });
+        await render();
+      } }, "Unlink") : null))),
+    el("p", {}, "Link another sign-in: ", me.providers.map((p) =>
+      [el("a", { href: "/account/link/" + encodeURIComponent(p) }, p), " "])),
+    el("div", { class: "table-wrap" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["Session", "Signed in", "Last seen", "Browser", ""].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, sessions.map((s) => el("tr", {}, el("td", {}, s.sessionId, s.current ? " (this one)" : ""),
+        el("td", {}, s.signedInAt), el("td", {}, s.lastSeenAt), el("td", {}, s.client || ""),
+        el("td", {}, s.current ? "" : el("button", { class: "secondary", onclick: async () => {
+          await api("DELETE", "/sessions/" + encodeURIComponent(s.sessionId));
+          await render();
+        } }, "End"))))))));
+}
+
+render().catch((e) => problem(app, e));

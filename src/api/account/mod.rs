@@ -1,0 +1,242 @@
+//! The account dashboard (docs/account.md): customers sign in with an OpenID Connect
+//! provider the operator configured (`oidc`), then manage their keys, limits and sessions
+//! and read their usage and ledger through `/account/api/*` (`routes`), the JSON API the
+//! page (`page`) is a client of.
+//!
+//! Every change goes through the one admin interface the CLI uses
+//! (`billing::admin::Admin`), on the file or on the cluster's ledger, so its rules, texts
+//! and effect (held from the next request, on every node) are the CLI's. An admin
+//! operation runs on a blocking thread: the file's are synchronous SQLite calls, and both
+//! wait for the books (every node's) to hold a change.
+//!
+//! Sessions live in the database (shared by every node), their id only hashed; the cookie
+//! is `__Host-postal_session` (Secure) when the public URL is https, `postal_session` on
+//! plain http for local use. Every state-changing request carries the session's CSRF
+//! token (`X-CSRF-Token`) and an `Origin` equal to the public URL's.
+
+mod oidc;
+mod page;
+mod routes;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use poem::http::{HeaderValue, StatusCode, header};
+use poem::{Request, Response, Route};
+
+use crate::api::ApiError;
+use crate::billing::admin::Admin;
+use crate::db::admin::{AccountError, SessionRow};
+use crate::domain::dashboard;
+
+/// How the dashboard runs (`postal serve --public-url`, `--signups`).
+#[derive(Debug, Clone, Default)]
+pub struct DashboardSettings {
+    /// The address customers reach (`https://api.example.com`), without a trailing `/`:
+    /// redirect URIs are `{public_url}/account/callback/{provider}`. `None`: the address
+    /// the server listens on, over http.
+    pub public_url: Option<String>,
+    /// Whether a new identity may make an account (`--signups open`, the default).
+    pub signups_closed: bool,
+}
+
+/// What the dashboard's handlers share.
+pub(crate) struct Dashboard {
+    db: PathBuf,
+    ledger: Option<String>,
+    public_url: String,
+    signups_open: bool,
+    /// Requests to providers: no redirects (the crate's SSRF warning), bounded in time.
+    http: ureq::Agent,
+}
+
+/// The session cookie's name and attributes for this public URL.
+struct CookieRules {
+    session: &'static str,
+    secure: bool,
+}
+
+const SIGNIN_COOKIE: &str = "postal_signin";
+
+impl Dashboard {
+    pub(crate) fn new(
+        db: PathBuf,
+        ledger: Option<String>,
+        public_url: String,
+        settings: &DashboardSettings,
+    ) -> Arc<Dashboard> {
+        let http = ureq::Agent::config_builder()
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .into();
+        Arc::new(Dashboard {
+            db,
+            ledger,
+            public_url: public_url.trim_end_matches('/').to_owned(),
+            signups_open: !settings.signups_closed,
+            http,
+        })
+    }
+
+    fn cookies(&self) -> CookieRules {
+        match self.public_url.starts_with("https://") {
+            true => CookieRules {
+                session: "__Host-postal_session",
+                secure: true,
+            },
+            false => CookieRules {
+                session: "postal_session",
+                secure: false,
+            },
+        }
+    }
+
+    /// The public URL's origin (`scheme://host[:port]`), which every state-changing
+    /// request's `Origin` must equal.
+    fn origin(&self) -> &str {
+        let after_scheme = self.public_url.find("://").map_or(0, |i| i + 3);
+        let end = self.public_url[after_scheme..]
+            .find('/')
+            .map_or(self.public_url.len(), |i| after_scheme + i);
+        &self.public_url[..end]
+    }
+
+    /// Runs `work` with the admin interface (the file, or a connection to the ledger) on a
+    /// blocking thread.
+    async fn admin<T, F>(&self, work: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: AsyncFnOnce(&mut Admin) -> Result<T, AccountError> + Send + 'static,
+    {
+        let (db, ledger) = (self.db.clone(), self.ledger.clone());
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            handle.block_on(async move {
+                let mut admin = match ledger {
+                    Some(url) => Admin::Ledger(
+                        crate::db::pg::connect(&url)
+                            .await
+                            .map_err(AccountError::Unexpected)?,
+                    ),
+                    None => Admin::File(crate::db::open(&db).map_err(AccountError::Unexpected)?),
+                };
+                work(&mut admin).await
+            })
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.into()))?
+        .map_err(account_error)
+    }
+
+    /// The live session the request's cookie names, or 401 `Not signed in`.
+    async fn session(&self, req: &Request) -> Result<Session, ApiError> {
+        let Some(id) = cookie(req, self.cookies().session) else {
+            return Err(ApiError::unauthorized(NOT_SIGNED_IN));
+        };
+        let hash = dashboard::token_hash(&id);
+        let now = now_unix();
+        let row = self
+            .admin(async move |admin| admin.session(&hash, now).await)
+            .await?;
+        row.map(|row| Session { row })
+            .ok_or_else(|| ApiError::unauthorized(NOT_SIGNED_IN))
+    }
+
+    /// As `session`, for a request that changes something: its `X-CSRF-Token` must be
+    /// the session's and its `Origin` the public URL's, else 403 and nothing changes.
+    async fn changing(&self, req: &Request) -> Result<Session, ApiError> {
+        let session = self.session(req).await?;
+        let origin = req.header(header::ORIGIN);
+        if origin != Some(self.origin()) {
+            return Err(ApiError::forbidden("Origin not allowed for the dashboard"));
+        }
+        let token = req.header("X-CSRF-Token").unwrap_or("");
+        if dashboard::token_hash(token) != dashboard::token_hash(&session.row.csrf) {
+            return Err(ApiError::forbidden("Missing or wrong X-CSRF-Token"));
+        }
+        Ok(session)
+    }
+
+    /// A `Set-Cookie` value: HttpOnly, SameSite=Lax, Path=/ (and Secure on https);
+    /// `max_age` 0 deletes it.
+    fn set_cookie(&self, name: &str, value: &str, max_age: i64, path: &str) -> HeaderValue {
+        let secure = if self.cookies().secure {
+            "; Secure"
+        } else {
+            ""
+        };
+        let text = format!(
+            "{name}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}"
+        );
+        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+    }
+}
+
+/// A signed-in customer's session.
+struct Session {
+    row: SessionRow,
+}
+
+impl Session {
+    fn account(&self) -> String {
+        self.row.account_id.clone()
+    }
+}
+
+const NOT_SIGNED_IN: &str = "Not signed in";
+
+/// The value of cookie `name` the request carries (the first, when several).
+fn cookie(req: &Request, name: &str) -> Option<String> {
+    req.headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.trim_matches('"').to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// An admin error as the dashboard answers it: the CLI's texts, as 400 (404 for a key
+/// the account does not hold, 401 for an account gone).
+fn account_error(e: AccountError) -> ApiError {
+    match e {
+        AccountError::UnknownKey(key) => ApiError::not_found(&format!("no key {key:?}")),
+        AccountError::UnknownAccount(_) => ApiError::unauthorized(NOT_SIGNED_IN),
+        AccountError::Refused(why) => ApiError::bad_request(why.to_string()),
+        AccountError::Invalid(why) => ApiError::bad_request(why),
+        AccountError::Unexpected(cause) => ApiError::internal(cause),
+    }
+}
+
+fn now_unix() -> i64 {
+    crate::db::rows::unix_secs(SystemTime::now())
+}
+
+/// A redirect (303: the browser follows it with a GET).
+fn see_other(location: &str) -> Response {
+    Response::builder()
+        .status(StatusCode::SEE_OTHER)
+        .header(header::LOCATION, location)
+        .header(header::CACHE_CONTROL, "no-store")
+        .finish()
+}
+
+/// Every route of the dashboard, with `dashboard` as their data.
+pub(crate) fn routes(dashboard: Arc<Dashboard>) -> impl poem::Endpoint {
+    use poem::EndpointExt;
+    Route::new()
+        .at("/", poem::get(page::index))
+        .at("/app.js", poem::get(page::script))
+        .at("/app.css", poem::get(page::style))
+        .at("/signin/:name", poem::get(oidc::start_signin))
+        .at("/link/:name", poem::get(oidc::link))
+        .at("/callback/:name", poem::get(oidc::callback))
+        .nest("/api", routes::api())
+        .data(dashboard)
+        .with(page::SecurityHeaders)
+}

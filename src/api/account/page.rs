@@ -1,0 +1,161 @@
+//! The dashboard's page: `GET /account` is the sign-in page (every configured provider)
+//! or, signed in, the dashboard, a client of `/account/api/*` (`app.js`, served by this
+//! binary: nothing from a CDN, it works offline). Every answer under `/account` carries
+//! the security headers (`SecurityHeaders`): a CSP without inline scripts,
+//! `frame-ancestors 'none'`, `nosniff`, `no-referrer`.
+
+use std::sync::Arc;
+
+use poem::http::{HeaderValue, StatusCode, header};
+use poem::web::Data;
+use poem::{Endpoint, IntoResponse, Middleware, Request, Response, handler};
+
+use super::Dashboard;
+
+const SCRIPT: &str = include_str!("app.js");
+const STYLE: &str = include_str!("app.css");
+
+/// Escapes text for HTML.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn html(status: StatusCode, title: &str, body: &str) -> Response {
+    let page = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{} · postal</title><link rel=\"stylesheet\" href=\"/account/app.css\"></head>\
+         <body><main>{body}</main></body></html>\n",
+        escape(title)
+    );
+    Response::builder()
+        .status(status)
+        .content_type("text/html; charset=utf-8")
+        .header(header::CACHE_CONTROL, "no-store")
+        .body(page)
+}
+
+/// A page saying what happened (a failed sign-in), with a way back.
+pub(super) fn message(status: StatusCode, title: &str, text: &str) -> Response {
+    html(
+        status,
+        title,
+        &format!(
+            "<h1>{}</h1><p role=\"alert\">{}</p><p><a href=\"/account\">Back to sign-in</a></p>",
+            escape(title),
+            escape(text)
+        ),
+    )
+}
+
+/// `GET /account`: the sign-in page, or the dashboard when signed in.
+#[handler]
+pub(super) async fn index(req: &Request, dash: Data<&Arc<Dashboard>>) -> Response {
+    if dash.session(req).await.is_ok() {
+        return html(
+            StatusCode::OK,
+            "Your account",
+            "<h1>Your account</h1>\
+             <div id=\"app\" aria-live=\"polite\"><p>Loading…</p></div>\
+             <script src=\"/account/app.js\" defer></script>",
+        );
+    }
+    let providers = match dash.admin(async |admin| admin.providers().await).await {
+        Ok(providers) => providers,
+        Err(e) => return message(StatusCode::INTERNAL_SERVER_ERROR, "Sign in", e.text()),
+    };
+    let body = if providers.is_empty() {
+        format!(
+            "<h1>Sign in</h1><p>No sign-in provider is configured on this server yet.</p>\
+             <p>The operator adds one with <code>postal provider add NAME --issuer URL \
+             --client-id ID --client-secret-env VAR</code>, registering \
+             <code>{}/account/callback/NAME</code> as its redirect URI (docs/account.md).</p>",
+            escape(&dash.public_url)
+        )
+    } else {
+        let buttons: String = providers
+            .iter()
+            .map(|p| {
+                format!(
+                    "<li><a class=\"button\" href=\"/account/signin/{0}\">Sign in with {0}</a></li>",
+                    escape(&p.name)
+                )
+            })
+            .collect();
+        format!(
+            "<h1>Sign in</h1><p>Sign in to create API keys, set your limits and follow \
+             your usage. A new account starts with 1,000 free queries, no payment method \
+             needed.</p><ul class=\"providers\">{buttons}</ul>"
+        )
+    };
+    html(StatusCode::OK, "Sign in", &body)
+}
+
+#[handler]
+pub(super) fn script() -> Response {
+    Response::builder()
+        .content_type("text/javascript; charset=utf-8")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(SCRIPT)
+}
+
+#[handler]
+pub(super) fn style() -> Response {
+    Response::builder()
+        .content_type("text/css; charset=utf-8")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(STYLE)
+}
+
+/// The security headers of every answer under `/account`.
+pub(super) struct SecurityHeaders;
+
+impl<E: Endpoint> Middleware<E> for SecurityHeaders {
+    type Output = SecurityHeadersEndpoint<E>;
+
+    fn transform(&self, ep: E) -> Self::Output {
+        SecurityHeadersEndpoint(ep)
+    }
+}
+
+pub(super) struct SecurityHeadersEndpoint<E>(E);
+
+impl<E: Endpoint> Endpoint for SecurityHeadersEndpoint<E> {
+    type Output = Response;
+
+    async fn call(&self, req: Request) -> poem::Result<Response> {
+        let mut response = match self.0.call(req).await {
+            Ok(output) => output.into_response(),
+            Err(e) => e.into_response(),
+        };
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                 connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+            ),
+        );
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        headers.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        );
+        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        Ok(response)
+    }
+}

@@ -1,0 +1,421 @@
+//! The account dashboard's tables in the ledger: providers, identities, sign-ins under
+//! way and sessions, shared by every node. The twin of `db::sqlite::dashboard`. A new
+//! account bumps the version (`changes::bump`), as `account create` does.
+
+use tokio_postgres::{Client, GenericClient};
+
+use crate::db::admin::{
+    AccountError, IdentityView, Provider, SessionRow, SessionView, SignIn, SignedIn,
+};
+use crate::domain::dashboard::{self, DashboardRefused};
+
+use super::accounts::insert_account;
+use super::changes::bump;
+
+fn refused(why: DashboardRefused) -> AccountError {
+    AccountError::Invalid(why.to_string())
+}
+
+async fn account_rowid(client: &impl GenericClient, public_id: &str) -> Result<i64, AccountError> {
+    Ok(client
+        .query_opt(
+            "SELECT id FROM accounts WHERE public_id = $1",
+            &[&public_id],
+        )
+        .await?
+        .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))?
+        .get(0))
+}
+
+pub async fn add_provider(client: &Client, p: &Provider, now: i64) -> Result<(), AccountError> {
+    let added = client
+        .execute(
+            "INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING",
+            &[&p.name, &p.issuer, &p.client_id, &p.client_secret, &now],
+        )
+        .await?;
+    match added {
+        0 => Err(AccountError::Invalid(format!(
+            "a provider named {:?} exists; remove it first",
+            p.name
+        ))),
+        _ => Ok(()),
+    }
+}
+
+pub async fn providers(client: &Client) -> Result<Vec<Provider>, AccountError> {
+    let rows = client
+        .query(
+            "SELECT name, issuer, client_id, client_secret FROM oidc_providers ORDER BY name",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Provider {
+            name: r.get(0),
+            issuer: r.get(1),
+            client_id: r.get(2),
+            client_secret: r.get(3),
+        })
+        .collect())
+}
+
+pub async fn remove_provider(client: &Client, name: &str) -> Result<bool, AccountError> {
+    Ok(client
+        .execute("DELETE FROM oidc_providers WHERE name = $1", &[&name])
+        .await?
+        > 0)
+}
+
+pub async fn put_signin(
+    client: &mut Client,
+    state_hash: &[u8; 32],
+    signin: &SignIn,
+    now: i64,
+) -> Result<(), AccountError> {
+    let tx = client.transaction().await?;
+    tx.execute(
+        "DELETE FROM signins WHERE created_at < $1",
+        &[&(now - dashboard::SIGNIN_SECS)],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO signins (state_hash, provider, nonce, verifier, link_account, created_at)
+         VALUES ($1, $2, $3, $4, (SELECT id FROM accounts WHERE public_id = $5), $6)",
+        &[
+            &&state_hash[..],
+            &signin.provider,
+            &signin.nonce,
+            &signin.verifier,
+            &signin.link_account,
+            &now,
+        ],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+pub async fn take_signin(
+    client: &Client,
+    state_hash: &[u8; 32],
+    now: i64,
+) -> Result<Option<SignIn>, AccountError> {
+    // One statement: of two callbacks with the same state, one gets the row.
+    let row = client
+        .query_opt(
+            "WITH taken AS (DELETE FROM signins WHERE state_hash = $1 RETURNING *)
+             SELECT t.provider, t.nonce, t.verifier, a.public_id, t.created_at
+             FROM taken t LEFT JOIN accounts a ON a.id = t.link_account",
+            &[&&state_hash[..]],
+        )
+        .await?;
+    Ok(row.and_then(|r| {
+        let at: i64 = r.get(4);
+        (now - at < dashboard::SIGNIN_SECS).then(|| SignIn {
+            provider: r.get(0),
+            nonce: r.get(1),
+            verifier: r.get(2),
+            link_account: r.get(3),
+        })
+    }))
+}
+
+/// As `db::sqlite::dashboard::sign_in`; and the version when it made an account.
+pub async fn sign_in(
+    client: &mut Client,
+    identity: &IdentityView,
+    signups_open: bool,
+    now: i64,
+) -> Result<(SignedIn, Option<i64>), AccountError> {
+    let tx = client.transaction().await?;
+    // Two first sign-ins of one identity at once: the second waits, then finds it.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext($1 || ' ' || $2))",
+        &[&identity.issuer, &identity.subject],
+    )
+    .await?;
+    let found = tx
+        .query_opt(
+            "SELECT a.public_id, i.unlinked_at IS NOT NULL
+             FROM identities i JOIN accounts a ON a.id = i.account_id
+             WHERE i.issuer = $1 AND i.subject = $2",
+            &[&identity.issuer, &identity.subject],
+        )
+        .await?;
+    let answer = match found.map(|r| (r.get::<_, String>(0), r.get::<_, bool>(1))) {
+        Some((_, true)) => return Err(refused(DashboardRefused::IdentityUnlinked)),
+        Some((account_id, false)) => (
+            SignedIn {
+                account_id,
+                created: false,
+            },
+            None,
+        ),
+        None if !signups_open => return Err(refused(DashboardRefused::SignupsClosed)),
+        None => {
+            let name = identity.email.as_deref().unwrap_or(&identity.subject);
+            let (rowid, account_id) = insert_account(&tx, Some(name), now).await?;
+            insert_identity(&tx, rowid, identity, now).await?;
+            let version = bump(&tx).await?;
+            (
+                SignedIn {
+                    account_id,
+                    created: true,
+                },
+                Some(version),
+            )
+        }
+    };
+    tx.commit().await?;
+    Ok(answer)
+}
+
+async fn insert_identity(
+    client: &impl GenericClient,
+    account_rowid: i64,
+    identity: &IdentityView,
+    now: i64,
+) -> Result<(), AccountError> {
+    client
+        .execute(
+            "INSERT INTO identities (issuer, subject, account_id, provider, email, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &identity.issuer,
+                &identity.subject,
+                &account_rowid,
+                &identity.provider,
+                &identity.email,
+                &now,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn link(
+    client: &mut Client,
+    account_id: &str,
+    identity: &IdentityView,
+    now: i64,
+) -> Result<(), AccountError> {
+    let tx = client.transaction().await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext($1 || ' ' || $2))",
+        &[&identity.issuer, &identity.subject],
+    )
+    .await?;
+    let rowid = account_rowid(&tx, account_id).await?;
+    let owner = tx
+        .query_opt(
+            "SELECT account_id, unlinked_at IS NOT NULL FROM identities
+             WHERE issuer = $1 AND subject = $2",
+            &[&identity.issuer, &identity.subject],
+        )
+        .await?
+        .map(|r| (r.get::<_, i64>(0), r.get::<_, bool>(1)));
+    match owner {
+        None => insert_identity(&tx, rowid, identity, now).await?,
+        Some((owner, _)) if owner != rowid => {
+            return Err(refused(DashboardRefused::IdentityElsewhere));
+        }
+        Some((_, true)) => {
+            tx.execute(
+                "UPDATE identities SET unlinked_at = NULL WHERE issuer = $1 AND subject = $2",
+                &[&identity.issuer, &identity.subject],
+            )
+            .await?;
+        }
+        Some((_, false)) => {}
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+pub async fn unlink(
+    client: &mut Client,
+    account_id: &str,
+    issuer: &str,
+    subject: &str,
+    now: i64,
+) -> Result<(), AccountError> {
+    let tx = client.transaction().await?;
+    let rowid: i64 = tx
+        .query_opt(
+            "SELECT id FROM accounts WHERE public_id = $1 FOR UPDATE",
+            &[&account_id],
+        )
+        .await?
+        .ok_or_else(|| AccountError::UnknownAccount(account_id.to_owned()))?
+        .get(0);
+    let linked: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM identities WHERE account_id = $1 AND unlinked_at IS NULL",
+            &[&rowid],
+        )
+        .await?
+        .get(0);
+    let changed = tx
+        .execute(
+            "UPDATE identities SET unlinked_at = $4
+             WHERE account_id = $1 AND issuer = $2 AND subject = $3 AND unlinked_at IS NULL",
+            &[&rowid, &issuer, &subject, &now],
+        )
+        .await?;
+    if changed == 0 {
+        return Err(AccountError::Invalid(
+            "no such identity on this account".into(),
+        ));
+    }
+    if linked <= 1 {
+        return Err(refused(DashboardRefused::LastIdentity));
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+pub async fn identities(
+    client: &Client,
+    account_id: &str,
+) -> Result<Vec<IdentityView>, AccountError> {
+    let rowid = account_rowid(client, account_id).await?;
+    let rows = client
+        .query(
+            "SELECT issuer, subject, provider, email, created_at FROM identities
+             WHERE account_id = $1 AND unlinked_at IS NULL ORDER BY created_at, issuer, subject",
+            &[&rowid],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| IdentityView {
+            issuer: r.get(0),
+            subject: r.get(1),
+            provider: r.get(2),
+            email: r.get(3),
+            created_at: r.get(4),
+        })
+        .collect())
+}
+
+pub async fn create_session(
+    client: &Client,
+    id_hash: &[u8; 32],
+    session: &SessionRow,
+) -> Result<(), AccountError> {
+    let rowid = account_rowid(client, &session.account_id).await?;
+    client
+        .execute(
+            "INSERT INTO sessions (id_hash, public_id, account_id, csrf, created_at, seen_at, client)
+             VALUES ($1, $2, $3, $4, $5, $5, $6)",
+            &[
+                &&id_hash[..],
+                &session.public_id,
+                &rowid,
+                &session.csrf,
+                &session.created_at,
+                &session.client,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn session(
+    client: &Client,
+    id_hash: &[u8; 32],
+    now: i64,
+) -> Result<Option<SessionRow>, AccountError> {
+    let row = client
+        .query_opt(
+            "SELECT s.public_id, a.public_id, s.csrf, s.created_at, s.seen_at, s.client
+             FROM sessions s JOIN accounts a ON a.id = s.account_id
+             WHERE s.id_hash = $1 AND s.ended_at IS NULL",
+            &[&&id_hash[..]],
+        )
+        .await?;
+    let Some(r) = row else {
+        return Ok(None);
+    };
+    let (created_at, seen): (i64, i64) = (r.get(3), r.get(4));
+    if dashboard::session_expired(created_at, seen, now) {
+        return Ok(None);
+    }
+    client
+        .execute(
+            "UPDATE sessions SET seen_at = $2 WHERE id_hash = $1 AND seen_at < $2",
+            &[&&id_hash[..], &now],
+        )
+        .await?;
+    Ok(Some(SessionRow {
+        public_id: r.get(0),
+        account_id: r.get(1),
+        csrf: r.get(2),
+        created_at,
+        client: r.get(5),
+    }))
+}
+
+pub async fn end_session(
+    client: &Client,
+    account_id: &str,
+    public_id: &str,
+    now: i64,
+) -> Result<bool, AccountError> {
+    let rowid = account_rowid(client, account_id).await?;
+    Ok(client
+        .execute(
+            "UPDATE sessions SET ended_at = $3
+             WHERE account_id = $1 AND public_id = $2 AND ended_at IS NULL",
+            &[&rowid, &public_id, &now],
+        )
+        .await?
+        > 0)
+}
+
+pub async fn sessions(
+    client: &Client,
+    account_id: &str,
+    now: i64,
+) -> Result<Vec<SessionView>, AccountError> {
+    let rowid = account_rowid(client, account_id).await?;
+    let rows = client
+        .query(
+            "SELECT public_id, created_at, seen_at, client FROM sessions
+             WHERE account_id = $1 AND ended_at IS NULL ORDER BY created_at DESC, public_id",
+            &[&rowid],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| SessionView {
+            session_id: r.get(0),
+            created_at: r.get(1),
+            seen_at: r.get(2),
+            client: r.get(3),
+        })
+        .filter(|s| !dashboard::session_expired(s.created_at, s.seen_at, now))
+        .collect())
+}
+
+pub async fn rename_key(
+    client: &Client,
+    account_id: &str,
+    key_id: &str,
+    name: Option<&str>,
+) -> Result<(), AccountError> {
+    let rowid = account_rowid(client, account_id).await?;
+    let changed = client
+        .execute(
+            "UPDATE api_keys SET name = $3 WHERE account_id = $1 AND public_id = $2",
+            &[&rowid, &key_id, &name],
+        )
+        .await?;
+    match changed {
+        0 => Err(AccountError::UnknownKey(key_id.to_owned())),
+        _ => Ok(()),
+    }
+}

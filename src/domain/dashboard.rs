@@ -1,0 +1,129 @@
+//! The rules of the account dashboard (docs/account.md), the same for the file and the
+//! cluster's ledger: how long a session lives, what a provider's name and a key's name
+//! may be, how many live keys an account holds, and the random secrets a sign-in and a
+//! session are made of.
+
+use rand::RngExt;
+use sha2::{Digest, Sha256};
+
+/// A session ends after this long without a request.
+pub const IDLE_SECS: i64 = 30 * 60;
+/// A session ends this long after its sign-in, used or not.
+pub const ABSOLUTE_SECS: i64 = 12 * 60 * 60;
+/// A sign-in must come back from its provider within this long.
+pub const SIGNIN_SECS: i64 = 10 * 60;
+/// The most live (not revoked) keys an account holds.
+pub const MAX_LIVE_KEYS: u64 = 20;
+/// The longest key name.
+pub const MAX_KEY_NAME_CHARS: usize = 100;
+
+/// Whether a session signed in at `created` and last used at `seen` has ended by `now`
+/// (unix seconds).
+pub fn session_expired(created: i64, seen: i64, now: i64) -> bool {
+    now - seen >= IDLE_SECS || now - created >= ABSOLUTE_SECS
+}
+
+/// A secret of 256 random bits as 43 base64url characters (no padding): session ids,
+/// sign-in states, nonces, CSRF tokens.
+pub fn random_token() -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut rng = rand::rng();
+    (0..43)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..64)]))
+        .collect()
+}
+
+/// What the database keeps of a session id or a sign-in state: its SHA-256.
+pub fn token_hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// A session's public id, by which the customer lists and ends it: `ses_` + 12 characters.
+pub fn new_session_id() -> String {
+    format!("ses_{}", &random_token()[..12])
+}
+
+/// Why a dashboard change was refused: the texts, word for word (docs/account.md).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DashboardRefused {
+    #[error("provider name must be 1 to 32 characters of a-z, 0-9 and '-'")]
+    ProviderName,
+    #[error("key name must be 1 to 100 characters")]
+    KeyName,
+    #[error("an account holds at most 20 live keys; revoke one first")]
+    TooManyKeys,
+    #[error("new accounts are closed on this server")]
+    SignupsClosed,
+    #[error("this identity belongs to another account")]
+    IdentityElsewhere,
+    #[error("this identity was unlinked from its account")]
+    IdentityUnlinked,
+    #[error("an account keeps at least one identity")]
+    LastIdentity,
+}
+
+/// A provider's name, checked: it is part of the redirect URI.
+pub fn provider_name(name: &str) -> Result<&str, DashboardRefused> {
+    let ok = (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    ok.then_some(name).ok_or(DashboardRefused::ProviderName)
+}
+
+/// A key's name as given, trimmed; `None` when blank.
+pub fn key_name(name: Option<&str>) -> Result<Option<String>, DashboardRefused> {
+    match name.map(str::trim).filter(|n| !n.is_empty()) {
+        None => Ok(None),
+        Some(n) if n.chars().count() <= MAX_KEY_NAME_CHARS && !n.chars().any(char::is_control) => {
+            Ok(Some(n.to_string()))
+        }
+        Some(_) => Err(DashboardRefused::KeyName),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_ends_when_idle_or_old() {
+        assert!(!session_expired(0, 0, IDLE_SECS - 1));
+        assert!(session_expired(0, 0, IDLE_SECS));
+        assert!(!session_expired(0, ABSOLUTE_SECS - 10, ABSOLUTE_SECS - 1));
+        assert!(session_expired(0, ABSOLUTE_SECS - 10, ABSOLUTE_SECS));
+    }
+
+    #[test]
+    fn tokens_are_43_url_safe_characters_and_differ() {
+        let (a, b) = (random_token(), random_token());
+        assert_eq!(a.len(), 43);
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        );
+        assert_ne!(a, b);
+        assert_eq!(new_session_id().len(), 16);
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert_eq!(provider_name("google-2"), Ok("google-2"));
+        for bad in ["", "Google", "a b", "a/b", &"a".repeat(33)] {
+            assert_eq!(
+                provider_name(bad),
+                Err(DashboardRefused::ProviderName),
+                "{bad}"
+            );
+        }
+        assert_eq!(key_name(Some("  shop ")), Ok(Some("shop".into())));
+        assert_eq!(key_name(Some("   ")), Ok(None));
+        assert_eq!(key_name(None), Ok(None));
+        assert_eq!(key_name(Some(&"é".repeat(100))), Ok(Some("é".repeat(100))));
+        assert_eq!(
+            key_name(Some(&"é".repeat(101))),
+            Err(DashboardRefused::KeyName)
+        );
+        assert_eq!(key_name(Some("a\nb")), Err(DashboardRefused::KeyName));
+    }
+}

@@ -1,0 +1,683 @@
+//! The account dashboard (docs/account.md) against three real OpenID Providers
+//! (`tests/oidc/providers.mjs`: oidc-provider, OpenID Certified, each its own issuer, port
+//! and keys), driven over HTTP as a browser would: redirects followed by hand, cookies
+//! kept per host, the provider's login and consent forms submitted.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, spawn_app, spawn_app_with};
+
+const OIDC_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oidc");
+
+/// The providers, running until dropped.
+struct Providers {
+    child: Child,
+    issuers: Vec<String>,
+}
+
+impl Drop for Providers {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Three providers whose client `postal` may redirect to `app`'s callbacks `p1`..`p3`
+/// (and `other`, a second client of each: a token for another audience), each added to
+/// `app` with `postal provider add`. `None` when Node.js is missing (skipped).
+fn providers(app: &TestApp) -> Option<Providers> {
+    if !testkit::require("node", "Node.js 20 or later, with npm") {
+        return None;
+    }
+    if !std::path::Path::new(OIDC_DIR)
+        .join("node_modules/oidc-provider")
+        .exists()
+    {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(OIDC_DIR)
+            .status()
+            .expect("running npm ci in tests/oidc");
+        assert!(status.success(), "npm ci in tests/oidc");
+    }
+    let redirects: Vec<String> = ["p1", "p2", "p3", "mixed"]
+        .iter()
+        .map(|name| format!("{}/account/callback/{name}", app.address))
+        .collect();
+    let config = json!({
+        "count": 3,
+        "redirectUris": redirects,
+        "clients": [
+            {"client_id": "postal", "client_secret": "secret-of-postal"},
+            {"client_id": "other", "client_secret": "secret-of-other"},
+        ],
+    });
+    let mut child = Command::new("node")
+        .arg("providers.mjs")
+        .arg(config.to_string())
+        .current_dir(OIDC_DIR)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the OpenID providers");
+    let mut issuers = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.expect("a line of the providers");
+        if line == "ready" {
+            break;
+        }
+        if let Some(issuer) = line.strip_prefix("issuer ") {
+            issuers.push(issuer.to_owned());
+        }
+    }
+    assert_eq!(issuers.len(), 3, "three issuers");
+    for (i, issuer) in issuers.iter().enumerate() {
+        add_provider(
+            app,
+            &format!("p{}", i + 1),
+            issuer,
+            "postal",
+            "secret-of-postal",
+        );
+    }
+    Some(Providers { child, issuers })
+}
+
+fn add_provider(app: &TestApp, name: &str, issuer: &str, client: &str, secret: &str) {
+    let output = Command::new(env!("CARGO_BIN_EXE_postal"))
+        .arg("--db")
+        .arg(&app.db)
+        .args([
+            "provider",
+            "add",
+            name,
+            "--issuer",
+            issuer,
+            "--client-id",
+            client,
+        ])
+        .args(["--client-secret-env", "TEST_CLIENT_SECRET"])
+        .env("TEST_CLIENT_SECRET", secret)
+        .output()
+        .expect("postal provider add");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let added: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(added["redirectPath"], format!("/account/callback/{name}"));
+    // The secret is never printed.
+    assert!(!String::from_utf8_lossy(&output.stdout).contains(secret));
+}
+
+/// A browser: cookies per host:port (every path), redirects followed one at a time.
+struct Browser {
+    agent: ureq::Agent,
+    cookies: HashMap<String, HashMap<String, String>>,
+}
+
+struct Page {
+    status: u16,
+    url: String,
+    location: Option<String>,
+    body: String,
+}
+
+fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split('/').next().unwrap_or("").to_owned()
+}
+
+fn absolute(base: &str, location: &str) -> String {
+    if location.starts_with("http://") || location.starts_with("https://") {
+        return location.to_owned();
+    }
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let origin_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    format!("{}{location}", &base[..origin_end])
+}
+
+impl Browser {
+    fn new() -> Browser {
+        Browser {
+            agent: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .max_redirects(0)
+                .build()
+                .into(),
+            cookies: HashMap::new(),
+        }
+    }
+
+    fn cookie_header(&self, url: &str) -> String {
+        self.cookies
+            .get(&host_of(url))
+            .map(|jar| {
+                jar.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+            .unwrap_or_default()
+    }
+
+    fn keep(&mut self, url: &str, response: &ureq::http::Response<ureq::Body>) {
+        let jar = self.cookies.entry(host_of(url)).or_default();
+        for value in response.headers().get_all("set-cookie") {
+            let text = value.to_str().unwrap_or("");
+            let pair = text.split(';').next().unwrap_or("");
+            if let Some((name, value)) = pair.split_once('=') {
+                let expired = text.to_ascii_lowercase().contains("max-age=0");
+                if value.is_empty() || expired {
+                    jar.remove(name.trim());
+                } else {
+                    jar.insert(name.trim().to_owned(), value.to_owned());
+                }
+            }
+        }
+    }
+
+    fn cookie(&self, url: &str, name: &str) -> Option<String> {
+        self.cookies.get(&host_of(url))?.get(name).cloned()
+    }
+
+    fn request(
+        &mut self,
+        method: &str,
+        url: &str,
+        body: Option<(&str, String)>,
+        headers: &[(&str, &str)],
+    ) -> Page {
+        let cookies = self.cookie_header(url);
+        let mut builder = ureq::http::Request::builder().method(method).uri(url);
+        if !cookies.is_empty() {
+            builder = builder.header("cookie", cookies);
+        }
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        let response = match body {
+            Some((content_type, text)) => self.agent.run(
+                builder
+                    .header("content-type", content_type)
+                    .body(text)
+                    .unwrap(),
+            ),
+            None => self.agent.run(builder.body(()).unwrap()),
+        }
+        .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        self.keep(url, &response);
+        let status = response.status().as_u16();
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(|l| absolute(url, l));
+        let body = response.into_body().read_to_string().unwrap_or_default();
+        Page {
+            status,
+            url: url.to_owned(),
+            location,
+            body,
+        }
+    }
+
+    fn get(&mut self, url: &str) -> Page {
+        self.request("GET", url, None, &[])
+    }
+
+    /// Follows redirects from `url`, signing in at a provider as `user` (any password)
+    /// and consenting; the first page that is not a redirect nor a provider's form.
+    fn follow(&mut self, url: &str, user: &str) -> Page {
+        let mut page = self.get(url);
+        for _ in 0..20 {
+            if let Some(next) = page.location.clone() {
+                page = self.get(&next);
+                continue;
+            }
+            let action = form_action(&page);
+            let form = if page.body.contains(r#"name="prompt" value="login""#) {
+                format!("prompt=login&login={user}&password=any")
+            } else if page.body.contains(r#"name="prompt" value="consent""#) {
+                "prompt=consent".to_owned()
+            } else {
+                return page;
+            };
+            let action = action.expect("the provider's form has an action");
+            page = self.request(
+                "POST",
+                &action,
+                Some(("application/x-www-form-urlencoded", form)),
+                &[],
+            );
+        }
+        panic!("too many redirects from {url}");
+    }
+
+    /// Signs in at `app` with provider `name` as `user`; the dashboard page.
+    fn sign_in(&mut self, app: &TestApp, name: &str, user: &str) -> Page {
+        let page = self.follow(&format!("{}/account/signin/{name}", app.address), user);
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert!(page.body.contains("Your account"), "{}", page.body);
+        page
+    }
+
+    /// A JSON call of `/account/api/*` with the session's CSRF token and the app's Origin.
+    fn api(
+        &mut self,
+        app: &TestApp,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let csrf = match method {
+            "GET" => String::new(),
+            _ => self.api(app, "GET", "/me", None).1["csrfToken"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+        };
+        self.api_with(
+            app,
+            method,
+            path,
+            body,
+            &[("x-csrf-token", &csrf), ("origin", &app.address)],
+        )
+    }
+
+    fn api_with(
+        &mut self,
+        app: &TestApp,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let url = format!("{}/account/api{path}", app.address);
+        let page = self.request(
+            method,
+            &url,
+            body.map(|b| ("application/json", b.to_string())),
+            headers,
+        );
+        (
+            page.status,
+            serde_json::from_str(&page.body).unwrap_or(Value::Null),
+        )
+    }
+}
+
+/// Where the provider's form on `page` posts to.
+fn form_action(page: &Page) -> Option<String> {
+    static ACTION: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r#"action="([^"]+)""#).unwrap());
+    ACTION
+        .captures(&page.body)
+        .map(|c| absolute(&page.url, &c[1]))
+}
+
+fn lookup(app: &TestApp, key: &str) -> u16 {
+    app.post("/api/lookup", &json!({"apiKey": key, "zipcode": "90210"}))
+        .status
+}
+
+#[test]
+fn a_customer_signs_in_makes_a_key_uses_it_limits_it_revokes_it_and_signs_out() {
+    let app = spawn_app();
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    // Without a session: the sign-in page offers every provider; the API says 401.
+    let mut browser = Browser::new();
+    let page = browser.get(&format!("{}/account", app.address));
+    assert_eq!(page.status, 200);
+    for name in ["p1", "p2", "p3"] {
+        assert!(
+            page.body.contains(&format!("/account/signin/{name}")),
+            "{}",
+            page.body
+        );
+    }
+    assert_eq!(
+        browser.api(&app, "GET", "/me", None),
+        (401, json!({"error": "Not signed in"}))
+    );
+
+    // Sign in with provider 2: a new account with the free allowance, no key yet.
+    browser.sign_in(&app, "p2", "alice");
+    let (status, me) = browser.api(&app, "GET", "/me", None);
+    assert_eq!(status, 200, "{me}");
+    let account = me["accountId"].as_str().unwrap().to_owned();
+    assert_eq!(me["balance"], json!(0.028));
+    assert_eq!(me["queriesLeft"], 1000);
+    assert_eq!(me["identities"][0]["provider"], "p2");
+    assert_eq!(me["identities"][0]["subject"], "alice");
+    assert_eq!(me["identities"][0]["email"], "alice@provider2.test");
+    assert_eq!(
+        me["limits"],
+        json!({"perMinute": null, "perHour": null, "perDay": null})
+    );
+    assert_eq!(
+        browser.api(&app, "GET", "/keys", None),
+        (200, json!({"keys": []}))
+    );
+
+    // A key, shown once; it answers at once and is charged one query.
+    let (status, created) = browser.api(&app, "POST", "/keys", Some(json!({"name": "server"})));
+    assert_eq!(status, 201, "{created}");
+    let key = created["apiKey"].as_str().unwrap().to_owned();
+    assert!(key.starts_with("sk_"));
+    assert_eq!(created["name"], "server");
+    assert_eq!(created["kind"], "secret");
+    assert_eq!(created["hint"], json!(&key[..7]));
+    assert_eq!(lookup(&app, &key), 200);
+    assert_eq!(app.balance_micros(&account), 28_000 - 28);
+
+    // Listed again: never the key, only its first characters.
+    let (_, keys) = browser.api(&app, "GET", "/keys", None);
+    let listed = &keys["keys"][0];
+    assert_eq!(listed["keyId"], created["keyId"]);
+    assert_eq!(listed["hint"], json!(&key[..7]));
+    assert!(!keys.to_string().contains(&key));
+
+    // A limit of 2 a minute: the third lookup of the minute is 429.
+    crate::browser::with_seconds_left_in_the_minute(15);
+    let (status, limits) = browser.api(
+        &app,
+        "PUT",
+        "/limits",
+        Some(json!({"perMinute": 2, "perHour": null, "perDay": null})),
+    );
+    assert_eq!(status, 200, "{limits}");
+    assert_eq!(limits["limits"]["perMinute"], 2);
+    let statuses: Vec<u16> = (0..3).map(|_| lookup(&app, &key)).collect();
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let (status, refused) = browser.api(&app, "PUT", "/limits", Some(json!({"perMinute": 0})));
+    assert_eq!(status, 400, "{refused}");
+
+    // Renamed, then revoked: 401 from the next request on.
+    let key_id = created["keyId"].as_str().unwrap();
+    let (status, renamed) = browser.api(
+        &app,
+        "PATCH",
+        &format!("/keys/{key_id}"),
+        Some(json!({"name": "old server"})),
+    );
+    assert_eq!((status, &renamed["name"]), (200, &json!("old server")));
+    let (status, revoked) = browser.api(&app, "DELETE", &format!("/keys/{key_id}"), None);
+    assert_eq!(
+        (status, revoked),
+        (200, json!({"keyId": key_id, "revoked": true}))
+    );
+    assert_eq!(lookup(&app, &key), 401);
+
+    // Usage and ledger of the account: the charged lookups.
+    let (_, usage) = browser.api(&app, "GET", "/usage?days=7", None);
+    assert_eq!(usage["accountId"], json!(account));
+    let (_, ledger) = browser.api(&app, "GET", "/ledger", None);
+    let kinds: Vec<&str> = ledger["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.last(), Some(&"grant"));
+
+    // Sign out: the session ends; signing in again finds the same account, with no
+    // second allowance.
+    let (status, _) = browser.api(&app, "POST", "/signout", Some(json!({})));
+    assert_eq!(status, 200);
+    assert_eq!(browser.api(&app, "GET", "/me", None).0, 401);
+    browser.sign_in(&app, "p2", "alice");
+    let (_, again) = browser.api(&app, "GET", "/me", None);
+    assert_eq!(again["accountId"], json!(account));
+    let accounts = app.cli(&["account", "list"]);
+    assert_eq!(
+        accounts["accounts"].as_array().unwrap().len(),
+        1,
+        "{accounts}"
+    );
+
+    // Linking provider 3 to this account; then provider 3 signs in to it.
+    let linked = browser.follow(&format!("{}/account/link/p3", app.address), "alice-at-3");
+    assert_eq!(linked.status, 200, "{}", linked.body);
+    let (_, me) = browser.api(&app, "GET", "/me", None);
+    assert_eq!(me["identities"].as_array().unwrap().len(), 2, "{me}");
+    let mut other = Browser::new();
+    other.sign_in(&app, "p3", "alice-at-3");
+    assert_eq!(
+        other.api(&app, "GET", "/me", None).1["accountId"],
+        json!(account)
+    );
+
+    // Provider 1, a new identity: a second account.
+    let mut bob = Browser::new();
+    bob.sign_in(&app, "p1", "bob");
+    let (_, bob_me) = bob.api(&app, "GET", "/me", None);
+    assert_ne!(bob_me["accountId"], json!(account));
+    assert_eq!(bob_me["balance"], json!(0.028));
+}
+
+#[test]
+fn attacks_on_the_sign_in_and_the_dashboard_are_refused() {
+    let app = spawn_app();
+    let Some(providers) = providers(&app) else {
+        return;
+    };
+    // A callback with another browser's state: refused, no session.
+    let mut victim = Browser::new();
+    let mut attacker = Browser::new();
+    let start = attacker.get(&format!("{}/account/signin/p1", app.address));
+    let to_provider = start.location.clone().unwrap();
+    let mut page = attacker.get(&to_provider);
+    // The attacker completes the provider's part, then hands the callback to the victim.
+    let callback = loop {
+        if let Some(next) = page.location.clone() {
+            if next.starts_with(&app.address) {
+                break next;
+            }
+            page = attacker.get(&next);
+            continue;
+        }
+        let action = form_action(&page).unwrap();
+        let form = if page.body.contains(r#"value="login""#) {
+            "prompt=login&login=mallory&password=x".to_owned()
+        } else {
+            "prompt=consent".to_owned()
+        };
+        page = attacker.request(
+            "POST",
+            &action,
+            Some(("application/x-www-form-urlencoded", form)),
+            &[],
+        );
+    };
+    let refused = victim.get(&callback);
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.body.contains("its state does not match"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(victim.api(&app, "GET", "/me", None).0, 401);
+
+    // The attacker's own browser completes it once; the same callback again is refused
+    // (the state served once), and so is the code under a fresh state (a replayed code).
+    let first = attacker.get(&callback);
+    assert_eq!(first.status, 303, "{}", first.body);
+    // (The callback deleted the state's cookie; it is put back, as a replay would.)
+    let used_state = regex::Regex::new(r"state=([^&]+)")
+        .unwrap()
+        .captures(&callback)
+        .unwrap()[1]
+        .to_owned();
+    attacker
+        .cookies
+        .entry(host_of(&app.address))
+        .or_default()
+        .insert("postal_signin".into(), used_state);
+    let again = attacker.get(&callback);
+    assert_eq!(again.status, 400, "{}", again.body);
+    assert!(
+        again.body.contains("expired or was already used"),
+        "{}",
+        again.body
+    );
+    let code = regex::Regex::new(r"code=([^&]+)")
+        .unwrap()
+        .captures(&callback)
+        .unwrap()[1]
+        .to_owned();
+    let fresh = attacker.get(&format!("{}/account/signin/p1", app.address));
+    let state = regex::Regex::new(r"state=([^&]+)")
+        .unwrap()
+        .captures(fresh.location.as_deref().unwrap())
+        .unwrap()[1]
+        .to_owned();
+    let replayed = attacker.get(&format!(
+        "{}/account/callback/p1?code={code}&state={state}",
+        app.address
+    ));
+    assert_eq!(replayed.status, 400, "{}", replayed.body);
+    assert!(
+        replayed.body.contains("could not be verified"),
+        "{}",
+        replayed.body
+    );
+
+    // A provider configured with a client secret the provider does not accept: the code
+    // exchange is refused, nobody is signed in.
+    add_provider(
+        &app,
+        "mixed",
+        &providers.issuers[1],
+        "other",
+        "secret-of-postal",
+    );
+    let mut mixed = Browser::new();
+    let page = mixed.follow(&format!("{}/account/signin/mixed", app.address), "carol");
+    assert_eq!(page.status, 400, "{}", page.body);
+    assert_eq!(mixed.api(&app, "GET", "/me", None).0, 401);
+
+    // A change without the CSRF token, or from another Origin: 403, nothing changed.
+    let mut alice = Browser::new();
+    alice.sign_in(&app, "p2", "alice");
+    let (_, me) = alice.api(&app, "GET", "/me", None);
+    let csrf = me["csrfToken"].as_str().unwrap().to_owned();
+    let (status, body) = alice.api_with(
+        &app,
+        "POST",
+        "/keys",
+        Some(json!({})),
+        &[("origin", &app.address)],
+    );
+    assert_eq!(
+        (status, body),
+        (403, json!({"error": "Missing or wrong X-CSRF-Token"}))
+    );
+    let (status, body) = alice.api_with(
+        &app,
+        "POST",
+        "/keys",
+        Some(json!({})),
+        &[("origin", "https://evil.example"), ("x-csrf-token", &csrf)],
+    );
+    assert_eq!(
+        (status, body),
+        (
+            403,
+            json!({"error": "Origin not allowed for the dashboard"})
+        )
+    );
+    assert_eq!(alice.api(&app, "GET", "/keys", None).1, json!({"keys": []}));
+
+    // Another account's key: 404, nothing leaked, still working.
+    let (_, other_key) = app.create_account();
+    let other_id = app.cli(&["account", "list"])["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "test")
+        .unwrap()["accountId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let other_key_id = app.cli(&["key", "list", &other_id])["keys"][0]["keyId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = alice.api(&app, "DELETE", &format!("/keys/{other_key_id}"), None);
+    assert_eq!(
+        (status, body),
+        (404, json!({"error": format!("no key {other_key_id:?}")}))
+    );
+    assert_eq!(lookup(&app, &other_key), 200);
+
+    // A session after sign-out is refused, even with its old cookie.
+    let cookie = alice.cookie(&app.address, "postal_session").unwrap();
+    assert_eq!(alice.api(&app, "POST", "/signout", Some(json!({}))).0, 200);
+    let mut replay = Browser::new();
+    replay
+        .cookies
+        .entry(host_of(&app.address))
+        .or_default()
+        .insert("postal_session".into(), cookie);
+    assert_eq!(replay.api(&app, "GET", "/me", None).0, 401);
+
+    // Every answer under /account carries the security headers.
+    let index = ureq::get(format!("{}/account", app.address))
+        .call()
+        .unwrap();
+    let csp = index
+        .headers()
+        .get("content-security-policy")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(
+        index.headers().get("x-content-type-options").unwrap(),
+        "nosniff"
+    );
+}
+
+#[test]
+fn with_signups_closed_a_new_identity_is_refused() {
+    let mut settings = postal::api::Settings::default();
+    settings.dashboard.signups_closed = true;
+    let app = spawn_app_with(settings);
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let accounts_before = app.cli(&["account", "list"])["accounts"]
+        .as_array()
+        .unwrap()
+        .len();
+    let mut browser = Browser::new();
+    let page = browser.follow(&format!("{}/account/signin/p1", app.address), "newcomer");
+    assert_eq!(page.status, 403, "{}", page.body);
+    assert!(
+        page.body.contains("new accounts are closed on this server"),
+        "{}",
+        page.body
+    );
+    assert_eq!(browser.api(&app, "GET", "/me", None).0, 401);
+    let accounts_after = app.cli(&["account", "list"])["accounts"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(accounts_after, accounts_before);
+}
