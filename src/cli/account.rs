@@ -72,6 +72,18 @@ struct Shown {
     balance: Number,
     keys: Vec<ShownKey>,
     rate_limits: RateLimits,
+    /// The dashboard sign-ins that own the account (absent when none: made by the CLI).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    identities: Vec<ShownIdentity>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShownIdentity {
+    provider: String,
+    issuer: String,
+    subject: String,
+    email: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -142,6 +154,7 @@ pub(super) fn run(
             }
             AccountCommand::Show { account_id } => {
                 let view = admin.show(&account_id).await?;
+                let identities = admin.identities(&account_id).await?;
                 print(&Shown {
                     account_id: view.account_id,
                     name: view.name,
@@ -156,6 +169,15 @@ pub(super) fn run(
                         })
                         .collect(),
                     rate_limits: view.limits.into(),
+                    identities: identities
+                        .into_iter()
+                        .map(|i| ShownIdentity {
+                            provider: i.provider,
+                            issuer: i.issuer,
+                            subject: i.subject,
+                            email: i.email,
+                        })
+                        .collect(),
                 })?;
             }
             AccountCommand::Topup { account_id, usd } => {

@@ -106,8 +106,6 @@ struct ListedKey {
     key_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hint: Option<String>,
     created_at: String,
     revoked: bool,
     revoked_at: Option<String>,
@@ -159,7 +157,6 @@ pub(super) fn run(
                         .map(|k| ListedKey {
                             key_id: k.key_id,
                             name: k.name,
-                            hint: k.hint,
                             created_at: k.created_at,
                             revoked: k.revoked_at.is_some(),
                             revoked_at: k.revoked_at,

@@ -572,6 +572,46 @@ mod tests {
         );
     }
 
+    /// What turns a new file into a version 6 file.
+    const WITHOUT_7: &str = "DROP TABLE oidc_providers; DROP TABLE identities; DROP TABLE sessions;
+        DROP TABLE signins; ALTER TABLE api_keys DROP COLUMN name;
+        ALTER TABLE api_keys DROP COLUMN hint;";
+
+    #[test]
+    fn a_version_6_file_gets_the_dashboard_tables_and_key_names_of_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (new, old) = (dir.path().join("new.db"), dir.path().join("old.db"));
+        open(&new).unwrap();
+        open(&old)
+            .unwrap()
+            .execute_batch(&format!("{WITHOUT_7} PRAGMA user_version = 6;"))
+            .unwrap();
+        let shape = |path: &Path| -> Vec<String> {
+            let conn = open(path).unwrap();
+            let mut stmt = conn
+                .prepare(
+                    "SELECT m.name || ' ' || p.name || ' ' || p.type || ' ' || p.\"notnull\" || ' ' || p.pk
+                     FROM sqlite_master m, pragma_table_info(m.name) p
+                     WHERE m.type = 'table' ORDER BY 1",
+                )
+                .unwrap();
+            stmt.query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap()
+        };
+        let migrated = shape(&old);
+        assert_eq!(migrated, shape(&new));
+        assert!(
+            migrated.iter().any(|c| c == "sessions id_hash BLOB 1 1"),
+            "{migrated:?}"
+        );
+        assert!(
+            migrated.iter().any(|c| c == "api_keys hint TEXT 0 0"),
+            "{migrated:?}"
+        );
+    }
+
     #[test]
     fn a_version_5_file_gets_the_idempotent_answers_table_of_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
@@ -580,8 +620,10 @@ mod tests {
         open(&path)
             .unwrap()
             .execute_batch(
-                "DROP TABLE idempotent_answers; PRAGMA user_version = 5;
-                 INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);",
+                &format!(
+                    "{WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
+                     INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);"
+                ),
             )
             .unwrap();
         let conn = open(&path).unwrap();

@@ -33,17 +33,19 @@ fn providers(app: &TestApp) -> Option<Providers> {
     if !testkit::require("node", "Node.js 20 or later, with npm") {
         return None;
     }
-    if !std::path::Path::new(OIDC_DIR)
-        .join("node_modules/oidc-provider")
-        .exists()
-    {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(OIDC_DIR)
-            .status()
-            .expect("running npm ci in tests/oidc");
-        assert!(status.success(), "npm ci in tests/oidc");
-    }
+    // Installed once per run, from the lock file (the tests of this file run side by side).
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let installed = std::path::Path::new(OIDC_DIR).join("node_modules/oidc-provider");
+        if !installed.exists() {
+            let status = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(OIDC_DIR)
+                .status()
+                .expect("running npm ci in tests/oidc");
+            assert!(status.success(), "npm ci in tests/oidc");
+        }
+    });
     let redirects: Vec<String> = ["p1", "p2", "p3", "mixed"]
         .iter()
         .map(|name| format!("{}/account/callback/{name}", app.address))
@@ -680,4 +682,94 @@ fn with_signups_closed_a_new_identity_is_refused() {
         .unwrap()
         .len();
     assert_eq!(accounts_after, accounts_before);
+}
+
+/// `postal provider add|list|remove`: the secret comes from the environment and is never
+/// printed; bad input exits 2 and stores nothing.
+#[test]
+fn the_operator_adds_lists_and_removes_providers_without_printing_secrets() {
+    let app = spawn_app();
+    let postal = |args: &[&str], secret: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_postal"));
+        command.arg("--db").arg(&app.db).args(args);
+        command.env_remove("TEST_CLIENT_SECRET");
+        if let Some(secret) = secret {
+            command.env("TEST_CLIENT_SECRET", secret);
+        }
+        let output = command.output().expect("running postal");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    fn add<'a>(name: &'a str, issuer: &'a str) -> [&'a str; 9] {
+        [
+            "provider",
+            "add",
+            name,
+            "--issuer",
+            issuer,
+            "--client-id",
+            "postal-client",
+            "--client-secret-env",
+            "TEST_CLIENT_SECRET",
+        ]
+    }
+
+    let google = add("google", "https://accounts.google.com/");
+    let (code, out, err) = postal(&google, Some("s3cr3t-value"));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!({"name": "google", "issuer": "https://accounts.google.com",
+               "clientId": "postal-client", "redirectPath": "/account/callback/google"})
+    );
+    // The same name again, a bad name, a missing variable, a non-URL issuer: exit 2.
+    let (code, _, err) = postal(&google, Some("other"));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("a provider named \"google\" exists"), "{err}");
+    let (code, _, err) = postal(&add("Bad Name", "https://x.example"), Some("s"));
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("provider name must be 1 to 32 characters"),
+        "{err}"
+    );
+    let (code, _, err) = postal(&add("gitlab", "https://gitlab.com"), None);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("TEST_CLIENT_SECRET is not set"), "{err}");
+    let (code, _, err) = postal(&add("gitlab", "gitlab.com"), Some("s"));
+    assert_eq!(code, Some(2), "{err}");
+
+    let (code, out, _) = postal(&["provider", "list"], None);
+    assert_eq!(code, Some(0));
+    assert!(!out.contains("s3cr3t-value"), "{out}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed["providers"].as_array().unwrap().len(), 1, "{listed}");
+
+    // The sign-in page offers it; removed, it is gone, and removing it again is exit 2.
+    let page = Browser::new().get(&format!("{}/account", app.address));
+    assert!(
+        page.body.contains("/account/signin/google"),
+        "{}",
+        page.body
+    );
+    let (code, out, _) = postal(&["provider", "remove", "google"], None);
+    assert_eq!(
+        (code, out.trim()),
+        (Some(0), r#"{"name":"google","removed":true}"#)
+    );
+    assert_eq!(postal(&["provider", "remove", "google"], None).0, Some(2));
+    let page = Browser::new().get(&format!("{}/account", app.address));
+    assert!(
+        page.body.contains("No sign-in provider is configured"),
+        "{}",
+        page.body
+    );
+    assert_eq!(
+        Browser::new()
+            .get(&format!("{}/account/signin/google", app.address))
+            .status,
+        404
+    );
 }
