@@ -30,6 +30,13 @@ impl Drop for Providers {
 /// (and `other`, a second client of each: a token for another audience), each added to
 /// `app` with `postal provider add`. `None` when Node.js is missing (skipped).
 fn providers(app: &TestApp) -> Option<Providers> {
+    let db = app.db.to_string_lossy().into_owned();
+    providers_for(&[&app.address], &["--db", &db])
+}
+
+/// As `providers`, for servers at `bases` that share the ledger `postal` reaches with
+/// `target` (`--db FILE`, or `--ledger URL`).
+fn providers_for(bases: &[&str], target: &[&str]) -> Option<Providers> {
     if !testkit::require("node", "Node.js 20 or later, with npm") {
         return None;
     }
@@ -46,9 +53,11 @@ fn providers(app: &TestApp) -> Option<Providers> {
             assert!(status.success(), "npm ci in tests/oidc");
         }
     });
-    let redirects: Vec<String> = ["p1", "p2", "p3", "mixed"]
+    let redirects: Vec<String> = bases
         .iter()
-        .map(|name| format!("{}/account/callback/{name}", app.address))
+        .flat_map(|base| {
+            ["p1", "p2", "p3", "mixed"].map(|name| format!("{base}/account/callback/{name}"))
+        })
         .collect();
     let config = json!({
         "count": 3,
@@ -79,8 +88,8 @@ fn providers(app: &TestApp) -> Option<Providers> {
     }
     assert_eq!(issuers.len(), 3, "three issuers");
     for (i, issuer) in issuers.iter().enumerate() {
-        add_provider(
-            app,
+        add_provider_to(
+            target,
             &format!("p{}", i + 1),
             issuer,
             "postal",
@@ -91,9 +100,13 @@ fn providers(app: &TestApp) -> Option<Providers> {
 }
 
 fn add_provider(app: &TestApp, name: &str, issuer: &str, client: &str, secret: &str) {
+    let db = app.db.to_string_lossy().into_owned();
+    add_provider_to(&["--db", &db], name, issuer, client, secret);
+}
+
+fn add_provider_to(target: &[&str], name: &str, issuer: &str, client: &str, secret: &str) {
     let output = Command::new(env!("CARGO_BIN_EXE_postal"))
-        .arg("--db")
-        .arg(&app.db)
+        .args(target)
         .args([
             "provider",
             "add",
@@ -266,7 +279,11 @@ impl Browser {
 
     /// Signs in at `app` with provider `name` as `user`; the dashboard page.
     fn sign_in(&mut self, app: &TestApp, name: &str, user: &str) -> Page {
-        let page = self.follow(&format!("{}/account/signin/{name}", app.address), user);
+        self.sign_in_at(&app.address, name, user)
+    }
+
+    fn sign_in_at(&mut self, address: &str, name: &str, user: &str) -> Page {
+        let page = self.follow(&format!("{address}/account/signin/{name}"), user);
         assert_eq!(page.status, 200, "{}", page.body);
         assert!(page.body.contains("Your account"), "{}", page.body);
         page
@@ -280,19 +297,30 @@ impl Browser {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
+        self.api_at(&app.address, method, path, body)
+    }
+
+    /// The same at the server at `address`.
+    fn api_at(
+        &mut self,
+        address: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let csrf = match method {
             "GET" => String::new(),
-            _ => self.api(app, "GET", "/me", None).1["csrfToken"]
+            _ => self.api_at(address, "GET", "/me", None).1["csrfToken"]
                 .as_str()
                 .unwrap_or("")
                 .to_owned(),
         };
-        self.api_with(
-            app,
+        self.api_with_at(
+            address,
             method,
             path,
             body,
-            &[("x-csrf-token", &csrf), ("origin", &app.address)],
+            &[("x-csrf-token", &csrf), ("origin", address)],
         )
     }
 
@@ -304,7 +332,18 @@ impl Browser {
         body: Option<Value>,
         headers: &[(&str, &str)],
     ) -> (u16, Value) {
-        let url = format!("{}/account/api{path}", app.address);
+        self.api_with_at(&app.address, method, path, body, headers)
+    }
+
+    fn api_with_at(
+        &mut self,
+        address: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let url = format!("{address}/account/api{path}");
         let page = self.request(
             method,
             &url,
@@ -772,4 +811,73 @@ fn the_operator_adds_lists_and_removes_providers_without_printing_secrets() {
             .status,
         404
     );
+}
+
+/// Over a cluster's ledger (`--ledger postgres://`), two nodes: a customer signed in on one
+/// is signed in on both (sessions in the ledger), a key made in the dashboard answers on
+/// both, and its revocation holds on both from the next request.
+#[test]
+fn over_a_cluster_ledger_the_dashboard_holds_on_every_node() {
+    let Some(pg) = testkit::pg::PgCluster::start() else {
+        return;
+    };
+    let url = pg.url();
+    let postal = env!("CARGO_BIN_EXE_postal");
+    let dir = testkit::tempdir();
+    let nodes: Vec<testkit::Serve> = (0..2)
+        .map(|i| {
+            let db = testkit::template::copy(
+                crate::helpers::template(),
+                &dir.path().join(format!("node{i}.db")),
+            );
+            testkit::Serve::start(postal, &db, &["--ledger", &url])
+        })
+        .collect();
+    let (a, b) = (nodes[0].address.clone(), nodes[1].address.clone());
+    let Some(_providers) = providers_for(&[&a, &b], &["--ledger", &url]) else {
+        return;
+    };
+    let mut browser = Browser::new();
+    browser.sign_in_at(&a, "p1", "dora");
+    let (status, me) = browser.api_at(&a, "GET", "/me", None);
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(me["balance"], json!(0.028));
+    // The same session cookie on the other node.
+    let cookie = browser.cookie(&a, "postal_session").unwrap();
+    browser
+        .cookies
+        .entry(host_of(&b))
+        .or_default()
+        .insert("postal_session".into(), cookie);
+    assert_eq!(
+        browser.api_at(&b, "GET", "/me", None).1["accountId"],
+        me["accountId"]
+    );
+
+    let (status, created) = browser.api_at(&a, "POST", "/keys", Some(json!({"name": "both"})));
+    assert_eq!(status, 201, "{created}");
+    let key = created["apiKey"].as_str().unwrap().to_owned();
+    let look = |node: &str| {
+        ureq::post(format!("{node}/api/lookup"))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .content_type("application/json")
+            .send(json!({"apiKey": key, "zipcode": "90210"}).to_string())
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!((look(&a), look(&b)), (200, 200));
+    let key_id = created["keyId"].as_str().unwrap();
+    let (status, _) = browser.api_at(&b, "DELETE", &format!("/keys/{key_id}"), None);
+    assert_eq!(status, 200);
+    assert_eq!((look(&a), look(&b)), (401, 401));
+    // Only one account: the identity's, made once.
+    let listed = Command::new(postal)
+        .args(["--ledger", &url, "account", "list"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed["accounts"].as_array().unwrap().len(), 1, "{listed}");
 }
