@@ -326,5 +326,7 @@ CREATE TABLE signins (
 -- Keys get a name the customer gives them, and show their first characters.
 ALTER TABLE api_keys ADD COLUMN name TEXT CHECK (name IS NULL OR length(name) BETWEEN 1 AND 100);
 ALTER TABLE api_keys ADD COLUMN hint TEXT; -- the key's first characters ('sk_AbCd'), to tell keys apart
+-- A rolled key works until then (unix seconds), then is refused as if revoked.
+ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
 
 PRAGMA user_version = 7;

@@ -352,6 +352,28 @@ impl Admin {
         }
     }
 
+    /// Rolls a live key of the account: the new key (shown once); the old one works until
+    /// `ends` (unix seconds), on every node.
+    pub async fn roll_key(
+        &mut self,
+        account_id: &str,
+        key_id: &str,
+        ends: i64,
+        now: SystemTime,
+    ) -> Result<NewKey, AccountError> {
+        let (key, version) = match self {
+            Admin::File(conn) => (
+                sqlite::keys::roll_key(conn, account_id, key_id, ends, now)?,
+                0,
+            ),
+            Admin::Ledger(client) => {
+                pg::keys::roll_key(client, account_id, key_id, ends, now).await?
+            }
+        };
+        self.changed(version).await?;
+        Ok(key)
+    }
+
     /// Revokes a key of this account (`UnknownKey` for a key of another account).
     pub async fn revoke_own_key(
         &mut self,

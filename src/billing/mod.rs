@@ -151,6 +151,8 @@ struct Shared {
 pub struct KeyEntry {
     pub caller: Caller,
     pub publishable: Option<Arc<Publishable>>,
+    /// A rolled key's end (unix seconds); `None` for every other key (no clock read).
+    pub expires_at: Option<i64>,
 }
 
 impl Billing {
@@ -240,6 +242,12 @@ impl Billing {
     pub fn authenticate(&self, key_hash: &KeyHash) -> Result<(KeyEntry, AccountState), Refusal> {
         let books = self.books();
         let key = books.key(key_hash).ok_or(Refusal::InvalidKey)?.clone();
+        if key
+            .expires_at
+            .is_some_and(|end| crate::db::rows::unix_secs(SystemTime::now()) >= end)
+        {
+            return Err(Refusal::InvalidKey);
+        }
         let account = *books
             .account(key.caller.account_id)
             .ok_or(Refusal::InvalidKey)?;

@@ -118,8 +118,10 @@ pub struct KeyLine {
     /// keys kept them.
     pub hint: Option<String>,
     pub created_at: String,
-    /// When it was revoked, `None` while active.
+    /// When it was revoked (or a rolled key's grace ended), `None` while active.
     pub revoked_at: Option<String>,
+    /// A rolled key still in its grace: when it ends.
+    pub expires_at: Option<String>,
     /// `None` for a secret key.
     pub publishable: Option<Publishable>,
 }

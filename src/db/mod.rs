@@ -250,6 +250,8 @@ const MIGRATION_7: &str = "
     -- Keys get a name the customer gives them, and show their first characters.
     ALTER TABLE api_keys ADD COLUMN name TEXT CHECK (name IS NULL OR length(name) BETWEEN 1 AND 100);
     ALTER TABLE api_keys ADD COLUMN hint TEXT; -- the key's first characters ('sk_AbCd'), to tell keys apart
+    -- A rolled key works until then (unix seconds), then is refused as if revoked.
+    ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
     PRAGMA user_version = 7;";
 
 /// How long a statement waits for another connection's write lock before failing. Every
@@ -575,7 +577,8 @@ mod tests {
     /// What turns a new file into a version 6 file.
     const WITHOUT_7: &str = "DROP TABLE oidc_providers; DROP TABLE identities; DROP TABLE sessions;
         DROP TABLE signins; ALTER TABLE api_keys DROP COLUMN name;
-        ALTER TABLE api_keys DROP COLUMN hint;";
+        ALTER TABLE api_keys DROP COLUMN hint;
+        ALTER TABLE api_keys DROP COLUMN expires_at;";
 
     #[test]
     fn a_version_6_file_gets_the_dashboard_tables_and_key_names_of_a_new_file() {

@@ -18,6 +18,8 @@ pub struct ActiveKey {
     pub caller: Caller,
     /// `None` for a secret key.
     pub publishable: Option<Publishable>,
+    /// A rolled key's end (unix seconds): from then on it is refused as revoked.
+    pub expires_at: Option<i64>,
 }
 
 /// What one account was charged on one endpoint since the last flush.

@@ -43,6 +43,17 @@ pub fn new_session_id() -> String {
     format!("ses_{}", &random_token()[..12])
 }
 
+/// The shortest and longest grace of a rolled key, in hours.
+pub const GRACE_HOURS: std::ops::RangeInclusive<u64> = 1..=168;
+
+/// A rolled key's grace in seconds, checked.
+pub fn grace_secs(hours: u64) -> Result<i64, DashboardRefused> {
+    match GRACE_HOURS.contains(&hours) {
+        true => Ok(i64::try_from(hours * 3600).unwrap_or(i64::MAX)),
+        false => Err(DashboardRefused::Grace),
+    }
+}
+
 /// Why a dashboard change was refused: the texts, word for word (docs/account.md).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DashboardRefused {
@@ -60,6 +71,10 @@ pub enum DashboardRefused {
     IdentityUnlinked,
     #[error("an account keeps at least one identity")]
     LastIdentity,
+    #[error("graceHours must be 1 to 168 (7 days)")]
+    Grace,
+    #[error("a revoked key cannot be rolled")]
+    RollRevoked,
 }
 
 /// A provider's name, checked: it is part of the redirect URI.
@@ -104,6 +119,14 @@ mod tests {
         );
         assert_ne!(a, b);
         assert_eq!(new_session_id().len(), 16);
+    }
+
+    #[test]
+    fn a_grace_is_1_hour_to_7_days() {
+        assert_eq!(grace_secs(1), Ok(3600));
+        assert_eq!(grace_secs(168), Ok(604_800));
+        assert_eq!(grace_secs(0), Err(DashboardRefused::Grace));
+        assert_eq!(grace_secs(169), Err(DashboardRefused::Grace));
     }
 
     #[test]

@@ -881,3 +881,67 @@ fn over_a_cluster_ledger_the_dashboard_holds_on_every_node() {
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed["accounts"].as_array().unwrap().len(), 1, "{listed}");
 }
+
+/// Rolling a key: a new key of the same name at once, the old one working through its
+/// grace and refused from its end on.
+#[test]
+fn a_rolled_key_keeps_working_through_its_grace_then_is_refused() {
+    let app = spawn_app();
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let mut browser = Browser::new();
+    browser.sign_in(&app, "p1", "erin");
+    let (_, old) = browser.api(&app, "POST", "/keys", Some(json!({"name": "web"})));
+    let (old_id, old_key) = (
+        old["keyId"].as_str().unwrap(),
+        old["apiKey"].as_str().unwrap(),
+    );
+    let roll = format!("/keys/{old_id}/roll");
+    for (hours, text) in [
+        (json!(0), "graceHours must be 1 to 168 (7 days)"),
+        (json!(169), "graceHours must be 1 to 168 (7 days)"),
+        (json!("1"), "Invalid 'graceHours'"),
+    ] {
+        let (status, body) = browser.api(&app, "POST", &roll, Some(json!({"graceHours": hours})));
+        assert_eq!((status, body), (400, json!({"error": text})));
+    }
+    let (status, new) = browser.api(&app, "POST", &roll, Some(json!({"graceHours": 2})));
+    assert_eq!(status, 201, "{new}");
+    let new_key = new["apiKey"].as_str().unwrap();
+    assert_ne!(new_key, old_key);
+    assert_eq!(new["name"], "web");
+    assert_eq!(new["kind"], "secret");
+    assert_eq!((lookup(&app, old_key), lookup(&app, new_key)), (200, 200));
+    let (_, keys) = browser.api(&app, "GET", "/keys", None);
+    let listed_old = &keys["keys"][0];
+    assert_eq!(listed_old["revoked"], false);
+    let expires = listed_old["expiresAt"].as_str().expect("the old key's end");
+    assert!(expires.ends_with('Z'), "{expires}");
+
+    // Its grace over (the end moved into the past, the server told as by the CLI):
+    // refused, listed as revoked; the new key answers; rolling it again is refused.
+    rusqlite::Connection::open(&app.db)
+        .unwrap()
+        .execute(
+            "UPDATE api_keys SET expires_at = unixepoch() - 1 WHERE public_id = ?1",
+            [old_id],
+        )
+        .unwrap();
+    app.cli(&[
+        "account",
+        "show",
+        browser.api(&app, "GET", "/me", None).1["accountId"]
+            .as_str()
+            .unwrap(),
+    ]);
+    assert_eq!((lookup(&app, old_key), lookup(&app, new_key)), (401, 200));
+    let (_, keys) = browser.api(&app, "GET", "/keys", None);
+    assert_eq!(keys["keys"][0]["revoked"], true, "{keys}");
+    assert_eq!(keys["keys"][0]["expiresAt"], Value::Null, "{keys}");
+    let (status, body) = browser.api(&app, "POST", &roll, Some(json!({"graceHours": 1})));
+    assert_eq!(
+        (status, body),
+        (400, json!({"error": "a revoked key cannot be rolled"}))
+    );
+}

@@ -84,12 +84,18 @@ function keysArea(keys) {
     el("td", {}, k.kind, k.origins ? el("div", { class: "muted" }, k.origins.join(", ")) : null),
     el("td", {}, el("code", {}, (k.hint || k.keyId) + "…")),
     el("td", {}, k.createdAt.slice(0, 10)),
-    el("td", {}, k.revoked ? "revoked " + k.revokedAt.slice(0, 10)
-      : el("button", { class: "secondary", "aria-label": `Revoke ${k.name || k.keyId}`, onclick: async () => {
-          if (!confirm(`Revoke ${k.name || k.keyId}? Requests with it get 401 from now on.`)) return;
-          await api("DELETE", "/keys/" + encodeURIComponent(k.keyId));
-          await render();
-        } }, "Revoke"))));
+    el("td", {}, k.revoked ? "revoked " + k.revokedAt.slice(0, 10) : [
+      k.expiresAt ? el("div", { class: "muted" }, "works until " + k.expiresAt.replace("T", " ").replace("Z", " UTC")) : null,
+      k.expiresAt ? null : el("button", { class: "secondary", "aria-label": `Roll ${k.name || k.keyId}`, onclick: async () => {
+        const hours = prompt("Roll: a new key now; the old one keeps working for how many hours (1 to 168)?", "24");
+        if (hours === null) return;
+        await render(await api("POST", `/keys/${encodeURIComponent(k.keyId)}/roll`, { graceHours: Number(hours) }));
+      } }, "Roll"), " ",
+      el("button", { class: "secondary", "aria-label": `Revoke ${k.name || k.keyId}`, onclick: async () => {
+        if (!confirm(`Revoke ${k.name || k.keyId}? Requests with it get 401 from now on.`)) return;
+        await api("DELETE", "/keys/" + encodeURIComponent(k.keyId));
+        await render();
+      } }, "Revoke")])));
   const kind = el("select", { id: "key-kind" }, el("option", { value: "secret" }, "Secret (servers)"),
     el("option", { value: "publishable" }, "Publishable (web pages)"));
   const origins = el("input", { id: "key-origins", placeholder: "https://shop.example.com", size: 40 });

@@ -25,6 +25,7 @@ pub(super) fn api() -> Route {
         .at("/me", get(me))
         .at("/keys", get(keys).post(create_key))
         .at("/keys/:key_id", delete(revoke_key).patch(rename_key))
+        .at("/keys/:key_id/roll", post(roll_key))
         .at("/limits", put(set_limits))
         .at("/usage", get(usage))
         .at("/ledger", get(ledger))
@@ -70,6 +71,7 @@ fn key_json(k: &KeyLine) -> Value {
         "createdAt": k.created_at,
         "revoked": k.revoked_at.is_some(),
         "revokedAt": k.revoked_at,
+        "expiresAt": k.expires_at,
     });
     if let Some(p) = &k.publishable {
         v["origins"] = json!(p.origins.iter().map(|o| o.to_string()).collect::<Vec<_>>());
@@ -225,6 +227,44 @@ async fn rename_key(
             "a renamed key is not listed"
         ))),
     }
+}
+
+/// `POST /account/api/keys/{keyId}/roll` `{"graceHours": 1..168}`: 201 with a new key
+/// of the same kind, rules and name (shown this once); the old one keeps working for the
+/// grace, then is refused on every node.
+#[handler]
+async fn roll_key(
+    req: &Request,
+    Path(key_id): Path<String>,
+    body: Body,
+    dash: Data<&Arc<Dashboard>>,
+) -> Result<Response, ApiError> {
+    let account = dash.changing(req).await?.account();
+    let body = object(body).await?;
+    let hours = match body.get("graceHours") {
+        None | Some(Value::Null) => 24,
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| ApiError::bad_request("Invalid 'graceHours'"))?,
+    };
+    let grace =
+        dashboard::grace_secs(hours).map_err(|why| ApiError::bad_request(why.to_string()))?;
+    let now = SystemTime::now();
+    let ends = crate::db::rows::unix_secs(now) + grace;
+    let (key, listed) = dash
+        .admin(async move |admin| {
+            let key = admin.roll_key(&account, &key_id, ends, now).await?;
+            let listed = admin.keys(&account).await?;
+            Ok::<_, AccountError>((key, listed))
+        })
+        .await?;
+    let line = listed
+        .iter()
+        .find(|k| k.key_id == key.key_id)
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the rolled key is not listed")))?;
+    let mut body = key_json(line);
+    body["apiKey"] = json!(key.api_key.expose());
+    Ok(json_response(StatusCode::CREATED, &body))
 }
 
 /// `DELETE /account/api/keys/{keyId}`: revoked on every node from the next request.

@@ -581,6 +581,7 @@ impl Books {
                 let entry = KeyEntry {
                     caller: k.caller,
                     publishable: k.publishable.map(Arc::new),
+                    expires_at: k.expires_at,
                 };
                 (k.hash, entry)
             })

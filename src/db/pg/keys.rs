@@ -8,11 +8,11 @@ use tokio_postgres::{Client, Transaction};
 
 use crate::db::admin::{AccountError, NewKey};
 use crate::db::rows::unix_secs;
-use crate::domain::api_key::{self, ApiKey, Publishable};
+use crate::domain::api_key::{self, ApiKey, KeyKind, Publishable};
 use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS};
 
 use super::changes::bump;
-use super::decode::lock_account;
+use super::decode::{lock_account, publishable_rules};
 
 /// Inserts a key of the account: secret, or publishable with its rules.
 pub(super) async fn insert_key(
@@ -68,6 +68,57 @@ pub async fn create_key(
         ));
     }
     let (key_id, api_key) = insert_key(&tx, rowid, publishable, name, unix_secs(now)).await?;
+    let version = bump(&tx).await?;
+    tx.commit().await?;
+    Ok((NewKey { key_id, api_key }, version))
+}
+
+/// As `db::sqlite::keys::roll_key`; and the version.
+pub async fn roll_key(
+    client: &mut Client,
+    account_public_id: &str,
+    key_public_id: &str,
+    ends: i64,
+    now: SystemTime,
+) -> Result<(NewKey, i64), AccountError> {
+    let tx = client.transaction().await?;
+    let (rowid, _, _) = lock_account(&tx, account_public_id).await?;
+    let old = tx
+        .query_opt(
+            "SELECT kind, origins, per_ip_minute, name,
+                    revoked_at IS NOT NULL OR coalesce(expires_at <= $3, false)
+             FROM api_keys WHERE account_id = $1 AND public_id = $2",
+            &[&rowid, &key_public_id, &unix_secs(now)],
+        )
+        .await?
+        .ok_or_else(|| AccountError::UnknownKey(key_public_id.to_owned()))?;
+    if old.get::<_, bool>(4) {
+        return Err(AccountError::Invalid(
+            DashboardRefused::RollRevoked.to_string(),
+        ));
+    }
+    let kind: String = old.get(0);
+    let publishable = match KeyKind::from_stored(&kind) {
+        Some(KeyKind::Publishable) => Some(
+            publishable_rules(old.get(1), old.get(2))
+                .map_err(|why| AccountError::Unexpected(anyhow::anyhow!("{why}")))?,
+        ),
+        _ => None,
+    };
+    let name: Option<String> = old.get(3);
+    let (key_id, api_key) = insert_key(
+        &tx,
+        rowid,
+        publishable.as_ref(),
+        name.as_deref(),
+        unix_secs(now),
+    )
+    .await?;
+    tx.execute(
+        "UPDATE api_keys SET expires_at = least(coalesce(expires_at, $2), $2) WHERE public_id = $1",
+        &[&key_public_id, &ends],
+    )
+    .await?;
     let version = bump(&tx).await?;
     tx.commit().await?;
     Ok((NewKey { key_id, api_key }, version))

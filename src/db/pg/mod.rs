@@ -209,6 +209,7 @@ CREATE TABLE signins (
 );
 ALTER TABLE api_keys ADD COLUMN name text CHECK (name IS NULL OR length(name) BETWEEN 1 AND 100);
 ALTER TABLE api_keys ADD COLUMN hint text;
+ALTER TABLE api_keys ADD COLUMN expires_at bigint;
 "#,
 ];
 

@@ -110,7 +110,7 @@ pub async fn load(
     let mut keys = Vec::new();
     for r in tx
         .query(
-            "SELECT key_hash, account_id, id, kind, origins, per_ip_minute
+            "SELECT key_hash, account_id, id, kind, origins, per_ip_minute, expires_at
              FROM api_keys WHERE revoked_at IS NULL",
             &[],
         )
@@ -133,6 +133,7 @@ pub async fn load(
                 key_id: r.get(2),
             },
             publishable,
+            expires_at: r.get(6),
         });
     }
     tx.commit().await?;

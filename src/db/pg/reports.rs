@@ -116,8 +116,13 @@ pub async fn keys(client: &Client, public_id: &str) -> Result<Vec<KeyLine>, Acco
         .query(
             &format!(
                 "SELECT public_id, to_char(to_timestamp(created_at) AT TIME ZONE 'UTC', {UTC_SECONDS}),
-                        to_char(to_timestamp(revoked_at) AT TIME ZONE 'UTC', {UTC_SECONDS}),
-                        kind = 'publishable', origins, per_ip_minute, name, hint
+                        to_char(to_timestamp(coalesce(revoked_at, CASE
+                            WHEN expires_at <= extract(epoch FROM now()) THEN expires_at END))
+                            AT TIME ZONE 'UTC', {UTC_SECONDS}),
+                        kind = 'publishable', origins, per_ip_minute, name, hint,
+                        CASE WHEN revoked_at IS NULL AND expires_at > extract(epoch FROM now())
+                             THEN to_char(to_timestamp(expires_at) AT TIME ZONE 'UTC', {UTC_SECONDS})
+                        END
                  FROM api_keys WHERE account_id = $1 ORDER BY id"
             ),
             &[&rowid],
@@ -130,6 +135,7 @@ pub async fn keys(client: &Client, public_id: &str) -> Result<Vec<KeyLine>, Acco
                 key_id: r.get(0),
                 name: r.get(6),
                 hint: r.get(7),
+                expires_at: r.get(8),
                 created_at: r.get(1),
                 revoked_at: r.get(2),
                 publishable: match publishable {

@@ -67,6 +67,64 @@ pub fn create_key(
     Ok(NewKey { key_id, api_key })
 }
 
+/// Rolls a live key of the account: a new key of the same kind, rules and name, shown
+/// once; the old one keeps working until `ends` (unix seconds), then is refused. The
+/// account's cap on live keys does not apply (the old key is on its way out).
+pub fn roll_key(
+    conn: &mut Connection,
+    account_public_id: &str,
+    key_public_id: &str,
+    ends: i64,
+    now: SystemTime,
+) -> Result<NewKey, AccountError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (rowid, _) = find_account(&tx, account_public_id)?;
+    let old = tx
+        .query_row(
+            "SELECT kind, origins, per_ip_minute, name, revoked_at IS NOT NULL
+                    OR coalesce(expires_at <= ?3, 0)
+             FROM api_keys WHERE account_id = ?1 AND public_id = ?2",
+            params![rowid, key_public_id, unix_secs(now)],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<u32>>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, bool>(4)?,
+                ))
+            },
+        )
+        .optional()?
+        .ok_or_else(|| AccountError::UnknownKey(key_public_id.to_owned()))?;
+    let (kind, origins, per_ip, name, revoked) = old;
+    if revoked {
+        return Err(AccountError::Invalid(
+            DashboardRefused::RollRevoked.to_string(),
+        ));
+    }
+    let publishable = match KeyKind::from_stored(&kind) {
+        Some(KeyKind::Publishable) => Some(
+            Publishable::from_stored(origins.as_deref(), per_ip)
+                .map_err(|why| AccountError::Unexpected(anyhow::anyhow!(why)))?,
+        ),
+        _ => None,
+    };
+    let (key_id, api_key) = insert_key(
+        &tx,
+        rowid,
+        publishable.as_ref(),
+        name.as_deref(),
+        unix_secs(now),
+    )?;
+    tx.execute(
+        "UPDATE api_keys SET expires_at = min(coalesce(expires_at, ?2), ?2) WHERE public_id = ?1",
+        params![key_public_id, ends],
+    )?;
+    tx.commit()?;
+    Ok(NewKey { key_id, api_key })
+}
+
 /// Revokes the key; revoking a revoked key again is not an error (its first revocation
 /// time stays).
 pub fn revoke_key(
@@ -96,7 +154,7 @@ pub fn revoke_key(
 /// Every active key (the server's books).
 pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<ActiveKey>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT key_hash, account_id, id, kind, origins, per_ip_minute
+        "SELECT key_hash, account_id, id, kind, origins, per_ip_minute, expires_at
          FROM api_keys WHERE revoked_at IS NULL",
     )?;
     stmt.query_map([], |r| {
@@ -117,6 +175,7 @@ pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<ActiveKey>> {
                 key_id: r.get(2)?,
             },
             publishable,
+            expires_at: r.get(6)?,
         })
     })?
     .collect()

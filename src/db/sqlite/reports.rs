@@ -120,8 +120,11 @@ pub fn keys(conn: &mut Connection, public_id: &str) -> Result<Vec<KeyLine>, Acco
     let keys = {
         let mut stmt = tx.prepare(
             "SELECT public_id, strftime('%Y-%m-%dT%H:%M:%SZ', created_at, 'unixepoch'),
-                    strftime('%Y-%m-%dT%H:%M:%SZ', revoked_at, 'unixepoch'),
-                    kind = 'publishable', origins, per_ip_minute, name, hint
+                    strftime('%Y-%m-%dT%H:%M:%SZ', coalesce(revoked_at,
+                        CASE WHEN expires_at <= unixepoch() THEN expires_at END), 'unixepoch'),
+                    kind = 'publishable', origins, per_ip_minute, name, hint,
+                    CASE WHEN revoked_at IS NULL AND expires_at > unixepoch()
+                         THEN strftime('%Y-%m-%dT%H:%M:%SZ', expires_at, 'unixepoch') END
              FROM api_keys WHERE account_id = ?1 ORDER BY id",
         )?;
         stmt.query_map([rowid], |r| {
@@ -130,6 +133,7 @@ pub fn keys(conn: &mut Connection, public_id: &str) -> Result<Vec<KeyLine>, Acco
                 key_id: r.get(0)?,
                 name: r.get(6)?,
                 hint: r.get(7)?,
+                expires_at: r.get(8)?,
                 created_at: r.get(1)?,
                 revoked_at: r.get(2)?,
                 publishable: match publishable {
