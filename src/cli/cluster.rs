@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 use tokio_postgres::Client;
 
-use crate::billing::admin::Admin;
+use crate::billing::admin::{Admin, OPERATOR};
 use crate::db::{self, pg};
 
 /// Runs `work` on the file at `db`, or with `ledger` on the cluster's ledger (connected,
@@ -20,8 +20,8 @@ pub(super) fn admin<T>(
 ) -> anyhow::Result<T> {
     block_on(async {
         let mut admin = match ledger {
-            Some(url) => Admin::Ledger(connect(url).await?),
-            None => Admin::File(db::open(db)?),
+            Some(url) => Admin::ledger(connect(url).await?, OPERATOR),
+            None => Admin::file(db::open(db)?, OPERATOR),
         };
         work(&mut admin).await
     })

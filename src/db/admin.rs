@@ -202,6 +202,23 @@ pub struct SessionView {
     pub client: Option<String>,
 }
 
+/// One line of an account's audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// Unix seconds.
+    pub at: i64,
+    pub actor: String,
+    pub action: String,
+    pub detail: String,
+}
+
+/// Whose change an audit line records: an account, or the account holding a key.
+#[derive(Debug, Clone, Copy)]
+pub enum Audited<'a> {
+    Account(&'a str),
+    Key(&'a str),
+}
+
 pub(crate) const DAY: i64 = 86_400;
 
 /// The start (unix seconds) of the UTC day holding `now`.

@@ -247,6 +247,18 @@ const MIGRATION_7: &str = "
         created_at   INTEGER NOT NULL
     ) STRICT, WITHOUT ROWID;
 
+    -- Who changed what of an account (keys, limits, money, sign-ins), from the dashboard or
+    -- the CLI: append-only, shown to the customer and as CSV.
+    CREATE TABLE audit_log (
+        id         INTEGER PRIMARY KEY,
+        account_id INTEGER NOT NULL REFERENCES accounts (id),
+        at         INTEGER NOT NULL,
+        actor      TEXT NOT NULL,   -- 'operator (CLI)', 'customer (session ses_…)'
+        action     TEXT NOT NULL,   -- 'key.create', 'limits.set', 'topup', ...
+        detail     TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX audit_log_by_account ON audit_log (account_id, id);
+
     -- Keys get a name the customer gives them, and show their first characters.
     ALTER TABLE api_keys ADD COLUMN name TEXT CHECK (name IS NULL OR length(name) BETWEEN 1 AND 100);
     ALTER TABLE api_keys ADD COLUMN hint TEXT; -- the key's first characters ('sk_AbCd'), to tell keys apart
@@ -576,7 +588,7 @@ mod tests {
 
     /// What turns a new file into a version 6 file.
     const WITHOUT_7: &str = "DROP TABLE oidc_providers; DROP TABLE identities; DROP TABLE sessions;
-        DROP TABLE signins; ALTER TABLE api_keys DROP COLUMN name;
+        DROP TABLE signins; DROP TABLE audit_log; ALTER TABLE api_keys DROP COLUMN name;
         ALTER TABLE api_keys DROP COLUMN hint;
         ALTER TABLE api_keys DROP COLUMN expires_at;";
 

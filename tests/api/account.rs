@@ -461,6 +461,44 @@ fn a_customer_signs_in_makes_a_key_uses_it_limits_it_revokes_it_and_signs_out() 
     );
     assert_eq!(lookup(&app, &key), 401);
 
+    // The operator tops the account up with the CLI; the audit log has every change,
+    // whose it was, newest first, also as CSV.
+    app.cli(&["account", "topup", &account, "--usd", "5"]);
+    let (_, audit) = browser.api(&app, "GET", "/audit", None);
+    let lines: Vec<(String, String)> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["actor"].as_str().unwrap().to_owned(),
+                e["action"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let session = format!("customer (session {})", me["sessionId"].as_str().unwrap());
+    let who = |actor: &str, action: &str| (actor.to_owned(), action.to_owned());
+    assert_eq!(
+        lines,
+        [
+            who("operator (CLI)", "topup"),
+            who(&session, "key.revoke"),
+            who(&session, "key.rename"),
+            who(&session, "limits.set"),
+            who(&session, "key.create"),
+            who("customer (sign-in)", "account.create"),
+        ],
+        "{audit}"
+    );
+    let csv = browser.get(&format!("{}/account/api/audit?format=csv", app.address));
+    assert_eq!(csv.status, 200);
+    assert!(
+        csv.body.starts_with("at,actor,action,detail\n"),
+        "{}",
+        csv.body
+    );
+    assert_eq!(csv.body.lines().count(), 7, "{}", csv.body);
+
     // Usage and ledger of the account: the charged lookups.
     let (_, usage) = browser.api(&app, "GET", "/usage?days=7", None);
     assert_eq!(usage["accountId"], json!(account));

@@ -41,12 +41,14 @@ function problem(where, error) {
 
 async function render(shown) {
   me = await api("GET", "/me");
-  const [keys, usage, ledger, sessions] = await Promise.all([
+  const [keys, usage, ledger, sessions, audit] = await Promise.all([
     api("GET", "/keys"), api("GET", "/usage?days=30"), api("GET", "/ledger"), api("GET", "/sessions"),
+    api("GET", "/audit"),
   ]);
   app.replaceChildren(
     overview(), shown ? shownOnce(shown) : null, keysArea(keys.keys), limitsArea(),
     usageArea(usage.usage), ledgerArea(ledger.entries), securityArea(sessions.sessions),
+    auditArea(audit.entries),
   );
   if (shown) document.getElementById("new-key").focus();
 }
@@ -210,6 +212,17 @@ function securityArea(sessions) {
           await api("DELETE", "/sessions/" + encodeURIComponent(s.sessionId));
           await render();
         } }, "End"))))))));
+}
+
+function auditArea(entries) {
+  return el("section", { "aria-labelledby": "h-audit" }, el("h2", { id: "h-audit" }, "Audit log"),
+    el("p", {}, "Every change to keys, limits, money and sign-ins, by you or by the operator. ",
+      el("a", { href: "/account/api/audit?format=csv", download: "postal-audit.csv" }, "Download CSV")),
+    el("div", { class: "table-wrap" }, el("table", { id: "audit" },
+      el("thead", {}, el("tr", {}, ["When (UTC)", "Who", "What", "Detail"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, entries.slice(0, 200).map((e) => el("tr", {},
+        el("td", {}, e.at.replace("T", " ").replace("Z", "")), el("td", {}, e.actor),
+        el("td", {}, e.action), el("td", {}, e.detail)))))));
 }
 
 render().catch((e) => problem(app, e));

@@ -105,8 +105,17 @@ impl Dashboard {
     }
 
     /// Runs `work` with the admin interface (the file, or a connection to the ledger) on a
-    /// blocking thread.
+    /// blocking thread, as the customer of no session in particular (reads, sign-in).
     async fn admin<T, F>(&self, work: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: AsyncFnOnce(&mut Admin) -> Result<T, AccountError> + Send + 'static,
+    {
+        self.admin_as(CUSTOMER.to_owned(), work).await
+    }
+
+    /// `admin`, the changes named in the audit log as `actor`'s.
+    async fn admin_as<T, F>(&self, actor: String, work: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
         F: AsyncFnOnce(&mut Admin) -> Result<T, AccountError> + Send + 'static,
@@ -116,12 +125,16 @@ impl Dashboard {
         tokio::task::spawn_blocking(move || {
             handle.block_on(async move {
                 let mut admin = match ledger {
-                    Some(url) => Admin::Ledger(
+                    Some(url) => Admin::ledger(
                         crate::db::pg::connect(&url)
                             .await
                             .map_err(AccountError::Unexpected)?,
+                        &actor,
                     ),
-                    None => Admin::File(crate::db::open(&db).map_err(AccountError::Unexpected)?),
+                    None => Admin::file(
+                        crate::db::open(&db).map_err(AccountError::Unexpected)?,
+                        &actor,
+                    ),
                 };
                 work(&mut admin).await
             })
@@ -184,9 +197,16 @@ impl Session {
     fn account(&self) -> String {
         self.row.account_id.clone()
     }
+
+    /// Who this session's changes are, in the audit log.
+    fn actor(&self) -> String {
+        format!("customer (session {})", self.row.public_id)
+    }
 }
 
 const NOT_SIGNED_IN: &str = "Not signed in";
+/// The audit log's name of a change made through the sign-in itself.
+const CUSTOMER: &str = "customer (sign-in)";
 
 /// The value of cookie `name` the request carries (the first, when several).
 fn cookie(req: &Request, name: &str) -> Option<String> {

@@ -32,6 +32,7 @@ pub(super) fn api() -> Route {
         .at("/sessions", get(sessions))
         .at("/sessions/:session_id", delete(end_session))
         .at("/identities/unlink", post(unlink))
+        .at("/audit", get(audit))
         .at("/signout", post(signout))
 }
 
@@ -146,7 +147,8 @@ async fn create_key(
     body: Body,
     dash: Data<&Arc<Dashboard>>,
 ) -> Result<Response, ApiError> {
-    let account = dash.changing(req).await?.account();
+    let session = dash.changing(req).await?;
+    let (account, actor) = (session.account(), session.actor());
     let body = object(body).await?;
     let name = dashboard::key_name(text_field(&body, "name")?)
         .map_err(|why| ApiError::bad_request(why.to_string()))?;
@@ -185,7 +187,7 @@ async fn create_key(
     };
     let now = SystemTime::now();
     let (key, listed) = dash
-        .admin(async move |admin| {
+        .admin_as(actor, async move |admin| {
             let key = admin
                 .create_key(&account, publishable.as_ref(), name.as_deref(), now)
                 .await?;
@@ -210,12 +212,13 @@ async fn rename_key(
     body: Body,
     dash: Data<&Arc<Dashboard>>,
 ) -> Result<Response, ApiError> {
-    let account = dash.changing(req).await?.account();
+    let session = dash.changing(req).await?;
+    let (account, actor) = (session.account(), session.actor());
     let body = object(body).await?;
     let name = dashboard::key_name(text_field(&body, "name")?)
         .map_err(|why| ApiError::bad_request(why.to_string()))?;
     let listed = dash
-        .admin(async move |admin| {
+        .admin_as(actor, async move |admin| {
             admin.rename_key(&account, &key_id, name.as_deref()).await?;
             let listed = admin.keys(&account).await?;
             Ok::<_, AccountError>(listed.into_iter().find(|k| k.key_id == key_id))
@@ -239,7 +242,8 @@ async fn roll_key(
     body: Body,
     dash: Data<&Arc<Dashboard>>,
 ) -> Result<Response, ApiError> {
-    let account = dash.changing(req).await?.account();
+    let session = dash.changing(req).await?;
+    let (account, actor) = (session.account(), session.actor());
     let body = object(body).await?;
     let hours = match body.get("graceHours") {
         None | Some(Value::Null) => 24,
@@ -252,7 +256,7 @@ async fn roll_key(
     let now = SystemTime::now();
     let ends = crate::db::rows::unix_secs(now) + grace;
     let (key, listed) = dash
-        .admin(async move |admin| {
+        .admin_as(actor, async move |admin| {
             let key = admin.roll_key(&account, &key_id, ends, now).await?;
             let listed = admin.keys(&account).await?;
             Ok::<_, AccountError>((key, listed))
@@ -274,9 +278,10 @@ async fn revoke_key(
     Path(key_id): Path<String>,
     dash: Data<&Arc<Dashboard>>,
 ) -> Result<Response, ApiError> {
-    let account = dash.changing(req).await?.account();
+    let session = dash.changing(req).await?;
+    let (account, actor) = (session.account(), session.actor());
     let shown = key_id.clone();
-    dash.admin(async move |admin| {
+    dash.admin_as(actor, async move |admin| {
         admin
             .revoke_own_key(&account, &key_id, SystemTime::now())
             .await
@@ -293,7 +298,8 @@ async fn set_limits(
     body: Body,
     dash: Data<&Arc<Dashboard>>,
 ) -> Result<Response, ApiError> {
-    let account = dash.changing(req).await?.account();
+    let session = dash.changing(req).await?;
+    let (account, actor) = (session.account(), session.actor());
     let body = object(body).await?;
     let window = |name: &str| match body.get(name) {
         None | Some(Value::Null) => Ok(None),
@@ -310,7 +316,9 @@ async fn set_limits(
     let change =
         LimitsChange::exactly(limits).map_err(|why| ApiError::bad_request(why.to_string()))?;
     let limits = dash
-        .admin(async move |admin| Ok(admin.set_limits(&account, change).await?))
+        .admin_as(actor, async move |admin| {
+            Ok(admin.set_limits(&account, change).await?)
+        })
         .await?;
     ok(json!({"limits": limits_json(limits)}))
 }
@@ -351,21 +359,19 @@ async fn usage(
             })).collect::<Vec<_>>(),
         })),
         "csv" => {
-            let mut csv = String::from("date,endpoint,queries,charged_usd\n");
+            let mut out = csv_writer();
+            out.write_record(["date", "endpoint", "queries", "charged_usd"])
+                .map_err(|e| ApiError::internal(e.into()))?;
             for l in &lines {
-                csv.push_str(&format!(
-                    "{},{},{},{}\n",
-                    l.date, l.endpoint, l.queries, l.charged
-                ));
+                out.write_record([
+                    l.date.clone(),
+                    l.endpoint.clone(),
+                    l.queries.to_string(),
+                    l.charged.to_string(),
+                ])
+                .map_err(|e| ApiError::internal(e.into()))?;
             }
-            Ok(Response::builder()
-                .content_type("text/csv; charset=utf-8")
-                .header(
-                    header::CONTENT_DISPOSITION,
-                    "attachment; filename=\"postal-usage.csv\"",
-                )
-                .header(header::CACHE_CONTROL, "no-store")
-                .body(csv))
+            csv_response(out, "postal-usage.csv")
         }
         _ => Err(ApiError::bad_request("Invalid 'format'")),
     }
@@ -389,6 +395,62 @@ async fn ledger(req: &Request, dash: Data<&Arc<Dashboard>>) -> Result<Response, 
         "endpoint": e.endpoint,
         "note": e.note,
     })).collect::<Vec<_>>()}))
+}
+
+#[derive(Deserialize)]
+struct FormatQuery {
+    format: Option<String>,
+}
+
+/// `GET /account/api/audit?format=json|csv`: who changed what of the account (keys,
+/// limits, money, sign-ins), from the dashboard or the operator's CLI; newest first.
+#[handler]
+async fn audit(
+    req: &Request,
+    Query(query): Query<FormatQuery>,
+    dash: Data<&Arc<Dashboard>>,
+) -> Result<Response, ApiError> {
+    let account = dash.session(req).await?.account();
+    let entries = dash
+        .admin(async move |admin| admin.audit_entries(&account).await)
+        .await?;
+    match query.format.as_deref().unwrap_or("json") {
+        "json" => ok(json!({"entries": entries.iter().map(|e| json!({
+            "at": unix_rfc3339(e.at),
+            "actor": e.actor,
+            "action": e.action,
+            "detail": e.detail,
+        })).collect::<Vec<_>>()})),
+        "csv" => {
+            let mut out = csv_writer();
+            out.write_record(["at", "actor", "action", "detail"])
+                .map_err(|e| ApiError::internal(e.into()))?;
+            for e in &entries {
+                out.write_record([unix_rfc3339(e.at).as_str(), &e.actor, &e.action, &e.detail])
+                    .map_err(|e| ApiError::internal(e.into()))?;
+            }
+            csv_response(out, "postal-audit.csv")
+        }
+        _ => Err(ApiError::bad_request("Invalid 'format'")),
+    }
+}
+
+fn csv_writer() -> csv::Writer<Vec<u8>> {
+    csv::Writer::from_writer(Vec::new())
+}
+
+fn csv_response(out: csv::Writer<Vec<u8>>, file: &str) -> Result<Response, ApiError> {
+    let bytes = out
+        .into_inner()
+        .map_err(|e| ApiError::internal(anyhow::anyhow!("{e}")))?;
+    Ok(Response::builder()
+        .content_type("text/csv; charset=utf-8")
+        .header(
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{file}\""),
+        )
+        .header(header::CACHE_CONTROL, "no-store")
+        .body(bytes))
 }
 
 #[derive(Serialize)]
@@ -430,11 +492,14 @@ async fn end_session(
     Path(session_id): Path<String>,
     dash: Data<&Arc<Dashboard>>,
 ) -> Result<Response, ApiError> {
-    let account = dash.changing(req).await?.account();
+    let session = dash.changing(req).await?;
+    let (account, actor) = (session.account(), session.actor());
     let shown = session_id.clone();
     let now = now_unix();
     let ended = dash
-        .admin(async move |admin| admin.end_session(&account, &session_id, now).await)
+        .admin_as(actor, async move |admin| {
+            admin.end_session(&account, &session_id, now).await
+        })
         .await?;
     match ended {
         true => ok(json!({"sessionId": shown, "ended": true})),
@@ -450,13 +515,16 @@ async fn unlink(
     body: Body,
     dash: Data<&Arc<Dashboard>>,
 ) -> Result<Response, ApiError> {
-    let account = dash.changing(req).await?.account();
+    let session = dash.changing(req).await?;
+    let (account, actor) = (session.account(), session.actor());
     let body = object(body).await?;
     let issuer = text_field(&body, "issuer")?.unwrap_or("").to_owned();
     let subject = text_field(&body, "subject")?.unwrap_or("").to_owned();
     let now = now_unix();
-    dash.admin(async move |admin| admin.unlink(&account, &issuer, &subject, now).await)
-        .await?;
+    dash.admin_as(actor, async move |admin| {
+        admin.unlink(&account, &issuer, &subject, now).await
+    })
+    .await?;
     ok(json!({"unlinked": true}))
 }
 
@@ -466,8 +534,10 @@ async fn signout(req: &Request, dash: Data<&Arc<Dashboard>>) -> Result<Response,
     let session = dash.changing(req).await?;
     let (account, id) = (session.account(), session.row.public_id.clone());
     let now = now_unix();
-    dash.admin(async move |admin| admin.end_session(&account, &id, now).await)
-        .await?;
+    dash.admin_as(session.actor(), async move |admin| {
+        admin.end_session(&account, &id, now).await
+    })
+    .await?;
     let mut response = json_response(StatusCode::OK, &json!({"signedOut": true}));
     response.headers_mut().append(
         header::SET_COOKIE,

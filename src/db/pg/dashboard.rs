@@ -5,7 +5,8 @@
 use tokio_postgres::{Client, GenericClient};
 
 use crate::db::admin::{
-    AccountError, IdentityView, Provider, SessionRow, SessionView, SignIn, SignedIn,
+    AccountError, AuditEntry, Audited, IdentityView, Provider, SessionRow, SessionView, SignIn,
+    SignedIn,
 };
 use crate::domain::dashboard::{self, DashboardRefused};
 
@@ -418,4 +419,51 @@ pub async fn rename_key(
         0 => Err(AccountError::UnknownKey(key_id.to_owned())),
         _ => Ok(()),
     }
+}
+
+/// As `db::sqlite::dashboard::audit`.
+pub async fn audit(
+    client: &Client,
+    whose: Audited<'_>,
+    at: i64,
+    actor: &str,
+    action: &str,
+    detail: &str,
+) -> Result<(), AccountError> {
+    let (from, id) = match whose {
+        Audited::Account(id) => ("SELECT id FROM accounts WHERE public_id = $1", id),
+        Audited::Key(id) => ("SELECT account_id FROM api_keys WHERE public_id = $1", id),
+    };
+    client
+        .execute(
+            &format!(
+                "INSERT INTO audit_log (account_id, at, actor, action, detail)
+                 SELECT ({from}), $2, $3, $4, $5"
+            ),
+            &[&id, &at, &actor, &action, &detail],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn audit_entries(
+    client: &Client,
+    account_id: &str,
+) -> Result<Vec<AuditEntry>, AccountError> {
+    let rowid = account_rowid(client, account_id).await?;
+    let rows = client
+        .query(
+            "SELECT at, actor, action, detail FROM audit_log WHERE account_id = $1 ORDER BY id DESC",
+            &[&rowid],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| AuditEntry {
+            at: r.get(0),
+            actor: r.get(1),
+            action: r.get(2),
+            detail: r.get(3),
+        })
+        .collect())
 }

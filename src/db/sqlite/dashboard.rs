@@ -5,7 +5,8 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::db::admin::{
-    AccountError, IdentityView, Provider, SessionRow, SessionView, SignIn, SignedIn,
+    AccountError, AuditEntry, Audited, IdentityView, Provider, SessionRow, SessionView, SignIn,
+    SignedIn,
 };
 use crate::db::sqlite::accounts::insert_account;
 use crate::db::sqlite::decode::find_account;
@@ -394,4 +395,46 @@ pub fn rename_key(
         0 => Err(AccountError::UnknownKey(key_id.to_owned())),
         _ => Ok(()),
     }
+}
+
+/// Appends a line to the audit log of `whose` account.
+pub fn audit(
+    conn: &Connection,
+    whose: Audited<'_>,
+    at: i64,
+    actor: &str,
+    action: &str,
+    detail: &str,
+) -> Result<(), AccountError> {
+    let (from, id) = match whose {
+        Audited::Account(id) => ("SELECT id FROM accounts WHERE public_id = ?1", id),
+        Audited::Key(id) => ("SELECT account_id FROM api_keys WHERE public_id = ?1", id),
+    };
+    conn.execute(
+        &format!(
+            "INSERT INTO audit_log (account_id, at, actor, action, detail)
+             SELECT ({from}), ?2, ?3, ?4, ?5"
+        ),
+        params![id, at, actor, action, detail],
+    )?;
+    Ok(())
+}
+
+/// The account's audit log, newest first.
+pub fn audit_entries(conn: &Connection, account_id: &str) -> Result<Vec<AuditEntry>, AccountError> {
+    let (rowid, _) = find_account(conn, account_id)?;
+    let mut stmt = conn.prepare(
+        "SELECT at, actor, action, detail FROM audit_log WHERE account_id = ?1 ORDER BY id DESC",
+    )?;
+    let rows = stmt
+        .query_map([rowid], |r| {
+            Ok(AuditEntry {
+                at: r.get(0)?,
+                actor: r.get(1)?,
+                action: r.get(2)?,
+                detail: r.get(3)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
 }
