@@ -983,3 +983,195 @@ fn a_rolled_key_keeps_working_through_its_grace_then_is_refused() {
         (400, json!({"error": "a revoked key cannot be rolled"}))
     );
 }
+
+/// The dashboard in headless Chromium (as the Swagger UI test): sign in with provider 2
+/// through its login and consent pages, see the free balance, create a key (shown once),
+/// use it, reload (only its first characters), limit it to 2 a minute (the third lookup is
+/// 429), revoke it (401), sign out, sign in again to the same account. Screenshots of the
+/// sign-in page, the key just shown and the usage chart are kept in cargo's scratch
+/// directory (`target/tmp/account-*.png`).
+#[test]
+fn in_a_browser_a_customer_signs_in_makes_a_key_limits_and_revokes_it() {
+    use fantoccini::Locator;
+
+    let Some((chromium, chromedriver)) = crate::swagger_ui::browser() else {
+        return;
+    };
+    let app = spawn_app();
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let dir = testkit::tempdir();
+    let driver = crate::swagger_ui::Driver::start(&chromedriver, &dir.path().join("driver.log"));
+    let profile = dir.path().join("profile");
+    let shot = |name: &str| testkit::scratch().join(format!("account-{name}.png"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = crate::swagger_ui::connect(&driver, &chromium, &profile).await;
+        let wait = std::time::Duration::from_secs(20);
+        let text_of = async |css: &str| -> String {
+            client
+                .wait()
+                .at_most(wait)
+                .for_element(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("{css}: {e}"))
+                .text()
+                .await
+                .unwrap()
+        };
+        let sign_in = async |user: &str| {
+            client
+                .goto(&format!("{}/account", app.address))
+                .await
+                .unwrap();
+            client
+                .wait()
+                .at_most(wait)
+                .for_element(Locator::Css("a[href='/account/signin/p2']"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            // The provider's login form; or, when it still knows this browser (its own
+            // session), straight back to the dashboard.
+            let first = client
+                .wait()
+                .at_most(wait)
+                .for_element(Locator::XPath(
+                    "//input[@name='login'] | //*[@id='balance']",
+                ))
+                .await
+                .unwrap();
+            if first.attr("id").await.unwrap().as_deref() == Some("balance") {
+                return;
+            }
+            first.send_keys(user).await.unwrap();
+            client
+                .find(Locator::Css("input[name=password]"))
+                .await
+                .unwrap()
+                .send_keys("any")
+                .await
+                .unwrap();
+            client
+                .find(Locator::Css("button[type=submit]"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            // The consent page (the first time) or straight back to the dashboard.
+            let consent = client
+                .wait()
+                .at_most(wait)
+                .for_element(Locator::XPath(
+                    "//button[@type='submit'] | //*[@id='balance']",
+                ))
+                .await
+                .unwrap();
+            if consent.attr("id").await.unwrap().as_deref() != Some("balance") {
+                consent.click().await.unwrap();
+            }
+        };
+
+        client
+            .goto(&format!("{}/account", app.address))
+            .await
+            .unwrap();
+        text_of("a[href='/account/signin/p2']").await;
+        std::fs::write(shot("signin"), client.screenshot().await.unwrap()).unwrap();
+
+        sign_in("alice").await;
+        assert_eq!(text_of("#balance").await, "0.028 USD");
+        assert_eq!(text_of("#queries-left").await, "1,000");
+        let account = text_of(".card code").await;
+
+        client
+            .find(Locator::Css("#key-name"))
+            .await
+            .unwrap()
+            .send_keys("checkout")
+            .await
+            .unwrap();
+        client
+            .find(Locator::Css("#create-key"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let key = text_of("#new-key").await;
+        assert!(key.starts_with("sk_"), "{key}");
+        std::fs::write(shot("key-shown"), client.screenshot().await.unwrap()).unwrap();
+        assert_eq!(lookup(&app, &key), 200);
+
+        // Reloaded: the key is gone from the page, its first characters stay.
+        client.refresh().await.unwrap();
+        let keys = text_of("#keys").await;
+        assert!(keys.contains(&key[..7]) && !keys.contains(&key), "{keys}");
+        assert_eq!(text_of("#balance").await, "0.027972 USD");
+
+        crate::browser::with_seconds_left_in_the_minute(20);
+        client
+            .find(Locator::Css("#limit-minute"))
+            .await
+            .unwrap()
+            .send_keys("2")
+            .await
+            .unwrap();
+        client
+            .find(Locator::Css("#save-limits"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        text_of("[role=status]").await;
+        let statuses: Vec<u16> = (0..3).map(|_| lookup(&app, &key)).collect();
+        assert!(statuses.contains(&429), "{statuses:?}");
+
+        client.refresh().await.unwrap();
+        text_of("#keys").await;
+        client
+            .find(Locator::Css("#keys button[aria-label^='Revoke']"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        client.accept_alert().await.unwrap();
+        client
+            .wait()
+            .at_most(wait)
+            .for_element(Locator::XPath(
+                "//*[@id='keys']//td[starts-with(., 'revoked')]",
+            ))
+            .await
+            .unwrap();
+        assert_eq!(lookup(&app, &key), 401);
+        let usage = client.find(Locator::Css("svg.chart")).await.unwrap();
+        usage.click().await.ok();
+        std::fs::write(shot("usage"), client.screenshot().await.unwrap()).unwrap();
+
+        client
+            .find(Locator::Css("#signout"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        text_of("a[href='/account/signin/p2']").await;
+        sign_in("alice").await;
+        assert_eq!(text_of(".card code").await, account);
+        let _ = client.close().await;
+    });
+    println!(
+        "screenshots: {}",
+        testkit::scratch().join("account-*.png").display()
+    );
+}

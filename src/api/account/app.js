@@ -11,7 +11,7 @@ function el(tag, attrs, ...children) {
     if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
     else if (v !== null && v !== undefined && v !== false) node.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c));
   }
   return node;
@@ -45,11 +45,11 @@ async function render(shown) {
     api("GET", "/keys"), api("GET", "/usage?days=30"), api("GET", "/ledger"), api("GET", "/sessions"),
     api("GET", "/audit"),
   ]);
-  app.replaceChildren(
+  app.replaceChildren(...[
     overview(), shown ? shownOnce(shown) : null, keysArea(keys.keys), limitsArea(),
     usageArea(usage.usage), ledgerArea(ledger.entries), securityArea(sessions.sessions),
     auditArea(audit.entries),
-  );
+  ].filter(Boolean));
   if (shown) document.getElementById("new-key").focus();
 }
 
