@@ -242,22 +242,30 @@ impl Admin {
         }
     }
 
-    /// The account's ledger in the order it was written, from `since` (unix seconds) on.
+    /// The account's ledger in the order it was written, from `since` (unix seconds) on;
+    /// as `show`, a server on the file flushes first.
     pub async fn ledger_entries(
         &mut self,
         account_id: &str,
         since: Option<i64>,
     ) -> Result<Vec<LedgerEntry>, AccountError> {
         match &mut self.store {
-            Store::File(conn) => sqlite::reports::ledger_entries(conn, account_id, since),
+            Store::File(conn) => {
+                notify::announce(conn);
+                sqlite::reports::ledger_entries(conn, account_id, since)
+            }
             Store::Ledger(client) => pg::reports::ledger_entries(client, account_id, since).await,
         }
     }
 
-    /// Charges of the last `days` UTC days, per day, account and endpoint.
+    /// Charges of the last `days` UTC days, per day, account and endpoint (a server on the
+    /// file flushes first).
     pub async fn usage(&mut self, days: u32, now: i64) -> anyhow::Result<Vec<UsageLine>> {
         match &mut self.store {
-            Store::File(conn) => sqlite::reports::usage(conn, days, now),
+            Store::File(conn) => {
+                notify::announce(conn);
+                sqlite::reports::usage(conn, days, now)
+            }
             Store::Ledger(client) => pg::reports::usage(client, days, now).await,
         }
     }
