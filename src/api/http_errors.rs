@@ -47,11 +47,29 @@ pub(super) async fn json_errors<E: Endpoint>(
         }
     };
     if response.status() == StatusCode::METHOD_NOT_ALLOWED
-        && let Some(allow) = allowed_methods().get(&path)
+        && let Some(allow) = allowed(&path)
     {
         response.headers_mut().insert(header::ALLOW, allow.clone());
     }
     Ok(response)
+}
+
+/// The `Allow` value of `path`: its own, or that of the path template it fits
+/// (`/account/api/keys/{key_id}`: a `{...}` segment fits any one segment).
+fn allowed(path: &str) -> Option<&'static HeaderValue> {
+    let methods = allowed_methods();
+    methods.get(path).or_else(|| {
+        let segments: Vec<&str> = path.split('/').collect();
+        methods.iter().find_map(|(template, allow)| {
+            let pattern: Vec<&str> = template.split('/').collect();
+            let fits = template.contains('{')
+                && pattern.len() == segments.len()
+                && pattern.iter().zip(&segments).all(|(p, s)| {
+                    p == s || (p.starts_with('{') && p.ends_with('}') && !s.is_empty())
+                });
+            fits.then_some(allow)
+        })
+    })
 }
 
 /// Each path of the OpenAPI document and its methods, as an `Allow` value (`POST`).
@@ -83,6 +101,12 @@ fn allowed_methods() -> &'static HashMap<String, HeaderValue> {
                     "/metrics",
                     "/openapi.json",
                     "/widget.js",
+                    "/account",
+                    "/account/app.js",
+                    "/account/app.css",
+                    "/account/signin/{name}",
+                    "/account/link/{name}",
+                    "/account/callback/{name}",
                 ]
                 .map(|path| (path.to_string(), get.clone())),
             )
@@ -96,8 +120,8 @@ mod tests {
     fn api_paths_allow_post_the_form_reads_get_too_and_the_operator_routes_get() {
         let allowed = super::allowed_methods();
         // 7 paths of the contract, 6 of geography, suggest, places, verify, verify-bulk,
-        // dataset; 5 GET routes.
-        assert_eq!(allowed.len(), 23, "{allowed:?}");
+        // dataset; 5 GET routes; the dashboard's 12 API paths and 6 pages.
+        assert_eq!(allowed.len(), 41, "{allowed:?}");
         for path in [
             "/api/validate-bulk",
             "/api/nearest",
@@ -119,5 +143,12 @@ mod tests {
         ] {
             assert_eq!(allowed[path], "GET");
         }
+        let allowed = |path| super::allowed(path).map(|v| v.to_str().unwrap());
+        assert_eq!(allowed("/account/api/keys"), Some("GET, POST"));
+        assert_eq!(allowed("/account/api/keys/key_1"), Some("DELETE, PATCH"));
+        assert_eq!(allowed("/account/api/keys/key_1/roll"), Some("POST"));
+        assert_eq!(allowed("/account/signin/google"), Some("GET"));
+        assert_eq!(allowed("/account/api/keys/key_1/other"), None);
+        assert_eq!(allowed("/account/api/keys/"), None);
     }
 }

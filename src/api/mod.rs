@@ -138,6 +138,10 @@ pub enum ApiTags {
     Geography,
     /// The service itself: version, coverage, countries, your balance (free).
     Service,
+    /// The account dashboard's API, for a signed-in customer (the session cookie, set by
+    /// signing in at /account): keys, limits, usage, ledger, sessions, audit log.
+    #[oai(rename = "Account dashboard")]
+    Account,
 }
 
 /// What the document says of itself beyond its operations.
@@ -206,7 +210,7 @@ fn app(
         access_log,
     };
     let hot = hot::Hot::new(state.clone(), observer.clone());
-    let endpoint = Route::new()
+    let endpoint = account::pages(Route::new())
         .nest("/", api)
         .nest("/docs", docs)
         .at("/openapi.json", spec)
@@ -214,8 +218,9 @@ fn app(
         .at("/readyz", get(ops::readyz).data(ops.clone()))
         .at("/metrics", get(ops::scrape).data(ops))
         .at("/widget.js", get(widget::widget))
-        .nest("/account", account::routes(dashboard))
         .data(state)
+        .data(dashboard)
+        .with(account::SecurityHeaders)
         .around(http_errors::json_errors)
         .with(access::Cors)
         .with(telemetry::Telemetry(observer));

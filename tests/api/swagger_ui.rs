@@ -138,6 +138,7 @@ fn swagger_ui_tries_a_lookup_of_90210_and_shows_beverly_hills() {
     assert_eq!(
         tags,
         [
+            "Account dashboard",
             "Cities",
             "Geography",
             "Postal codes",

@@ -14,9 +14,12 @@
 //! plain http for local use. Every state-changing request carries the session's CSRF
 //! token (`X-CSRF-Token`) and an `Origin` equal to the public URL's.
 
+mod extract;
 mod oidc;
 mod page;
-mod routes;
+pub(crate) mod routes;
+
+pub(crate) use page::SecurityHeaders;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -189,7 +192,7 @@ impl Dashboard {
 }
 
 /// A signed-in customer's session.
-struct Session {
+pub(super) struct Session {
     row: SessionRow,
 }
 
@@ -246,17 +249,14 @@ fn see_other(location: &str) -> Response {
         .finish()
 }
 
-/// Every route of the dashboard, with `dashboard` as their data.
-pub(crate) fn routes(dashboard: Arc<Dashboard>) -> impl poem::Endpoint {
-    use poem::EndpointExt;
-    Route::new()
-        .at("/", poem::get(page::index))
-        .at("/app.js", poem::get(page::script))
-        .at("/app.css", poem::get(page::style))
-        .at("/signin/:name", poem::get(oidc::start_signin))
-        .at("/link/:name", poem::get(oidc::link))
-        .at("/callback/:name", poem::get(oidc::callback))
-        .nest("/api", routes::api())
-        .data(dashboard)
-        .with(page::SecurityHeaders)
+/// The dashboard's pages, added to `route` (its JSON API, `routes::AccountApi`, is part
+/// of the documented service, under `/account/api`); the `Dashboard` comes as request data.
+pub(crate) fn pages(route: Route) -> Route {
+    route
+        .at("/account", poem::get(page::index))
+        .at("/account/app.js", poem::get(page::script))
+        .at("/account/app.css", poem::get(page::style))
+        .at("/account/signin/:name", poem::get(oidc::start_signin))
+        .at("/account/link/:name", poem::get(oidc::link))
+        .at("/account/callback/:name", poem::get(oidc::callback))
 }

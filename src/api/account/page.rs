@@ -118,8 +118,10 @@ pub(super) fn style() -> Response {
         .body(STYLE)
 }
 
-/// The security headers of every answer under `/account`.
-pub(super) struct SecurityHeaders;
+/// The security headers of every answer under `/account` (and `no-store`, unless the
+/// answer says otherwise): the middleware wraps the whole application and acts on those
+/// paths only.
+pub(crate) struct SecurityHeaders;
 
 impl<E: Endpoint> Middleware<E> for SecurityHeaders {
     type Output = SecurityHeadersEndpoint<E>;
@@ -129,12 +131,16 @@ impl<E: Endpoint> Middleware<E> for SecurityHeaders {
     }
 }
 
-pub(super) struct SecurityHeadersEndpoint<E>(E);
+pub(crate) struct SecurityHeadersEndpoint<E>(E);
 
 impl<E: Endpoint> Endpoint for SecurityHeadersEndpoint<E> {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
+        let path = req.uri().path();
+        if path != "/account" && !path.starts_with("/account/") {
+            return self.0.call(req).await.map(IntoResponse::into_response);
+        }
         let mut response = match self.0.call(req).await {
             Ok(output) => output.into_response(),
             Err(e) => e.into_response(),
@@ -156,6 +162,9 @@ impl<E: Endpoint> Endpoint for SecurityHeadersEndpoint<E> {
             HeaderValue::from_static("no-referrer"),
         );
         headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        if !headers.contains_key(header::CACHE_CONTROL) {
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        }
         Ok(response)
     }
 }

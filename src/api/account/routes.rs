@@ -1,18 +1,21 @@
-//! `/account/api/*`: the JSON API under the dashboard's page. Without a live session:
-//! 401 `Not signed in`; a change without the session's `X-CSRF-Token` or from another
-//! `Origin`: 403, nothing changed. Keys are named with the CLI's field names.
+//! `/account/api/*`: the JSON API under the dashboard's page, documented in the OpenAPI
+//! document under its own tag with the session cookie as its security scheme. Without a
+//! live session: 401 `Not signed in`; a change without the session's `X-CSRF-Token` or
+//! from another `Origin`: 403, nothing changed (`extract`). Keys are named with the CLI's
+//! field names.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use poem::http::{StatusCode, header};
-use poem::web::{Data, Path, Query};
-use poem::{Body, IntoResponse, Request, Response, Route, delete, get, handler, post, put};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use poem::web::Data;
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::{Json, PlainText};
+use poem_openapi::{ApiResponse, Enum, Object, OpenApi, ResponseContent};
+use serde_json::{Map, Value};
 
+use super::extract::{Body, Changing, Signed};
 use super::{Dashboard, now_unix};
-use crate::api::ApiError;
+use crate::api::{ApiError, ApiTags};
 use crate::db::admin::{AccountError, KeyLine};
 use crate::domain::admin::LimitsChange;
 use crate::domain::api_key::{DEFAULT_PER_IP_MINUTE, Publishable};
@@ -20,118 +23,314 @@ use crate::domain::dashboard;
 use crate::domain::origin::OriginPattern;
 use crate::domain::rate_limit::Limits;
 
-pub(super) fn api() -> Route {
-    Route::new()
-        .at("/me", get(me))
-        .at("/keys", get(keys).post(create_key))
-        .at("/keys/:key_id", delete(revoke_key).patch(rename_key))
-        .at("/keys/:key_id/roll", post(roll_key))
-        .at("/limits", put(set_limits))
-        .at("/usage", get(usage))
-        .at("/ledger", get(ledger))
-        .at("/sessions", get(sessions))
-        .at("/sessions/:session_id", delete(end_session))
-        .at("/identities/unlink", post(unlink))
-        .at("/audit", get(audit))
-        .at("/signout", post(signout))
+/// The dashboard's documented operations (their handlers read the `Dashboard` from the
+/// request data).
+pub struct AccountApi;
+
+/// The limits of an account: queries per UTC minute, hour and day; `null` = none.
+#[derive(Debug, Object)]
+pub struct LimitsBody {
+    #[oai(rename = "perMinute")]
+    pub per_minute: Option<u64>,
+    #[oai(rename = "perHour")]
+    pub per_hour: Option<u64>,
+    #[oai(rename = "perDay")]
+    pub per_day: Option<u64>,
 }
 
-fn json_response(status: StatusCode, body: &Value) -> Response {
-    Response::builder()
-        .status(status)
-        .content_type("application/json; charset=utf-8")
-        .header(header::CACHE_CONTROL, "no-store")
-        .body(body.to_string())
-}
-
-fn ok(body: Value) -> Result<Response, ApiError> {
-    Ok(json_response(StatusCode::OK, &body))
-}
-
-/// The request's JSON object, or 400.
-async fn object(body: Body) -> Result<serde_json::Map<String, Value>, ApiError> {
-    let bytes = body.into_bytes_limit(64 * 1024).await.map_err(|_| {
-        ApiError::bad_request("Request body must be a JSON object of at most 64 KiB")
-    })?;
-    match serde_json::from_slice(&bytes) {
-        Ok(Value::Object(map)) => Ok(map),
-        _ => Err(ApiError::bad_request("Request body must be a JSON object")),
+impl From<Limits> for LimitsBody {
+    fn from(l: Limits) -> Self {
+        LimitsBody {
+            per_minute: l.per_minute,
+            per_hour: l.per_hour,
+            per_day: l.per_day,
+        }
     }
 }
 
-fn limits_json(l: Limits) -> Value {
-    json!({"perMinute": l.per_minute, "perHour": l.per_hour, "perDay": l.per_day})
+/// A provider identity linked to the account.
+#[derive(Debug, Object)]
+pub struct IdentityBody {
+    /// The name of the provider it signed in with.
+    pub provider: String,
+    pub issuer: String,
+    pub subject: String,
+    /// Only when the provider said it is verified.
+    pub email: Option<String>,
+    #[oai(rename = "linkedAt")]
+    pub linked_at: String,
 }
 
-fn key_json(k: &KeyLine) -> Value {
-    let mut v = json!({
-        "keyId": k.key_id,
-        "name": k.name,
-        "kind": if k.publishable.is_some() { "publishable" } else { "secret" },
-        "hint": k.hint,
-        "createdAt": k.created_at,
-        "revoked": k.revoked_at.is_some(),
-        "revokedAt": k.revoked_at,
-        "expiresAt": k.expires_at,
-    });
-    if let Some(p) = &k.publishable {
-        v["origins"] = json!(p.origins.iter().map(|o| o.to_string()).collect::<Vec<_>>());
-        v["perIpMinute"] = json!(p.per_ip_minute);
+/// Who is signed in, their balance and limits, and the CSRF token of their changes.
+#[derive(Debug, Object)]
+pub struct MeBody {
+    #[oai(rename = "accountId")]
+    pub account_id: String,
+    pub name: Option<String>,
+    /// USD.
+    pub balance: f64,
+    /// Queries the balance pays for at 0.000028 USD.
+    #[oai(rename = "queriesLeft")]
+    pub queries_left: i64,
+    pub limits: LimitsBody,
+    pub identities: Vec<IdentityBody>,
+    /// The providers offered (`/account/link/{name}` links one).
+    pub providers: Vec<String>,
+    #[oai(rename = "sessionId")]
+    pub session_id: String,
+    /// Send it as `X-CSRF-Token` with every change.
+    #[oai(rename = "csrfToken")]
+    pub csrf_token: String,
+}
+
+/// A key of the account; `apiKey` only in the answer that made it (shown once).
+#[derive(Debug, Object)]
+pub struct KeyBody {
+    #[oai(rename = "keyId")]
+    pub key_id: String,
+    pub name: Option<String>,
+    /// `secret` or `publishable`.
+    pub kind: String,
+    /// Its first characters (`sk_AbCd`).
+    pub hint: Option<String>,
+    #[oai(rename = "createdAt")]
+    pub created_at: String,
+    pub revoked: bool,
+    #[oai(rename = "revokedAt")]
+    pub revoked_at: Option<String>,
+    /// A rolled key in its grace: when it stops working.
+    #[oai(rename = "expiresAt")]
+    pub expires_at: Option<String>,
+    /// A publishable key's origins.
+    #[oai(skip_serializing_if_is_none)]
+    pub origins: Option<Vec<String>>,
+    /// A publishable key's requests a minute per client IP.
+    #[oai(rename = "perIpMinute", skip_serializing_if_is_none)]
+    pub per_ip_minute: Option<u32>,
+    /// The key itself: only when it was just made.
+    #[oai(rename = "apiKey", skip_serializing_if_is_none)]
+    pub api_key: Option<String>,
+}
+
+impl KeyBody {
+    fn of(k: &KeyLine) -> KeyBody {
+        KeyBody {
+            key_id: k.key_id.clone(),
+            name: k.name.clone(),
+            kind: match k.publishable {
+                Some(_) => "publishable",
+                None => "secret",
+            }
+            .to_owned(),
+            hint: k.hint.clone(),
+            created_at: k.created_at.clone(),
+            revoked: k.revoked_at.is_some(),
+            revoked_at: k.revoked_at.clone(),
+            expires_at: k.expires_at.clone(),
+            origins: k
+                .publishable
+                .as_ref()
+                .map(|p| p.origins.iter().map(|o| o.to_string()).collect()),
+            per_ip_minute: k.publishable.as_ref().map(|p| p.per_ip_minute),
+            api_key: None,
+        }
     }
-    v
 }
 
-fn unix_rfc3339(secs: i64) -> String {
-    crate::domain::date::rfc3339(secs)
+#[derive(Debug, Object)]
+pub struct KeysBody {
+    pub keys: Vec<KeyBody>,
 }
 
-/// `GET /account/api/me`.
-#[handler]
-async fn me(req: &Request, dash: Data<&Arc<Dashboard>>) -> Result<Response, ApiError> {
-    let session = dash.session(req).await?;
-    let account = session.account();
-    let (view, identities, providers) = dash
-        .admin(async move |admin| {
-            Ok::<_, AccountError>((
-                admin.show(&account).await?,
-                admin.identities(&account).await?,
-                admin.providers().await?,
-            ))
-        })
-        .await?;
-    ok(json!({
-        "accountId": view.account_id,
-        "name": view.name,
-        "balance": view.balance.to_json_number(),
-        "queriesLeft": view.balance.get() / crate::domain::money::PRICE_PER_QUERY.get(),
-        "limits": limits_json(view.limits),
-        "identities": identities.iter().map(|i| json!({
-            "provider": i.provider,
-            "issuer": i.issuer,
-            "subject": i.subject,
-            "email": i.email,
-            "linkedAt": unix_rfc3339(i.created_at),
-        })).collect::<Vec<_>>(),
-        "providers": providers.iter().map(|p| &p.name).collect::<Vec<_>>(),
-        "sessionId": session.row.public_id,
-        "csrfToken": session.row.csrf,
-    }))
+/// The kind of a new key.
+#[derive(Debug, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum NewKeyKind {
+    Secret,
+    Publishable,
 }
 
-/// `GET /account/api/keys`: every key of the account, oldest first; never a secret.
-#[handler]
-async fn keys(req: &Request, dash: Data<&Arc<Dashboard>>) -> Result<Response, ApiError> {
-    let account = dash.session(req).await?.account();
-    let keys = dash
-        .admin(async move |admin| admin.keys(&account).await)
-        .await?;
-    ok(json!({"keys": keys.iter().map(key_json).collect::<Vec<_>>()}))
+/// A new key: secret (servers) or publishable (web pages, bound to `origins`).
+#[derive(Debug, Object)]
+pub struct NewKeyRequest {
+    /// 1 to 100 characters.
+    #[oai(validator(max_length = 100))]
+    pub name: Option<String>,
+    // Default `secret`. (A plain comment: a described `$ref` becomes an `allOf`.)
+    pub kind: Option<NewKeyKind>,
+    /// A publishable key's origins: `scheme://host[:port]`, `*.` for subdomains.
+    pub origins: Option<Vec<String>>,
+    /// A publishable key's requests a minute per client IP (default 60).
+    #[oai(rename = "perIpMinute", validator(minimum(value = "1")))]
+    pub per_ip_minute: Option<u32>,
 }
 
-fn text_field<'a>(
-    body: &'a serde_json::Map<String, Value>,
-    name: &str,
-) -> Result<Option<&'a str>, ApiError> {
+#[derive(Debug, Object)]
+pub struct RenameRequest {
+    /// 1 to 100 characters; empty or `null` removes it.
+    #[oai(validator(max_length = 100))]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Object)]
+pub struct RollRequest {
+    /// How long the old key keeps working: 1 to 168 hours (default 24).
+    #[oai(
+        rename = "graceHours",
+        validator(minimum(value = "1"), maximum(value = "168"))
+    )]
+    pub grace_hours: Option<u64>,
+}
+
+#[derive(Debug, Object)]
+pub struct RevokedBody {
+    #[oai(rename = "keyId")]
+    pub key_id: String,
+    pub revoked: bool,
+}
+
+/// Queries per UTC minute, hour and day; `null` or absent = no limit on that window.
+#[derive(Debug, Object)]
+pub struct LimitsRequest {
+    #[oai(rename = "perMinute", validator(minimum(value = "1")))]
+    pub per_minute: Option<u64>,
+    #[oai(rename = "perHour", validator(minimum(value = "1")))]
+    pub per_hour: Option<u64>,
+    #[oai(rename = "perDay", validator(minimum(value = "1")))]
+    pub per_day: Option<u64>,
+}
+
+#[derive(Debug, Object)]
+pub struct LimitsAnswer {
+    pub limits: LimitsBody,
+}
+
+/// Billed queries and their price for one UTC day and operation.
+#[derive(Debug, Object)]
+pub struct UsageLineBody {
+    pub date: String,
+    pub endpoint: String,
+    pub queries: u64,
+    /// USD.
+    pub charged: f64,
+}
+
+#[derive(Debug, Object)]
+pub struct UsageBody {
+    #[oai(rename = "accountId")]
+    pub account_id: String,
+    pub days: u32,
+    pub usage: Vec<UsageLineBody>,
+}
+
+#[derive(Debug, Object)]
+pub struct LedgerEntryBody {
+    pub at: String,
+    /// `grant`, `topup`, `charge` or `adjustment`.
+    pub kind: String,
+    /// USD, signed (a charge is negative).
+    pub amount: f64,
+    #[oai(rename = "balanceAfter")]
+    pub balance_after: f64,
+    pub queries: u64,
+    pub endpoint: Option<String>,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Object)]
+pub struct LedgerBody {
+    pub entries: Vec<LedgerEntryBody>,
+}
+
+#[derive(Debug, Object)]
+pub struct SessionBody {
+    #[oai(rename = "sessionId")]
+    pub session_id: String,
+    #[oai(rename = "signedInAt")]
+    pub signed_in_at: String,
+    #[oai(rename = "lastSeenAt")]
+    pub last_seen_at: String,
+    /// The browser's User-Agent.
+    pub client: Option<String>,
+    /// The session of this request.
+    pub current: bool,
+}
+
+#[derive(Debug, Object)]
+pub struct SessionsBody {
+    pub sessions: Vec<SessionBody>,
+}
+
+#[derive(Debug, Object)]
+pub struct EndedBody {
+    #[oai(rename = "sessionId")]
+    pub session_id: String,
+    pub ended: bool,
+}
+
+#[derive(Debug, Object)]
+pub struct AuditLineBody {
+    pub at: String,
+    /// `operator (CLI)`, `customer (session ses_…)` or `customer (sign-in)`.
+    pub actor: String,
+    /// `key.create`, `key.revoke`, `limits.set`, `topup`, ...
+    pub action: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Object)]
+pub struct AuditBody {
+    pub entries: Vec<AuditLineBody>,
+}
+
+#[derive(Debug, Object)]
+pub struct UnlinkRequest {
+    pub issuer: String,
+    pub subject: String,
+}
+
+#[derive(Debug, Object)]
+pub struct UnlinkedBody {
+    pub unlinked: bool,
+}
+
+#[derive(Debug, Object)]
+pub struct SignedOutBody {
+    #[oai(rename = "signedOut")]
+    pub signed_out: bool,
+}
+
+/// A JSON answer, or the same rows as CSV (`format=csv`).
+#[derive(ResponseContent)]
+pub enum JsonOrCsv<T: poem_openapi::types::ToJSON + Send + Sync> {
+    Json(Json<T>),
+    #[oai(content_type = "text/csv; charset=utf-8")]
+    Csv(PlainText<String>),
+}
+
+#[derive(ApiResponse)]
+pub enum Listing<T: poem_openapi::types::ToJSON + Send + Sync> {
+    /// The rows, as JSON or CSV.
+    #[oai(status = 200)]
+    Ok(JsonOrCsv<T>),
+}
+
+#[derive(ApiResponse)]
+pub enum Created {
+    /// The key, with `apiKey` shown this once.
+    #[oai(status = 201)]
+    Created(Json<KeyBody>),
+}
+
+/// The format of a listing: `json` (default) or `csv`.
+#[derive(Debug, Enum, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "lowercase")]
+pub enum Format {
+    Json,
+    Csv,
+}
+
+fn text_field<'a>(body: &'a Map<String, Value>, name: &str) -> Result<Option<&'a str>, ApiError> {
     match body.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -139,409 +338,483 @@ fn text_field<'a>(
     }
 }
 
-/// `POST /account/api/keys` `{"name", "kind": "secret"|"publishable", "origins",
-/// "perIpMinute"}`: 201 with the key, shown this once.
-#[handler]
-async fn create_key(
-    req: &Request,
-    body: Body,
-    dash: Data<&Arc<Dashboard>>,
-) -> Result<Response, ApiError> {
-    let session = dash.changing(req).await?;
-    let (account, actor) = (session.account(), session.actor());
-    let body = object(body).await?;
-    let name = dashboard::key_name(text_field(&body, "name")?)
-        .map_err(|why| ApiError::bad_request(why.to_string()))?;
-    let publishable = match text_field(&body, "kind")?.unwrap_or("secret") {
-        "secret" => None,
-        "publishable" => {
-            let origins = match body.get("origins") {
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|o| {
-                        o.as_str()
-                            .ok_or_else(|| ApiError::bad_request("Invalid 'origins'"))
-                            .and_then(|o| {
-                                OriginPattern::parse(o)
-                                    .map_err(|e| ApiError::bad_request(e.to_string()))
-                            })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-                None | Some(Value::Null) => Vec::new(),
-                Some(_) => return Err(ApiError::bad_request("Invalid 'origins'")),
-            };
-            let per_ip = match body.get("perIpMinute") {
-                None | Some(Value::Null) => DEFAULT_PER_IP_MINUTE,
-                Some(v) => v
-                    .as_u64()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| ApiError::bad_request("Invalid 'perIpMinute'"))?,
-            };
-            Some(
-                Publishable::new(origins, per_ip)
-                    .map_err(|why| ApiError::bad_request(why.to_string()))?,
-            )
-        }
-        _ => return Err(ApiError::bad_request("Invalid 'kind'")),
-    };
-    let now = SystemTime::now();
-    let (key, listed) = dash
-        .admin_as(actor, async move |admin| {
-            let key = admin
-                .create_key(&account, publishable.as_ref(), name.as_deref(), now)
-                .await?;
-            let listed = admin.keys(&account).await?;
-            Ok::<_, AccountError>((key, listed))
-        })
-        .await?;
-    let line = listed
-        .iter()
-        .find(|k| k.key_id == key.key_id)
-        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the new key is not listed")))?;
-    let mut body = key_json(line);
-    body["apiKey"] = json!(key.api_key.expose());
-    Ok(json_response(StatusCode::CREATED, &body))
+fn refused(why: impl ToString) -> ApiError {
+    ApiError::bad_request(why.to_string())
 }
 
-/// `PATCH /account/api/keys/{keyId}` `{"name"}`.
-#[handler]
-async fn rename_key(
-    req: &Request,
-    Path(key_id): Path<String>,
-    body: Body,
-    dash: Data<&Arc<Dashboard>>,
-) -> Result<Response, ApiError> {
-    let session = dash.changing(req).await?;
-    let (account, actor) = (session.account(), session.actor());
-    let body = object(body).await?;
-    let name = dashboard::key_name(text_field(&body, "name")?)
-        .map_err(|why| ApiError::bad_request(why.to_string()))?;
-    let listed = dash
-        .admin_as(actor, async move |admin| {
-            admin.rename_key(&account, &key_id, name.as_deref()).await?;
-            let listed = admin.keys(&account).await?;
-            Ok::<_, AccountError>(listed.into_iter().find(|k| k.key_id == key_id))
-        })
-        .await?;
-    match listed {
-        Some(line) => ok(key_json(&line)),
-        None => Err(ApiError::internal(anyhow::anyhow!(
-            "a renamed key is not listed"
-        ))),
+fn rfc3339(secs: i64) -> String {
+    crate::domain::date::rfc3339(secs)
+}
+
+fn csv(header: &[&str], rows: Vec<Vec<String>>) -> Result<PlainText<String>, ApiError> {
+    let mut out = csv::Writer::from_writer(Vec::new());
+    out.write_record(header)
+        .map_err(|e| ApiError::internal(e.into()))?;
+    for row in rows {
+        out.write_record(&row)
+            .map_err(|e| ApiError::internal(e.into()))?;
     }
-}
-
-/// `POST /account/api/keys/{keyId}/roll` `{"graceHours": 1..168}`: 201 with a new key
-/// of the same kind, rules and name (shown this once); the old one keeps working for the
-/// grace, then is refused on every node.
-#[handler]
-async fn roll_key(
-    req: &Request,
-    Path(key_id): Path<String>,
-    body: Body,
-    dash: Data<&Arc<Dashboard>>,
-) -> Result<Response, ApiError> {
-    let session = dash.changing(req).await?;
-    let (account, actor) = (session.account(), session.actor());
-    let body = object(body).await?;
-    let hours = match body.get("graceHours") {
-        None | Some(Value::Null) => 24,
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| ApiError::bad_request("Invalid 'graceHours'"))?,
-    };
-    let grace =
-        dashboard::grace_secs(hours).map_err(|why| ApiError::bad_request(why.to_string()))?;
-    let now = SystemTime::now();
-    let ends = crate::db::rows::unix_secs(now) + grace;
-    let (key, listed) = dash
-        .admin_as(actor, async move |admin| {
-            let key = admin.roll_key(&account, &key_id, ends, now).await?;
-            let listed = admin.keys(&account).await?;
-            Ok::<_, AccountError>((key, listed))
-        })
-        .await?;
-    let line = listed
-        .iter()
-        .find(|k| k.key_id == key.key_id)
-        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the rolled key is not listed")))?;
-    let mut body = key_json(line);
-    body["apiKey"] = json!(key.api_key.expose());
-    Ok(json_response(StatusCode::CREATED, &body))
-}
-
-/// `DELETE /account/api/keys/{keyId}`: revoked on every node from the next request.
-#[handler]
-async fn revoke_key(
-    req: &Request,
-    Path(key_id): Path<String>,
-    dash: Data<&Arc<Dashboard>>,
-) -> Result<Response, ApiError> {
-    let session = dash.changing(req).await?;
-    let (account, actor) = (session.account(), session.actor());
-    let shown = key_id.clone();
-    dash.admin_as(actor, async move |admin| {
-        admin
-            .revoke_own_key(&account, &key_id, SystemTime::now())
-            .await
-    })
-    .await?;
-    ok(json!({"keyId": shown, "revoked": true}))
-}
-
-/// `PUT /account/api/limits` `{"perMinute", "perHour", "perDay"}`: each a count of
-/// queries, or `null` for no limit on that window.
-#[handler]
-async fn set_limits(
-    req: &Request,
-    body: Body,
-    dash: Data<&Arc<Dashboard>>,
-) -> Result<Response, ApiError> {
-    let session = dash.changing(req).await?;
-    let (account, actor) = (session.account(), session.actor());
-    let body = object(body).await?;
-    let window = |name: &str| match body.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| ApiError::bad_request(format!("Invalid '{name}'"))),
-    };
-    let limits = Limits {
-        per_minute: window("perMinute")?,
-        per_hour: window("perHour")?,
-        per_day: window("perDay")?,
-    };
-    let change =
-        LimitsChange::exactly(limits).map_err(|why| ApiError::bad_request(why.to_string()))?;
-    let limits = dash
-        .admin_as(actor, async move |admin| {
-            Ok(admin.set_limits(&account, change).await?)
-        })
-        .await?;
-    ok(json!({"limits": limits_json(limits)}))
-}
-
-#[derive(Deserialize)]
-struct UsageQuery {
-    days: Option<u32>,
-    format: Option<String>,
-}
-
-/// `GET /account/api/usage?days=30&format=json|csv`: billed queries and USD per UTC day
-/// and endpoint, oldest first.
-#[handler]
-async fn usage(
-    req: &Request,
-    Query(query): Query<UsageQuery>,
-    dash: Data<&Arc<Dashboard>>,
-) -> Result<Response, ApiError> {
-    let account = dash.session(req).await?.account();
-    let days = query.days.unwrap_or(30).clamp(1, 366);
-    let now = now_unix();
-    let wanted = account.clone();
-    let lines = dash
-        .admin(async move |admin| Ok(admin.usage(days, now).await?))
-        .await?
-        .into_iter()
-        .filter(|l| l.account_id == wanted)
-        .collect::<Vec<_>>();
-    match query.format.as_deref().unwrap_or("json") {
-        "json" => ok(json!({
-            "accountId": account,
-            "days": days,
-            "usage": lines.iter().map(|l| json!({
-                "date": l.date,
-                "endpoint": l.endpoint,
-                "queries": l.queries,
-                "charged": l.charged.to_json_number(),
-            })).collect::<Vec<_>>(),
-        })),
-        "csv" => {
-            let mut out = csv_writer();
-            out.write_record(["date", "endpoint", "queries", "charged_usd"])
-                .map_err(|e| ApiError::internal(e.into()))?;
-            for l in &lines {
-                out.write_record([
-                    l.date.clone(),
-                    l.endpoint.clone(),
-                    l.queries.to_string(),
-                    l.charged.to_string(),
-                ])
-                .map_err(|e| ApiError::internal(e.into()))?;
-            }
-            csv_response(out, "postal-usage.csv")
-        }
-        _ => Err(ApiError::bad_request("Invalid 'format'")),
-    }
-}
-
-/// `GET /account/api/ledger`: the account's ledger of the last 90 days, newest first.
-#[handler]
-async fn ledger(req: &Request, dash: Data<&Arc<Dashboard>>) -> Result<Response, ApiError> {
-    let account = dash.session(req).await?.account();
-    let since = now_unix() - 90 * 86_400;
-    let mut entries = dash
-        .admin(async move |admin| admin.ledger_entries(&account, Some(since)).await)
-        .await?;
-    entries.reverse();
-    ok(json!({"entries": entries.iter().map(|e| json!({
-        "at": e.at,
-        "kind": e.kind,
-        "amount": e.amount.to_json_number(),
-        "balanceAfter": e.balance_after.to_json_number(),
-        "queries": e.queries,
-        "endpoint": e.endpoint,
-        "note": e.note,
-    })).collect::<Vec<_>>()}))
-}
-
-#[derive(Deserialize)]
-struct FormatQuery {
-    format: Option<String>,
-}
-
-/// `GET /account/api/audit?format=json|csv`: who changed what of the account (keys,
-/// limits, money, sign-ins), from the dashboard or the operator's CLI; newest first.
-#[handler]
-async fn audit(
-    req: &Request,
-    Query(query): Query<FormatQuery>,
-    dash: Data<&Arc<Dashboard>>,
-) -> Result<Response, ApiError> {
-    let account = dash.session(req).await?.account();
-    let entries = dash
-        .admin(async move |admin| admin.audit_entries(&account).await)
-        .await?;
-    match query.format.as_deref().unwrap_or("json") {
-        "json" => ok(json!({"entries": entries.iter().map(|e| json!({
-            "at": unix_rfc3339(e.at),
-            "actor": e.actor,
-            "action": e.action,
-            "detail": e.detail,
-        })).collect::<Vec<_>>()})),
-        "csv" => {
-            let mut out = csv_writer();
-            out.write_record(["at", "actor", "action", "detail"])
-                .map_err(|e| ApiError::internal(e.into()))?;
-            for e in &entries {
-                out.write_record([unix_rfc3339(e.at).as_str(), &e.actor, &e.action, &e.detail])
-                    .map_err(|e| ApiError::internal(e.into()))?;
-            }
-            csv_response(out, "postal-audit.csv")
-        }
-        _ => Err(ApiError::bad_request("Invalid 'format'")),
-    }
-}
-
-fn csv_writer() -> csv::Writer<Vec<u8>> {
-    csv::Writer::from_writer(Vec::new())
-}
-
-fn csv_response(out: csv::Writer<Vec<u8>>, file: &str) -> Result<Response, ApiError> {
     let bytes = out
         .into_inner()
         .map_err(|e| ApiError::internal(anyhow::anyhow!("{e}")))?;
-    Ok(Response::builder()
-        .content_type("text/csv; charset=utf-8")
-        .header(
-            header::CONTENT_DISPOSITION,
-            format!("attachment; filename=\"{file}\""),
-        )
-        .header(header::CACHE_CONTROL, "no-store")
-        .body(bytes))
+    Ok(PlainText(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SessionJson {
-    session_id: String,
-    signed_in_at: String,
-    last_seen_at: String,
-    client: Option<String>,
-    current: bool,
+/// The account's key `key_id` as listed now (after a change).
+fn listed(keys: &[KeyLine], key_id: &str) -> Result<KeyBody, ApiError> {
+    keys.iter()
+        .find(|k| k.key_id == key_id)
+        .map(KeyBody::of)
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("key {key_id} is not listed")))
 }
 
-/// `GET /account/api/sessions`: the account's live sessions, newest first.
-#[handler]
-async fn sessions(req: &Request, dash: Data<&Arc<Dashboard>>) -> Result<Response, ApiError> {
-    let session = dash.session(req).await?;
-    let (account, current) = (session.account(), session.row.public_id.clone());
-    let now = now_unix();
-    let list = dash
-        .admin(async move |admin| admin.sessions(&account, now).await)
-        .await?;
-    let list = list
-        .into_iter()
-        .map(|s| SessionJson {
-            current: s.session_id == current,
-            session_id: s.session_id,
-            signed_in_at: unix_rfc3339(s.created_at),
-            last_seen_at: unix_rfc3339(s.seen_at),
-            client: s.client,
+#[OpenApi(prefix_path = "/account/api", tag = "ApiTags::Account")]
+impl AccountApi {
+    /// Who is signed in: account, balance, limits, identities, and the CSRF token.
+    #[oai(path = "/me", method = "get", operation_id = "accountMe")]
+    async fn me(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        signed: Signed,
+    ) -> Result<Json<MeBody>, ApiError> {
+        let session = signed.0;
+        let account = session.account();
+        let (view, identities, providers) = dash
+            .admin(async move |admin| {
+                Ok::<_, AccountError>((
+                    admin.show(&account).await?,
+                    admin.identities(&account).await?,
+                    admin.providers().await?,
+                ))
+            })
+            .await?;
+        Ok(Json(MeBody {
+            account_id: view.account_id,
+            name: view.name,
+            balance: view.balance.to_usd(),
+            queries_left: view.balance.get() / crate::domain::money::PRICE_PER_QUERY.get(),
+            limits: view.limits.into(),
+            identities: identities
+                .into_iter()
+                .map(|i| IdentityBody {
+                    provider: i.provider,
+                    issuer: i.issuer,
+                    subject: i.subject,
+                    email: i.email,
+                    linked_at: rfc3339(i.created_at),
+                })
+                .collect(),
+            providers: providers.into_iter().map(|p| p.name).collect(),
+            session_id: session.row.public_id,
+            csrf_token: session.row.csrf,
+        }))
+    }
+
+    /// Every key of the account, oldest first; never a secret.
+    #[oai(path = "/keys", method = "get", operation_id = "listKeys")]
+    async fn keys(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        signed: Signed,
+    ) -> Result<Json<KeysBody>, ApiError> {
+        let account = signed.0.account();
+        let keys = dash
+            .admin(async move |admin| admin.keys(&account).await)
+            .await?;
+        Ok(Json(KeysBody {
+            keys: keys.iter().map(KeyBody::of).collect(),
+        }))
+    }
+
+    /// A new key, shown this once; at most 20 live keys an account.
+    #[oai(path = "/keys", method = "post", operation_id = "createKey")]
+    async fn create_key(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        changing: Changing,
+        body: Body<NewKeyRequest>,
+    ) -> Result<Created, ApiError> {
+        let (account, actor) = (changing.0.account(), changing.0.actor());
+        let body = body.fields;
+        let name = dashboard::key_name(text_field(&body, "name")?).map_err(refused)?;
+        let publishable = match text_field(&body, "kind")?.unwrap_or("secret") {
+            "secret" => None,
+            "publishable" => {
+                let origins = match body.get("origins") {
+                    Some(Value::Array(items)) => items
+                        .iter()
+                        .map(|o| {
+                            o.as_str()
+                                .ok_or_else(|| ApiError::bad_request("Invalid 'origins'"))
+                                .and_then(|o| OriginPattern::parse(o).map_err(refused))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(_) => return Err(ApiError::bad_request("Invalid 'origins'")),
+                };
+                let per_ip = match body.get("perIpMinute") {
+                    None | Some(Value::Null) => DEFAULT_PER_IP_MINUTE,
+                    Some(v) => v
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| *n >= 1)
+                        .ok_or_else(|| ApiError::bad_request("Invalid 'perIpMinute'"))?,
+                };
+                Some(Publishable::new(origins, per_ip).map_err(refused)?)
+            }
+            _ => return Err(ApiError::bad_request("Invalid 'kind'")),
+        };
+        let now = SystemTime::now();
+        let (key, keys) = dash
+            .admin_as(actor, async move |admin| {
+                let key = admin
+                    .create_key(&account, publishable.as_ref(), name.as_deref(), now)
+                    .await?;
+                Ok::<_, AccountError>((key, admin.keys(&account).await?))
+            })
+            .await?;
+        let mut shown = listed(&keys, &key.key_id)?;
+        shown.api_key = Some(key.api_key.expose().to_owned());
+        Ok(Created::Created(Json(shown)))
+    }
+
+    /// Names (or unnames) a key.
+    #[oai(path = "/keys/:key_id", method = "patch", operation_id = "renameKey")]
+    async fn rename_key(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        changing: Changing,
+        key_id: Path<String>,
+        body: Body<RenameRequest>,
+    ) -> Result<Json<KeyBody>, ApiError> {
+        let (account, actor) = (changing.0.account(), changing.0.actor());
+        let name = dashboard::key_name(text_field(&body.fields, "name")?).map_err(refused)?;
+        let key_id = key_id.0;
+        let wanted = key_id.clone();
+        let keys = dash
+            .admin_as(actor, async move |admin| {
+                admin.rename_key(&account, &key_id, name.as_deref()).await?;
+                admin.keys(&account).await
+            })
+            .await?;
+        Ok(Json(listed(&keys, &wanted)?))
+    }
+
+    /// Revokes a key: refused (401) from the next request on, on every node. A key of
+    /// another account is 404, as one that does not exist.
+    #[oai(path = "/keys/:key_id", method = "delete", operation_id = "revokeKey")]
+    async fn revoke_key(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        changing: Changing,
+        key_id: Path<String>,
+    ) -> Result<Json<RevokedBody>, ApiError> {
+        let (account, actor) = (changing.0.account(), changing.0.actor());
+        let key_id = key_id.0;
+        let shown = key_id.clone();
+        dash.admin_as(actor, async move |admin| {
+            admin
+                .revoke_own_key(&account, &key_id, SystemTime::now())
+                .await
         })
-        .collect::<Vec<_>>();
-    ok(json!({ "sessions": list }))
-}
+        .await?;
+        Ok(Json(RevokedBody {
+            key_id: shown,
+            revoked: true,
+        }))
+    }
 
-/// `DELETE /account/api/sessions/{sessionId}`: ends one of the account's sessions.
-#[handler]
-async fn end_session(
-    req: &Request,
-    Path(session_id): Path<String>,
-    dash: Data<&Arc<Dashboard>>,
-) -> Result<Response, ApiError> {
-    let session = dash.changing(req).await?;
-    let (account, actor) = (session.account(), session.actor());
-    let shown = session_id.clone();
-    let now = now_unix();
-    let ended = dash
-        .admin_as(actor, async move |admin| {
-            admin.end_session(&account, &session_id, now).await
+    /// Rolls a key: a new key of the same kind, rules and name (shown once); the old one
+    /// keeps working for the grace, then is refused on every node.
+    #[oai(path = "/keys/:key_id/roll", method = "post", operation_id = "rollKey")]
+    async fn roll_key(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        changing: Changing,
+        key_id: Path<String>,
+        body: Body<RollRequest>,
+    ) -> Result<Created, ApiError> {
+        let (account, actor) = (changing.0.account(), changing.0.actor());
+        let hours = match body.fields.get("graceHours") {
+            None | Some(Value::Null) => 24,
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| ApiError::bad_request("Invalid 'graceHours'"))?,
+        };
+        let grace = dashboard::grace_secs(hours).map_err(refused)?;
+        let now = SystemTime::now();
+        let ends = crate::db::rows::unix_secs(now) + grace;
+        let key_id = key_id.0;
+        let (key, keys) = dash
+            .admin_as(actor, async move |admin| {
+                let key = admin.roll_key(&account, &key_id, ends, now).await?;
+                Ok::<_, AccountError>((key, admin.keys(&account).await?))
+            })
+            .await?;
+        let mut shown = listed(&keys, &key.key_id)?;
+        shown.api_key = Some(key.api_key.expose().to_owned());
+        Ok(Created::Created(Json(shown)))
+    }
+
+    /// Sets the limits, all three at once (`null` = none); in force from the next request.
+    #[oai(path = "/limits", method = "put", operation_id = "setLimits")]
+    async fn set_limits(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        changing: Changing,
+        body: Body<LimitsRequest>,
+    ) -> Result<Json<LimitsAnswer>, ApiError> {
+        let (account, actor) = (changing.0.account(), changing.0.actor());
+        let window = |name: &str| match body.fields.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| ApiError::bad_request(format!("Invalid '{name}'"))),
+        };
+        let limits = Limits {
+            per_minute: window("perMinute")?,
+            per_hour: window("perHour")?,
+            per_day: window("perDay")?,
+        };
+        let change = LimitsChange::exactly(limits).map_err(refused)?;
+        let limits = dash
+            .admin_as(actor, async move |admin| {
+                Ok(admin.set_limits(&account, change).await?)
+            })
+            .await?;
+        Ok(Json(LimitsAnswer {
+            limits: limits.into(),
+        }))
+    }
+
+    /// Billed queries and USD per UTC day and operation, oldest first.
+    #[oai(path = "/usage", method = "get", operation_id = "accountUsage")]
+    async fn usage(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        signed: Signed,
+        /// The last this many UTC days, today included (1 to 366; default 30).
+        #[oai(validator(minimum(value = "1"), maximum(value = "366")))]
+        days: Query<Option<u32>>,
+        format: Query<Option<Format>>,
+    ) -> Result<Listing<UsageBody>, ApiError> {
+        let account = signed.0.account();
+        let days = days.0.unwrap_or(30);
+        let now = now_unix();
+        let wanted = account.clone();
+        let lines = dash
+            .admin(async move |admin| Ok(admin.usage(days, now).await?))
+            .await?
+            .into_iter()
+            .filter(|l| l.account_id == wanted)
+            .collect::<Vec<_>>();
+        Ok(Listing::Ok(match format.0.unwrap_or(Format::Json) {
+            Format::Json => JsonOrCsv::Json(Json(UsageBody {
+                account_id: account,
+                days,
+                usage: lines
+                    .into_iter()
+                    .map(|l| UsageLineBody {
+                        date: l.date,
+                        endpoint: l.endpoint,
+                        queries: l.queries,
+                        charged: l.charged.to_usd(),
+                    })
+                    .collect(),
+            })),
+            Format::Csv => JsonOrCsv::Csv(csv(
+                &["date", "endpoint", "queries", "charged_usd"],
+                lines
+                    .into_iter()
+                    .map(|l| {
+                        vec![
+                            l.date,
+                            l.endpoint,
+                            l.queries.to_string(),
+                            l.charged.to_string(),
+                        ]
+                    })
+                    .collect(),
+            )?),
+        }))
+    }
+
+    /// The account's ledger of the last 90 days, newest first.
+    #[oai(path = "/ledger", method = "get", operation_id = "accountLedger")]
+    async fn ledger(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        signed: Signed,
+    ) -> Result<Json<LedgerBody>, ApiError> {
+        let account = signed.0.account();
+        let since = now_unix() - 90 * 86_400;
+        let mut entries = dash
+            .admin(async move |admin| admin.ledger_entries(&account, Some(since)).await)
+            .await?;
+        entries.reverse();
+        Ok(Json(LedgerBody {
+            entries: entries
+                .into_iter()
+                .map(|e| LedgerEntryBody {
+                    at: e.at,
+                    kind: e.kind,
+                    amount: e.amount.to_usd(),
+                    balance_after: e.balance_after.to_usd(),
+                    queries: e.queries,
+                    endpoint: e.endpoint,
+                    note: e.note,
+                })
+                .collect(),
+        }))
+    }
+
+    /// The account's live sessions, newest first.
+    #[oai(path = "/sessions", method = "get", operation_id = "listSessions")]
+    async fn sessions(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        signed: Signed,
+    ) -> Result<Json<SessionsBody>, ApiError> {
+        let (account, current) = (signed.0.account(), signed.0.row.public_id.clone());
+        let now = now_unix();
+        let list = dash
+            .admin(async move |admin| admin.sessions(&account, now).await)
+            .await?;
+        Ok(Json(SessionsBody {
+            sessions: list
+                .into_iter()
+                .map(|s| SessionBody {
+                    current: s.session_id == current,
+                    session_id: s.session_id,
+                    signed_in_at: rfc3339(s.created_at),
+                    last_seen_at: rfc3339(s.seen_at),
+                    client: s.client,
+                })
+                .collect(),
+        }))
+    }
+
+    /// Ends one of the account's sessions.
+    #[oai(
+        path = "/sessions/:session_id",
+        method = "delete",
+        operation_id = "endSession"
+    )]
+    async fn end_session(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        changing: Changing,
+        session_id: Path<String>,
+    ) -> Result<Json<EndedBody>, ApiError> {
+        let (account, actor) = (changing.0.account(), changing.0.actor());
+        let session_id = session_id.0;
+        let shown = session_id.clone();
+        let now = now_unix();
+        let ended = dash
+            .admin_as(actor, async move |admin| {
+                admin.end_session(&account, &session_id, now).await
+            })
+            .await?;
+        match ended {
+            true => Ok(Json(EndedBody {
+                session_id: shown,
+                ended: true,
+            })),
+            false => Err(ApiError::not_found(&format!("no session {shown:?}"))),
+        }
+    }
+
+    /// Unlinks an identity; the account keeps at least one, and an unlinked identity
+    /// cannot sign in again (nor make a new account).
+    #[oai(
+        path = "/identities/unlink",
+        method = "post",
+        operation_id = "unlinkIdentity"
+    )]
+    async fn unlink(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        changing: Changing,
+        body: Body<UnlinkRequest>,
+    ) -> Result<Json<UnlinkedBody>, ApiError> {
+        let (account, actor) = (changing.0.account(), changing.0.actor());
+        let issuer = text_field(&body.fields, "issuer")?.unwrap_or("").to_owned();
+        let subject = text_field(&body.fields, "subject")?
+            .unwrap_or("")
+            .to_owned();
+        let now = now_unix();
+        dash.admin_as(actor, async move |admin| {
+            admin.unlink(&account, &issuer, &subject, now).await
         })
         .await?;
-    match ended {
-        true => ok(json!({"sessionId": shown, "ended": true})),
-        false => Err(ApiError::not_found(&format!("no session {shown:?}"))),
+        Ok(Json(UnlinkedBody { unlinked: true }))
+    }
+
+    /// Who changed what of the account (keys, limits, money, sign-ins), from the
+    /// dashboard or the operator's CLI; newest first.
+    #[oai(path = "/audit", method = "get", operation_id = "accountAudit")]
+    async fn audit(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        signed: Signed,
+        format: Query<Option<Format>>,
+    ) -> Result<Listing<AuditBody>, ApiError> {
+        let account = signed.0.account();
+        let entries = dash
+            .admin(async move |admin| admin.audit_entries(&account).await)
+            .await?;
+        Ok(Listing::Ok(match format.0.unwrap_or(Format::Json) {
+            Format::Json => JsonOrCsv::Json(Json(AuditBody {
+                entries: entries
+                    .into_iter()
+                    .map(|e| AuditLineBody {
+                        at: rfc3339(e.at),
+                        actor: e.actor,
+                        action: e.action,
+                        detail: e.detail,
+                    })
+                    .collect(),
+            })),
+            Format::Csv => JsonOrCsv::Csv(csv(
+                &["at", "actor", "action", "detail"],
+                entries
+                    .into_iter()
+                    .map(|e| vec![rfc3339(e.at), e.actor, e.action, e.detail])
+                    .collect(),
+            )?),
+        }))
+    }
+
+    /// Ends this session and deletes its cookie.
+    #[oai(path = "/signout", method = "post", operation_id = "signOut")]
+    async fn signout(
+        &self,
+        dash: Data<&Arc<Dashboard>>,
+        changing: Changing,
+    ) -> Result<SignedOut, ApiError> {
+        let session = changing.0;
+        let (account, id, actor) = (
+            session.account(),
+            session.row.public_id.clone(),
+            session.actor(),
+        );
+        let now = now_unix();
+        dash.admin_as(actor, async move |admin| {
+            admin.end_session(&account, &id, now).await
+        })
+        .await?;
+        let cookie = dash.set_cookie(dash.cookies().session, "", 0, "/");
+        Ok(SignedOut::Ok(
+            Json(SignedOutBody { signed_out: true }),
+            cookie.to_str().unwrap_or("").to_owned(),
+        ))
     }
 }
 
-/// `POST /account/api/identities/unlink` `{"issuer", "subject"}`: the account keeps at
-/// least one identity; the identity unlinked cannot sign in again (nor make a new account).
-#[handler]
-async fn unlink(
-    req: &Request,
-    body: Body,
-    dash: Data<&Arc<Dashboard>>,
-) -> Result<Response, ApiError> {
-    let session = dash.changing(req).await?;
-    let (account, actor) = (session.account(), session.actor());
-    let body = object(body).await?;
-    let issuer = text_field(&body, "issuer")?.unwrap_or("").to_owned();
-    let subject = text_field(&body, "subject")?.unwrap_or("").to_owned();
-    let now = now_unix();
-    dash.admin_as(actor, async move |admin| {
-        admin.unlink(&account, &issuer, &subject, now).await
-    })
-    .await?;
-    ok(json!({"unlinked": true}))
-}
-
-/// `POST /account/api/signout`: ends this session and deletes its cookie.
-#[handler]
-async fn signout(req: &Request, dash: Data<&Arc<Dashboard>>) -> Result<Response, ApiError> {
-    let session = dash.changing(req).await?;
-    let (account, id) = (session.account(), session.row.public_id.clone());
-    let now = now_unix();
-    dash.admin_as(session.actor(), async move |admin| {
-        admin.end_session(&account, &id, now).await
-    })
-    .await?;
-    let mut response = json_response(StatusCode::OK, &json!({"signedOut": true}));
-    response.headers_mut().append(
-        header::SET_COOKIE,
-        dash.set_cookie(dash.cookies().session, "", 0, "/"),
-    );
-    Ok(response.into_response())
+#[derive(ApiResponse)]
+pub enum SignedOut {
+    /// Signed out; the session cookie is deleted.
+    #[oai(status = 200)]
+    Ok(Json<SignedOutBody>, #[oai(header = "Set-Cookie")] String),
 }

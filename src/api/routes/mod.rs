@@ -62,4 +62,5 @@ routes!(
     verify::VerifyApi,
     verify_bulk::VerifyBulkApi,
     dataset::DatasetApi,
+    crate::api::account::routes::AccountApi,
 );
