@@ -1175,3 +1175,52 @@ fn in_a_browser_a_customer_signs_in_makes_a_key_limits_and_revokes_it() {
         testkit::scratch().join("account-*.png").display()
     );
 }
+
+/// A session idle for 30 minutes, or signed in 12 hours ago, is over: 401, and its
+/// cookie never works again.
+#[test]
+fn a_session_idle_30_minutes_or_12_hours_old_is_over() {
+    let app = spawn_app();
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let mut idle = Browser::new();
+    idle.sign_in(&app, "p1", "frank");
+    let mut old = Browser::new();
+    old.sign_in(&app, "p2", "grace");
+    let session_of = |b: &mut Browser| {
+        b.api(&app, "GET", "/me", None).1["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (idle_id, old_id) = (session_of(&mut idle), session_of(&mut old));
+    let conn = rusqlite::Connection::open(&app.db).unwrap();
+    // 29 minutes idle: still on.
+    conn.execute(
+        "UPDATE sessions SET seen_at = unixepoch() - 29 * 60 WHERE public_id = ?1",
+        [&idle_id],
+    )
+    .unwrap();
+    assert_eq!(idle.api(&app, "GET", "/me", None).0, 200);
+    // 30 minutes idle; signed in 12 hours ago though used a second ago: both over.
+    conn.execute(
+        "UPDATE sessions SET seen_at = unixepoch() - 30 * 60 WHERE public_id = ?1",
+        [&idle_id],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE sessions SET created_at = unixepoch() - 12 * 3600, seen_at = unixepoch() - 1
+         WHERE public_id = ?1",
+        [&old_id],
+    )
+    .unwrap();
+    assert_eq!(
+        idle.api(&app, "GET", "/me", None),
+        (401, json!({"error": "Not signed in"}))
+    );
+    assert_eq!(old.api(&app, "GET", "/me", None).0, 401);
+    // The dashboard page then offers the sign-in again.
+    let page = idle.get(&format!("{}/account", app.address));
+    assert!(page.body.contains("/account/signin/p1"), "{}", page.body);
+}

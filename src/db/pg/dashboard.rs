@@ -12,20 +12,10 @@ use crate::domain::dashboard::{self, DashboardRefused};
 
 use super::accounts::insert_account;
 use super::changes::bump;
+use super::reports::account_rowid;
 
 fn refused(why: DashboardRefused) -> AccountError {
     AccountError::Invalid(why.to_string())
-}
-
-async fn account_rowid(client: &impl GenericClient, public_id: &str) -> Result<i64, AccountError> {
-    Ok(client
-        .query_opt(
-            "SELECT id FROM accounts WHERE public_id = $1",
-            &[&public_id],
-        )
-        .await?
-        .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))?
-        .get(0))
 }
 
 pub async fn add_provider(client: &Client, p: &Provider, now: i64) -> Result<(), AccountError> {

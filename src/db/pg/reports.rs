@@ -38,7 +38,10 @@ pub async fn account_lines(client: &Client, now: i64) -> anyhow::Result<Vec<Acco
         .collect()
 }
 
-async fn account_rowid(client: &impl GenericClient, public_id: &str) -> Result<i64, AccountError> {
+pub(super) async fn account_rowid(
+    client: &impl GenericClient,
+    public_id: &str,
+) -> Result<i64, AccountError> {
     Ok(client
         .query_opt(
             "SELECT id FROM accounts WHERE public_id = $1",
