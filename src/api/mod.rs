@@ -343,6 +343,7 @@ async fn run(
             settings.ledger.clone(),
             public_url,
             &settings.dashboard,
+            settings.trusted_proxies.clone(),
         );
         let (app, hot) = app(state, settings.operations, access_log, dashboard);
         server::run(

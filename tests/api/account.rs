@@ -1224,3 +1224,41 @@ fn a_session_idle_30_minutes_or_12_hours_old_is_over() {
     let page = idle.get(&format!("{}/account", app.address));
     assert!(page.body.contains("/account/signin/p1"), "{}", page.body);
 }
+
+/// Starting a sign-in writes a row and asks the provider for its metadata: at most 20 a
+/// minute from one client address, then 429 with `Retry-After`.
+#[test]
+fn at_most_20_sign_ins_a_minute_start_from_one_address() {
+    let app = spawn_app();
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    crate::browser::with_seconds_left_in_the_minute(20);
+    let mut browser = Browser::new();
+    let start = format!("{}/account/signin/p1", app.address);
+    for i in 0..20 {
+        assert_eq!(browser.get(&start).status, 303, "start {i}");
+    }
+    let refused = browser.request("GET", &start, None, &[]);
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(
+        refused
+            .body
+            .contains("Too many sign-ins were started from your address"),
+        "{}",
+        refused.body
+    );
+    let retry = ureq::get(&start)
+        .config()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .call()
+        .unwrap();
+    let seconds: u64 = retry.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&seconds), "{seconds}");
+}

@@ -52,6 +52,10 @@ pub(crate) struct Dashboard {
     signups_open: bool,
     /// Requests to providers: no redirects (the crate's SSRF warning), bounded in time.
     http: ureq::Agent,
+    /// Sign-ins started a minute per client IP: each writes a row and asks the provider
+    /// for its metadata.
+    starts: crate::billing::per_ip::PerIpLimiter,
+    trusted_proxies: Vec<crate::domain::cidr::Cidr>,
 }
 
 /// The session cookie's name and attributes for this public URL.
@@ -61,6 +65,8 @@ struct CookieRules {
 }
 
 const SIGNIN_COOKIE: &str = "postal_signin";
+/// Sign-ins a client IP may start a minute.
+pub const STARTS_PER_MINUTE: u32 = 20;
 
 impl Dashboard {
     pub(crate) fn new(
@@ -68,6 +74,7 @@ impl Dashboard {
         ledger: Option<String>,
         public_url: String,
         settings: &DashboardSettings,
+        trusted_proxies: Vec<crate::domain::cidr::Cidr>,
     ) -> Arc<Dashboard> {
         let http = ureq::Agent::config_builder()
             .max_redirects(0)
@@ -81,6 +88,8 @@ impl Dashboard {
             public_url: public_url.trim_end_matches('/').to_owned(),
             signups_open: !settings.signups_closed,
             http,
+            starts: Default::default(),
+            trusted_proxies,
         })
     }
 

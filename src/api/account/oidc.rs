@@ -24,7 +24,7 @@ use poem::web::{Data, Path, Query};
 use poem::{Request, Response, handler};
 use serde::Deserialize;
 
-use super::{Dashboard, SIGNIN_COOKIE, cookie, now_unix, see_other};
+use super::{Dashboard, SIGNIN_COOKIE, STARTS_PER_MINUTE, cookie, now_unix, see_other};
 use crate::db::admin::{AccountError, IdentityView, Provider, SessionRow, SignIn};
 use crate::domain::dashboard;
 
@@ -122,10 +122,43 @@ async fn provider(dash: &Dashboard, name: &str) -> Result<Provider, Failure> {
 /// `GET /account/signin/{name}`: to the provider.
 #[handler]
 pub(super) async fn start_signin(
+    req: &Request,
     Path(name): Path<String>,
     dash: Data<&Arc<Dashboard>>,
 ) -> Response {
+    if let Some(refused) = refused_start(&dash, req) {
+        return refused;
+    }
     start(&dash, &name, None).await.unwrap_or_else(failed)
+}
+
+/// At most [`STARTS_PER_MINUTE`] sign-ins started a minute per client IP (counted as the
+/// API counts a page's clients: an IPv6 /64, `X-Forwarded-For` from a trusted proxy);
+/// beyond, the 429 page (with `Retry-After`) to answer.
+fn refused_start(dash: &Dashboard, req: &Request) -> Option<Response> {
+    let ip = crate::api::access::RequestMeta::of(req)
+        .client_ip(&dash.trusted_proxies)
+        .map_or(
+            std::net::IpAddr::from([0, 0, 0, 0]),
+            crate::api::access::counted_as,
+        );
+    dash.starts
+        .admit(0, ip, STARTS_PER_MINUTE, std::time::SystemTime::now())
+        .err()
+        .map(|e| {
+            let mut page = super::page::message(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many sign-ins",
+                &format!(
+                    "Too many sign-ins were started from your address; try again in {} seconds.",
+                    e.retry_after
+                ),
+            );
+            if let Ok(value) = e.retry_after.to_string().parse() {
+                page.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            page
+        })
 }
 
 /// `GET /account/link/{name}`: to the provider, to link its identity to the signed-in
@@ -139,6 +172,9 @@ pub(super) async fn link(
     let Ok(session) = dash.session(req).await else {
         return see_other("/account");
     };
+    if let Some(refused) = refused_start(&dash, req) {
+        return refused;
+    }
     start(&dash, &name, Some(session.account()))
         .await
         .unwrap_or_else(failed)
