@@ -336,8 +336,20 @@ async fn run(
             let bound = acceptor.local_addr().first().map_or(String::new(), |a| {
                 a.to_string().trim_start_matches("socket://").to_string()
             });
+            // A wildcard address is no address a browser can be sent back to.
+            let bound = match bound.rsplit_once(':') {
+                Some(("0.0.0.0" | "[::]", port)) => {
+                    tracing::warn!(
+                        "the account dashboard's sign-in redirects to http://127.0.0.1:{port}; \
+                         set --public-url to the address customers reach"
+                    );
+                    format!("127.0.0.1:{port}")
+                }
+                _ => bound,
+            };
             format!("http://{bound}")
         });
+        tracing::info!("account dashboard at {public_url}/account");
         let dashboard = account::Dashboard::new(
             db_path.to_path_buf(),
             settings.ledger.clone(),

@@ -1065,17 +1065,27 @@ fn in_a_browser_a_customer_signs_in_makes_a_key_limits_and_revokes_it() {
                 .click()
                 .await
                 .unwrap();
-            // The consent page (the first time) or straight back to the dashboard.
-            let consent = client
+            // The consent page (the first time) or straight back to the dashboard: waited
+            // for by what only they hold (the login page's own button would match a plain
+            // `button[type=submit]` until it is gone).
+            let next = client
                 .wait()
                 .at_most(wait)
                 .for_element(Locator::XPath(
-                    "//button[@type='submit'] | //*[@id='balance']",
+                    "//input[@name='prompt' and @value='consent'] | //*[@id='balance']",
                 ))
                 .await
                 .unwrap();
-            if consent.attr("id").await.unwrap().as_deref() != Some("balance") {
-                consent.click().await.unwrap();
+            if next.attr("id").await.unwrap().as_deref() != Some("balance") {
+                client
+                    .find(Locator::XPath(
+                        "//form[input[@name='prompt' and @value='consent']]//button",
+                    ))
+                    .await
+                    .unwrap()
+                    .click()
+                    .await
+                    .unwrap();
             }
         };
 
