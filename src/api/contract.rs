@@ -109,15 +109,7 @@ impl<'a, T: DocumentedBody> ApiExtractor<'a> for ContractJson<T> {
         body: &mut RequestBody,
         _options: ExtractParamOptions<()>,
     ) -> poem::Result<Self> {
-        let bytes = body
-            .take()
-            .map_err(|_| ApiError::bad_request(INVALID_JSON))?
-            .into_bytes_limit(MAX_BODY_BYTES)
-            .await
-            .map_err(|e| match e {
-                poem::error::ReadBodyError::PayloadTooLarge => ApiError::too_large(),
-                _ => ApiError::bad_request(INVALID_JSON),
-            })?;
+        let bytes = read_body(body, MAX_BODY_BYTES, INVALID_JSON).await?;
         let mut json = Self::from_bytes(&bytes)?;
         json.meta = RequestMeta::of(request);
         Ok(json)
@@ -125,6 +117,23 @@ impl<'a, T: DocumentedBody> ApiExtractor<'a> for ContractJson<T> {
 }
 
 pub const INVALID_JSON: &str = "Invalid JSON body";
+
+/// The request's body, at most `limit` bytes: beyond, 413 `Request body too large`; a
+/// body that cannot be read, 400 `invalid`.
+pub(super) async fn read_body(
+    body: &mut RequestBody,
+    limit: usize,
+    invalid: &str,
+) -> Result<bytes::Bytes, ApiError> {
+    body.take()
+        .map_err(|_| ApiError::bad_request(invalid))?
+        .into_bytes_limit(limit)
+        .await
+        .map_err(|e| match e {
+            poem::error::ReadBodyError::PayloadTooLarge => ApiError::too_large(),
+            _ => ApiError::bad_request(invalid),
+        })
+}
 
 impl<T> ContractJson<T> {
     /// A body that is a JSON object, else `400 Invalid JSON body`.

@@ -252,6 +252,11 @@ impl ApiError {
         ApiError(Status::Internal(body("Internal server error")))
     }
 
+    /// Whether the service failed (500, 503), not the request.
+    pub fn is_server_error(&self) -> bool {
+        matches!(self.0, Status::Internal(_) | Status::ServiceUnavailable(..))
+    }
+
     /// The error's text (`{"error": ...}`).
     pub fn text(&self) -> &str {
         match &self.0 {

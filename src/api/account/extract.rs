@@ -117,22 +117,14 @@ impl<'a, T: Type> ApiExtractor<'a> for Body<T> {
         body: &mut RequestBody,
         _options: ExtractParamOptions<()>,
     ) -> poem::Result<Self> {
-        let invalid = || ApiError::bad_request("Request body must be a JSON object");
-        let bytes = body
-            .take()
-            .map_err(|_| invalid())?
-            .into_bytes_limit(MAX_BODY_BYTES)
-            .await
-            .map_err(|e| match e {
-                poem::error::ReadBodyError::PayloadTooLarge => ApiError::too_large(),
-                _ => invalid(),
-            })?;
+        const INVALID: &str = "Request body must be a JSON object";
+        let bytes = crate::api::contract::read_body(body, MAX_BODY_BYTES, INVALID).await?;
         match serde_json::from_slice(&bytes) {
             Ok(Value::Object(fields)) => Ok(Body {
                 fields,
                 documented: PhantomData,
             }),
-            _ => Err(invalid().into()),
+            _ => Err(ApiError::bad_request(INVALID).into()),
         }
     }
 }

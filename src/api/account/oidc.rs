@@ -337,7 +337,7 @@ async fn finish(
 
     let refused = |e: crate::api::ApiError| {
         Failure::new(
-            if e.text().starts_with("Internal") {
+            if e.is_server_error() {
                 StatusCode::INTERNAL_SERVER_ERROR
             } else {
                 StatusCode::FORBIDDEN
