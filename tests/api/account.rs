@@ -856,6 +856,7 @@ fn the_operator_adds_lists_and_removes_providers_without_printing_secrets() {
 /// both, and its revocation holds on both from the next request.
 #[test]
 fn over_a_cluster_ledger_the_dashboard_holds_on_every_node() {
+    let _heavy = crate::helpers::timing_sensitive();
     let Some(pg) = testkit::pg::PgCluster::start() else {
         return;
     };
@@ -992,6 +993,7 @@ fn a_rolled_key_keeps_working_through_its_grace_then_is_refused() {
 /// directory (`target/tmp/account-*.png`).
 #[test]
 fn in_a_browser_a_customer_signs_in_makes_a_key_limits_and_revokes_it() {
+    let _heavy = crate::helpers::timing_sensitive();
     use fantoccini::Locator;
 
     let Some((chromium, chromedriver)) = crate::swagger_ui::browser() else {

@@ -75,6 +75,14 @@ fn dataset_of(source: &Path) -> Option<Dataset> {
     Some(dataset)
 }
 
+/// Held by the test that times its answers under 1,100 slow connections and by the tests
+/// that start a browser or a PostgreSQL with its nodes, so that these never run beside it
+/// (a CI run saw a 13 s wait past the connection cap with them beside it).
+pub fn timing_sensitive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 pub struct TestApp {
     pub address: String,
     pub db: PathBuf,

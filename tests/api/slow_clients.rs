@@ -147,6 +147,7 @@ fn start_slow_clients(
 
 #[test]
 fn real_requests_are_answered_beside_500_and_then_1100_slow_connections() {
+    let _alone = crate::helpers::timing_sensitive();
     let server = spawn_limited_server();
     let stop = Arc::new(AtomicBool::new(false));
     let lifetimes: Arc<Lifetimes> = Arc::default();
