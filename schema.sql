@@ -341,4 +341,41 @@ ALTER TABLE api_keys ADD COLUMN hint TEXT; -- the key's first characters ('sk_Ab
 -- A rolled key works until then (unix seconds), then is refused as if revoked.
 ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
 
-PRAGMA user_version = 7;
+-- Top-ups by card (docs/payments.md). The processor's settings (`postal payments stripe`),
+-- one row; its secret key and webhook secret are kept here, as the providers' secrets are:
+-- whoever reads the file can charge cards and forge webhooks as this service.
+CREATE TABLE payment_settings (
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    processor      TEXT NOT NULL CHECK (processor = 'stripe'),
+    secret_key     TEXT NOT NULL,
+    webhook_secret TEXT NOT NULL,
+    api_base       TEXT NOT NULL,           -- 'https://api.stripe.com', or a proxy's
+    max_topup      INTEGER NOT NULL CHECK (max_topup >= 5000000), -- micro-USD
+    updated_at     INTEGER NOT NULL
+) STRICT;
+
+-- A top-up a customer started: 'pending' until the processor says it is paid, then 'paid'
+-- in the transaction that writes its ledger row (so it is credited once, whichever node
+-- gets the webhook and however often), or 'expired' / 'failed'. A refund of its payment
+-- is counted here: `refunded` as the processor counts it, `taken_back` what the balance
+-- gave (never below zero); the difference is the shortfall the operator is shown.
+CREATE TABLE topups (
+    id         INTEGER PRIMARY KEY,
+    public_id  TEXT NOT NULL UNIQUE,        -- 'top_' + 16 base62, the session's idempotency key
+    account_id INTEGER NOT NULL REFERENCES accounts (id),
+    amount     INTEGER NOT NULL CHECK (amount > 0),  -- asked, micro-USD
+    status     TEXT NOT NULL CHECK (status IN ('pending', 'paid', 'expired', 'failed')),
+    session_id TEXT UNIQUE,                 -- the Checkout Session ('cs_…'), once made
+    url        TEXT,                        -- its payment page
+    payment    TEXT UNIQUE,                 -- the PaymentIntent ('pi_…'), once paid
+    credited   INTEGER CHECK (credited > 0), -- what was paid, credited in full
+    refunded   INTEGER NOT NULL DEFAULT 0,
+    taken_back INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    paid_at    INTEGER,
+    CHECK ((status = 'paid') = (credited IS NOT NULL AND paid_at IS NOT NULL)),
+    CHECK (taken_back BETWEEN 0 AND refunded)
+) STRICT;
+CREATE INDEX topups_by_account ON topups (account_id, id);
+
+PRAGMA user_version = 8;

@@ -81,11 +81,15 @@ BASE_DB=$OUT/bench-base.db
 if [ -n "$BASE" ]; then
   rm -f "$BASE_DB" "$BASE_DB-wal" "$BASE_DB-shm"
   sqlite_copy "$DB" "$BASE_DB"
-  # A base older than schema 7 (the account dashboard's tables) refuses a newer file: its
-  # copy loses what version 7 added (same accounts, keys and data).
+  # A base older than the file's schema refuses it: its copy loses what versions 7 (the
+  # account dashboard's tables) and 8 (top-ups) added, same accounts, keys and data; the
+  # base migrates version 6 up to its own.
   python3 - "$BASE_DB" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
+if db.execute("PRAGMA user_version").fetchone()[0] == 8:
+    db.executescript("""
+        DROP TABLE topups; DROP TABLE payment_settings; PRAGMA user_version = 7;""")
 if db.execute("PRAGMA user_version").fetchone()[0] == 7:
     db.executescript("""
         DROP TABLE oidc_providers; DROP TABLE identities; DROP TABLE sessions;

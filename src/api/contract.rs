@@ -125,14 +125,20 @@ pub(super) async fn read_body(
     limit: usize,
     invalid: &str,
 ) -> Result<bytes::Bytes, ApiError> {
-    body.take()
-        .map_err(|_| ApiError::bad_request(invalid))?
-        .into_bytes_limit(limit)
-        .await
-        .map_err(|e| match e {
-            poem::error::ReadBodyError::PayloadTooLarge => ApiError::too_large(),
-            _ => ApiError::bad_request(invalid),
-        })
+    let body = body.take().map_err(|_| ApiError::bad_request(invalid))?;
+    read_whole(body, limit, invalid).await
+}
+
+/// As [`read_body`], of a body a plain handler took (the Stripe webhook's raw bytes).
+pub(crate) async fn read_whole(
+    body: poem::Body,
+    limit: usize,
+    invalid: &str,
+) -> Result<bytes::Bytes, ApiError> {
+    body.into_bytes_limit(limit).await.map_err(|e| match e {
+        poem::error::ReadBodyError::PayloadTooLarge => ApiError::too_large(),
+        _ => ApiError::bad_request(invalid),
+    })
 }
 
 impl<T> ContractJson<T> {

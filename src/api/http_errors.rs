@@ -110,6 +110,10 @@ fn allowed_methods() -> &'static HashMap<String, HeaderValue> {
                 ]
                 .map(|path| (path.to_string(), get.clone())),
             )
+            .chain([(
+                "/account/stripe/webhook".to_string(),
+                HeaderValue::from_static("POST"),
+            )])
             .collect()
     })
 }
@@ -120,8 +124,8 @@ mod tests {
     fn api_paths_allow_post_the_form_reads_get_too_and_the_operator_routes_get() {
         let allowed = super::allowed_methods();
         // 7 paths of the contract, 6 of geography, suggest, places, verify, verify-bulk,
-        // dataset; 5 GET routes; the dashboard's 12 API paths and 6 pages.
-        assert_eq!(allowed.len(), 41, "{allowed:?}");
+        // dataset; 5 GET routes; the dashboard's 13 API paths, 6 pages and Stripe's webhook.
+        assert_eq!(allowed.len(), 43, "{allowed:?}");
         for path in [
             "/api/validate-bulk",
             "/api/nearest",

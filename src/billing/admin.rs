@@ -6,6 +6,8 @@
 //! rules of a change once (`domain::admin`), the SQL once per dialect (`db::sqlite`,
 //! `db::pg`, twins file for file).
 
+mod payments;
+
 use std::time::{Duration, SystemTime};
 
 use rusqlite::Connection;

@@ -75,6 +75,29 @@ struct Shown {
     /// The dashboard sign-ins that own the account (absent when none: made by the CLI).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     identities: Vec<ShownIdentity>,
+    /// Top-ups by card (absent when none), newest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    topups: Vec<ShownTopup>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShownTopup {
+    topup_id: String,
+    status: String,
+    amount: Number,
+    created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paid_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    credited: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payment: Option<String>,
+    refunded: Number,
+    /// Refunded by the processor but not taken back: the balance was spent.
+    refund_shortfall: Number,
 }
 
 #[derive(Serialize)]
@@ -155,6 +178,7 @@ pub(super) fn run(
             AccountCommand::Show { account_id } => {
                 let view = admin.show(&account_id).await?;
                 let identities = admin.identities(&account_id).await?;
+                let topups = admin.topups(&account_id).await?;
                 print(&Shown {
                     account_id: view.account_id,
                     name: view.name,
@@ -176,6 +200,21 @@ pub(super) fn run(
                             issuer: i.issuer,
                             subject: i.subject,
                             email: i.email,
+                        })
+                        .collect(),
+                    topups: topups
+                        .into_iter()
+                        .map(|t| ShownTopup {
+                            refund_shortfall: t.shortfall().to_json_number(),
+                            topup_id: t.topup_id,
+                            status: t.status,
+                            amount: t.amount.to_json_number(),
+                            created_at: crate::domain::date::rfc3339(t.created_at),
+                            paid_at: t.paid_at.map(crate::domain::date::rfc3339),
+                            credited: t.credited.map(Micros::to_json_number),
+                            session_id: t.session_id,
+                            payment: t.payment,
+                            refunded: t.refunded.to_json_number(),
                         })
                         .collect(),
                 })?;

@@ -9,6 +9,7 @@ mod dataset;
 mod key;
 mod ledger;
 mod log_writer;
+mod payments;
 mod provider;
 mod serve;
 mod usage;
@@ -63,6 +64,9 @@ enum Command {
     /// The OpenID Connect providers customers sign in to the account dashboard with.
     #[command(subcommand)]
     Provider(provider::ProviderCommand),
+    /// Top-ups by card in the account dashboard (Stripe Checkout).
+    #[command(subcommand)]
+    Payments(payments::PaymentsCommand),
     /// Billed queries and USD per day, account and endpoint.
     Usage(usage::UsageArgs),
     /// Write a consistent copy of the database to DEST, while the server runs; the copy
@@ -122,6 +126,7 @@ fn run(cli: Cli) -> anyhow::Result<Verdict> {
         Command::Key(command) => key::run(&cli.db, cli.ledger.as_deref(), command),
         Command::Ledger(command) => ledger::run(&cli.db, cli.ledger.as_deref(), command),
         Command::Provider(command) => provider::run(&cli.db, cli.ledger.as_deref(), command),
+        Command::Payments(command) => payments::run(&cli.db, cli.ledger.as_deref(), command),
         Command::Usage(args) => usage::run(&cli.db, cli.ledger.as_deref(), args),
         Command::Backup(args) => backup::backup(&cli.db, args),
         Command::Restore(args) => backup::restore(&cli.db, args),

@@ -236,3 +236,92 @@ mod tests {
         assert_eq!(day_start(86_400 * 3), 86_400 * 3);
     }
 }
+
+/// The card processor's settings (`postal payments stripe`, docs/payments.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentSettings {
+    pub secret_key: String,
+    pub webhook_secret: String,
+    /// `https://api.stripe.com`, or a proxy's (tests: a stand-in), without a trailing `/`.
+    pub api_base: String,
+    /// The largest top-up a customer may start.
+    pub max_topup: Micros,
+}
+
+/// A top-up as the customer and the operator see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopupView {
+    pub topup_id: String,
+    /// Asked for.
+    pub amount: Micros,
+    /// `pending`, `paid`, `expired` or `failed`.
+    pub status: String,
+    pub session_id: Option<String>,
+    /// The payment page, while pending.
+    pub url: Option<String>,
+    pub payment: Option<String>,
+    /// What was paid and credited.
+    pub credited: Option<Micros>,
+    /// Refunded by the processor, and of that what the balance gave back.
+    pub refunded: Micros,
+    pub taken_back: Micros,
+    pub created_at: i64,
+    pub paid_at: Option<i64>,
+}
+
+impl TopupView {
+    /// Refunded but not taken back (the balance was spent).
+    pub fn shortfall(&self) -> Micros {
+        self.refunded
+            .checked_sub(self.taken_back)
+            .unwrap_or(Micros::ZERO)
+    }
+}
+
+/// A payment the processor confirmed: the Checkout Session as its API gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payment {
+    pub session_id: String,
+    /// The session's `metadata.topup_id` (found by it when the session id was never stored).
+    pub topup_id: Option<String>,
+    /// The session's `client_reference_id`.
+    pub account_id: Option<String>,
+    /// `amount_total`.
+    pub amount: Micros,
+    /// The PaymentIntent (`pi_…`), which refunds name.
+    pub payment: Option<String>,
+}
+
+/// What a confirmed payment did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credited {
+    /// Credited now: the account's balance after it.
+    Now {
+        account_id: String,
+        topup_id: String,
+        amount: Micros,
+        balance: Micros,
+    },
+    /// Credited before (a redelivery, another node): nothing changed.
+    Already { topup_id: String },
+    /// No top-up of this server has that session (another product on the same Stripe
+    /// account), or its account differs: nothing changed.
+    Unknown,
+}
+
+/// What a refund did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refunded {
+    Now {
+        account_id: String,
+        topup_id: String,
+        /// Refunded by this event (beyond what earlier ones counted).
+        owed: Micros,
+        split: crate::domain::payments::RefundSplit,
+        balance: Micros,
+    },
+    /// Counted before: nothing changed.
+    Already,
+    /// No paid top-up has that payment: nothing changed.
+    Unknown,
+}

@@ -43,7 +43,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
 /// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
@@ -266,6 +266,46 @@ const MIGRATION_7: &str = "
     ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
     PRAGMA user_version = 7;";
 
+/// Version 7 to 8: top-ups by card, their processor's settings (as in schema.sql).
+const MIGRATION_8: &str = "
+    -- Top-ups by card (docs/payments.md). The processor's settings (`postal payments stripe`),
+    -- one row; its secret key and webhook secret are kept here, as the providers' secrets are:
+    -- whoever reads the file can charge cards and forge webhooks as this service.
+    CREATE TABLE payment_settings (
+        id             INTEGER PRIMARY KEY CHECK (id = 1),
+        processor      TEXT NOT NULL CHECK (processor = 'stripe'),
+        secret_key     TEXT NOT NULL,
+        webhook_secret TEXT NOT NULL,
+        api_base       TEXT NOT NULL,           -- 'https://api.stripe.com', or a proxy's
+        max_topup      INTEGER NOT NULL CHECK (max_topup >= 5000000), -- micro-USD
+        updated_at     INTEGER NOT NULL
+    ) STRICT;
+
+    -- A top-up a customer started: 'pending' until the processor says it is paid, then 'paid'
+    -- in the transaction that writes its ledger row (so it is credited once, whichever node
+    -- gets the webhook and however often), or 'expired' / 'failed'. A refund of its payment
+    -- is counted here: `refunded` as the processor counts it, `taken_back` what the balance
+    -- gave (never below zero); the difference is the shortfall the operator is shown.
+    CREATE TABLE topups (
+        id         INTEGER PRIMARY KEY,
+        public_id  TEXT NOT NULL UNIQUE,        -- 'top_' + 16 base62, the session's idempotency key
+        account_id INTEGER NOT NULL REFERENCES accounts (id),
+        amount     INTEGER NOT NULL CHECK (amount > 0),  -- asked, micro-USD
+        status     TEXT NOT NULL CHECK (status IN ('pending', 'paid', 'expired', 'failed')),
+        session_id TEXT UNIQUE,                 -- the Checkout Session ('cs_…'), once made
+        url        TEXT,                        -- its payment page
+        payment    TEXT UNIQUE,                 -- the PaymentIntent ('pi_…'), once paid
+        credited   INTEGER CHECK (credited > 0), -- what was paid, credited in full
+        refunded   INTEGER NOT NULL DEFAULT 0,
+        taken_back INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        paid_at    INTEGER,
+        CHECK ((status = 'paid') = (credited IS NOT NULL AND paid_at IS NOT NULL)),
+        CHECK (taken_back BETWEEN 0 AND refunded)
+    ) STRICT;
+    CREATE INDEX topups_by_account ON topups (account_id, id);
+    PRAGMA user_version = 8;";
+
 /// How long a statement waits for another connection's write lock before failing. Every
 /// writer holds it for milliseconds (the import too: `dataset`); this bounds the
 /// pathological cases.
@@ -389,7 +429,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     match version {
         0 => tx.execute_batch(SCHEMA).context("applying schema.sql")?,
-        1..=6 => {
+        1..=7 => {
             if version == 1 {
                 tx.execute_batch(MIGRATION_2)
                     .context("migrating the schema to version 2")?;
@@ -409,8 +449,12 @@ fn migrate(conn: &mut Connection) -> Result<()> {
                 tx.execute_batch(MIGRATION_6)
                     .context("migrating the schema to version 6")?;
             }
-            tx.execute_batch(MIGRATION_7)
-                .context("migrating the schema to version 7")?;
+            if version <= 6 {
+                tx.execute_batch(MIGRATION_7)
+                    .context("migrating the schema to version 7")?;
+            }
+            tx.execute_batch(MIGRATION_8)
+                .context("migrating the schema to version 8")?;
         }
         SCHEMA_VERSION => {}
         other => {
@@ -586,7 +630,10 @@ mod tests {
         );
     }
 
-    /// What turns a new file into a version 6 file.
+    /// What turns a new file into a version 7 file.
+    const WITHOUT_8: &str = "DROP TABLE topups; DROP TABLE payment_settings;";
+
+    /// What turns a version 7 file into a version 6 file.
     const WITHOUT_7: &str = "DROP TABLE oidc_providers; DROP TABLE identities; DROP TABLE sessions;
         DROP TABLE signins; DROP TABLE audit_log; ALTER TABLE api_keys DROP COLUMN name;
         ALTER TABLE api_keys DROP COLUMN hint;
@@ -599,7 +646,7 @@ mod tests {
         open(&new).unwrap();
         open(&old)
             .unwrap()
-            .execute_batch(&format!("{WITHOUT_7} PRAGMA user_version = 6;"))
+            .execute_batch(&format!("{WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"))
             .unwrap();
         let shape = |path: &Path| -> Vec<String> {
             let conn = open(path).unwrap();
@@ -628,6 +675,41 @@ mod tests {
     }
 
     #[test]
+    fn a_version_7_file_gets_the_payment_tables_of_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (new, old) = (dir.path().join("new.db"), dir.path().join("old.db"));
+        open(&new).unwrap();
+        open(&old)
+            .unwrap()
+            .execute_batch(&format!("{WITHOUT_8} PRAGMA user_version = 7;"))
+            .unwrap();
+        let schema = |path: &Path| -> Vec<(String, String)> {
+            let conn = open(path).unwrap();
+            let mut stmt = conn
+                .prepare(
+                    "SELECT name, sql FROM sqlite_master
+                     WHERE tbl_name IN ('topups', 'payment_settings') ORDER BY name",
+                )
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, Option<String>>(1)?)))
+                .unwrap()
+                .map(|row| row.map(|(name, sql)| (name, sql.unwrap_or_default())))
+                .collect::<rusqlite::Result<_>>()
+                .unwrap()
+        };
+        let migrated = schema(&old);
+        // The same tables, indexes and constraints, written alike (the migration's text
+        // is schema.sql's, indented).
+        let squeezed = |rows: Vec<(String, String)>| -> Vec<(String, String)> {
+            rows.into_iter()
+                .map(|(n, sql)| (n, sql.split_whitespace().collect::<Vec<_>>().join(" ")))
+                .collect()
+        };
+        assert_eq!(migrated.len(), 6, "{migrated:?}");
+        assert_eq!(squeezed(migrated), squeezed(schema(&new)));
+    }
+
+    #[test]
     fn a_version_5_file_gets_the_idempotent_answers_table_of_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.db");
@@ -636,7 +718,7 @@ mod tests {
             .unwrap()
             .execute_batch(
                 &format!(
-                    "{WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
+                    "{WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
                      INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);"
                 ),
             )

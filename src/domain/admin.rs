@@ -15,6 +15,8 @@ use crate::domain::rate_limit::Limits;
 pub enum Refused {
     #[error("a top-up must be at least {MIN_TOPUP} USD, got {0} USD")]
     TopupBelowMinimum(Micros),
+    #[error("a payment of 0 credits nothing")]
+    NothingPaid,
     #[error("an adjustment of 0 changes nothing")]
     ZeroAdjustment,
     #[error("an adjustment needs a reason")]
@@ -31,12 +33,14 @@ pub enum Refused {
     ZeroPerIp,
 }
 
-/// A change of balance with its ledger row's kind and note: a top-up (credited in full)
-/// or an adjustment (signed, with its reason).
+/// A change of balance with its ledger row's kind and note: a top-up (credited in full,
+/// by the operator or paid by card) or an adjustment (signed, with its reason; a card
+/// payment's refund is one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BalanceChange {
     amount: Micros,
-    reason: Option<String>,
+    kind: &'static str,
+    note: Option<String>,
 }
 
 impl BalanceChange {
@@ -47,7 +51,21 @@ impl BalanceChange {
         }
         Ok(BalanceChange {
             amount,
-            reason: None,
+            kind: "topup",
+            note: None,
+        })
+    }
+
+    /// A top-up paid by card: what the processor says was paid (more than 0), credited
+    /// in full, its note naming the payment.
+    pub fn paid(amount: Micros, note: String) -> Result<BalanceChange, Refused> {
+        if amount <= Micros::ZERO {
+            return Err(Refused::NothingPaid);
+        }
+        Ok(BalanceChange {
+            amount,
+            kind: "topup",
+            note: Some(note),
         })
     }
 
@@ -61,7 +79,8 @@ impl BalanceChange {
         }
         Ok(BalanceChange {
             amount,
-            reason: Some(reason.to_owned()),
+            kind: "adjustment",
+            note: Some(reason.to_owned()),
         })
     }
 
@@ -71,15 +90,12 @@ impl BalanceChange {
 
     /// The ledger row's kind: `topup` or `adjustment`.
     pub fn kind(&self) -> &'static str {
-        match self.reason {
-            None => "topup",
-            Some(_) => "adjustment",
-        }
+        self.kind
     }
 
-    /// The ledger row's note: an adjustment's reason.
+    /// The ledger row's note: an adjustment's reason, a card payment's name.
     pub fn note(&self) -> Option<&str> {
-        self.reason.as_deref()
+        self.note.as_deref()
     }
 
     /// The balance after the change of an account holding `balance`, of which `held` is

@@ -138,7 +138,7 @@ pub fn new_account_id() -> String {
     format!("acct_{}", random_base62(12))
 }
 
-fn random_base62(len: usize) -> String {
+pub(crate) fn random_base62(len: usize) -> String {
     let mut rng = rand::rng();
     (0..len)
         .map(|_| char::from(BASE62[rng.random_range(0..BASE62.len())]))

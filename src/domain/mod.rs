@@ -13,6 +13,7 @@ pub mod grant;
 pub(crate) mod idempotency;
 pub mod money;
 pub(crate) mod origin;
+pub mod payments;
 pub mod postal_code;
 pub mod rate_limit;
 pub mod text;

@@ -14,7 +14,7 @@ use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 const OIDC_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oidc");
 
 /// The providers, running until dropped.
-struct Providers {
+pub(crate) struct Providers {
     child: Child,
     issuers: Vec<String>,
 }
@@ -29,14 +29,14 @@ impl Drop for Providers {
 /// Three providers whose client `postal` may redirect to `app`'s callbacks `p1`..`p3`
 /// (and `other`, a second client of each: a token for another audience), each added to
 /// `app` with `postal provider add`. `None` when Node.js is missing (skipped).
-fn providers(app: &TestApp) -> Option<Providers> {
+pub(crate) fn providers(app: &TestApp) -> Option<Providers> {
     let db = app.db.to_string_lossy().into_owned();
     providers_for(&[&app.address], &["--db", &db])
 }
 
 /// As `providers`, for servers at `bases` that share the ledger `postal` reaches with
 /// `target` (`--db FILE`, or `--ledger URL`).
-fn providers_for(bases: &[&str], target: &[&str]) -> Option<Providers> {
+pub(crate) fn providers_for(bases: &[&str], target: &[&str]) -> Option<Providers> {
     if !testkit::require("node", "Node.js 20 or later, with npm") {
         return None;
     }
@@ -132,19 +132,19 @@ fn add_provider_to(target: &[&str], name: &str, issuer: &str, client: &str, secr
 }
 
 /// A browser: cookies per host:port (every path), redirects followed one at a time.
-struct Browser {
+pub(crate) struct Browser {
     agent: ureq::Agent,
-    cookies: HashMap<String, HashMap<String, String>>,
+    pub(crate) cookies: HashMap<String, HashMap<String, String>>,
 }
 
-struct Page {
-    status: u16,
-    url: String,
-    location: Option<String>,
-    body: String,
+pub(crate) struct Page {
+    pub(crate) status: u16,
+    pub(crate) url: String,
+    pub(crate) location: Option<String>,
+    pub(crate) body: String,
 }
 
-fn host_of(url: &str) -> String {
+pub(crate) fn host_of(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     rest.split('/').next().unwrap_or("").to_owned()
 }
@@ -161,7 +161,7 @@ fn absolute(base: &str, location: &str) -> String {
 }
 
 impl Browser {
-    fn new() -> Browser {
+    pub(crate) fn new() -> Browser {
         Browser {
             agent: ureq::Agent::config_builder()
                 .http_status_as_error(false)
@@ -172,7 +172,7 @@ impl Browser {
         }
     }
 
-    fn cookie_header(&self, url: &str) -> String {
+    pub(crate) fn cookie_header(&self, url: &str) -> String {
         self.cookies
             .get(&host_of(url))
             .map(|jar| {
@@ -184,7 +184,7 @@ impl Browser {
             .unwrap_or_default()
     }
 
-    fn keep(&mut self, url: &str, response: &ureq::http::Response<ureq::Body>) {
+    pub(crate) fn keep(&mut self, url: &str, response: &ureq::http::Response<ureq::Body>) {
         let jar = self.cookies.entry(host_of(url)).or_default();
         for value in response.headers().get_all("set-cookie") {
             let text = value.to_str().unwrap_or("");
@@ -200,11 +200,11 @@ impl Browser {
         }
     }
 
-    fn cookie(&self, url: &str, name: &str) -> Option<String> {
+    pub(crate) fn cookie(&self, url: &str, name: &str) -> Option<String> {
         self.cookies.get(&host_of(url))?.get(name).cloned()
     }
 
-    fn request(
+    pub(crate) fn request(
         &mut self,
         method: &str,
         url: &str,
@@ -245,13 +245,13 @@ impl Browser {
         }
     }
 
-    fn get(&mut self, url: &str) -> Page {
+    pub(crate) fn get(&mut self, url: &str) -> Page {
         self.request("GET", url, None, &[])
     }
 
     /// Follows redirects from `url`, signing in at a provider as `user` (any password)
     /// and consenting; the first page that is not a redirect nor a provider's form.
-    fn follow(&mut self, url: &str, user: &str) -> Page {
+    pub(crate) fn follow(&mut self, url: &str, user: &str) -> Page {
         let mut page = self.get(url);
         for _ in 0..20 {
             if let Some(next) = page.location.clone() {
@@ -278,11 +278,11 @@ impl Browser {
     }
 
     /// Signs in at `app` with provider `name` as `user`; the dashboard page.
-    fn sign_in(&mut self, app: &TestApp, name: &str, user: &str) -> Page {
+    pub(crate) fn sign_in(&mut self, app: &TestApp, name: &str, user: &str) -> Page {
         self.sign_in_at(&app.address, name, user)
     }
 
-    fn sign_in_at(&mut self, address: &str, name: &str, user: &str) -> Page {
+    pub(crate) fn sign_in_at(&mut self, address: &str, name: &str, user: &str) -> Page {
         let page = self.follow(&format!("{address}/account/signin/{name}"), user);
         assert_eq!(page.status, 200, "{}", page.body);
         assert!(page.body.contains("Your account"), "{}", page.body);
@@ -290,7 +290,7 @@ impl Browser {
     }
 
     /// A JSON call of `/account/api/*` with the session's CSRF token and the app's Origin.
-    fn api(
+    pub(crate) fn api(
         &mut self,
         app: &TestApp,
         method: &str,
@@ -301,7 +301,7 @@ impl Browser {
     }
 
     /// The same at the server at `address`.
-    fn api_at(
+    pub(crate) fn api_at(
         &mut self,
         address: &str,
         method: &str,
@@ -324,7 +324,7 @@ impl Browser {
         )
     }
 
-    fn api_with(
+    pub(crate) fn api_with(
         &mut self,
         app: &TestApp,
         method: &str,
@@ -335,7 +335,7 @@ impl Browser {
         self.api_with_at(&app.address, method, path, body, headers)
     }
 
-    fn api_with_at(
+    pub(crate) fn api_with_at(
         &mut self,
         address: &str,
         method: &str,
@@ -366,7 +366,7 @@ fn form_action(page: &Page) -> Option<String> {
         .map(|c| absolute(&page.url, &c[1]))
 }
 
-fn lookup(app: &TestApp, key: &str) -> u16 {
+pub(crate) fn lookup(app: &TestApp, key: &str) -> u16 {
     app.post("/api/lookup", &json!({"apiKey": key, "zipcode": "90210"}))
         .status
 }
@@ -1025,71 +1025,7 @@ fn in_a_browser_a_customer_signs_in_makes_a_key_limits_and_revokes_it() {
                 .await
                 .unwrap()
         };
-        let sign_in = async |user: &str| {
-            client
-                .goto(&format!("{}/account", app.address))
-                .await
-                .unwrap();
-            client
-                .wait()
-                .at_most(wait)
-                .for_element(Locator::Css("a[href='/account/signin/p2']"))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
-            // The provider's login form; or, when it still knows this browser (its own
-            // session), straight back to the dashboard.
-            let first = client
-                .wait()
-                .at_most(wait)
-                .for_element(Locator::XPath(
-                    "//input[@name='login'] | //*[@id='balance']",
-                ))
-                .await
-                .unwrap();
-            if first.attr("id").await.unwrap().as_deref() == Some("balance") {
-                return;
-            }
-            first.send_keys(user).await.unwrap();
-            client
-                .find(Locator::Css("input[name=password]"))
-                .await
-                .unwrap()
-                .send_keys("any")
-                .await
-                .unwrap();
-            client
-                .find(Locator::Css("button[type=submit]"))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
-            // The consent page (the first time) or straight back to the dashboard: waited
-            // for by what only they hold (the login page's own button would match a plain
-            // `button[type=submit]` until it is gone).
-            let next = client
-                .wait()
-                .at_most(wait)
-                .for_element(Locator::XPath(
-                    "//input[@name='prompt' and @value='consent'] | //*[@id='balance']",
-                ))
-                .await
-                .unwrap();
-            if next.attr("id").await.unwrap().as_deref() != Some("balance") {
-                client
-                    .find(Locator::XPath(
-                        "//form[input[@name='prompt' and @value='consent']]//button",
-                    ))
-                    .await
-                    .unwrap()
-                    .click()
-                    .await
-                    .unwrap();
-            }
-        };
+        let sign_in = async |user: &str| browser_sign_in(&client, &app.address, user).await;
 
         client
             .goto(&format!("{}/account", app.address))
@@ -1186,6 +1122,74 @@ fn in_a_browser_a_customer_signs_in_makes_a_key_limits_and_revokes_it() {
         "screenshots: {}",
         testkit::scratch().join("account-*.png").display()
     );
+}
+
+/// Signs in at `address`'s dashboard in the browser `client` with provider 2 as `user`,
+/// through its login and consent pages (or straight back when the provider still knows
+/// the browser); returns on the dashboard.
+pub(crate) async fn browser_sign_in(client: &fantoccini::Client, address: &str, user: &str) {
+    use fantoccini::Locator;
+    let wait = std::time::Duration::from_secs(20);
+    client.goto(&format!("{address}/account")).await.unwrap();
+    client
+        .wait()
+        .at_most(wait)
+        .for_element(Locator::Css("a[href='/account/signin/p2']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // The provider's login form; or, when it still knows this browser (its own
+    // session), straight back to the dashboard.
+    let first = client
+        .wait()
+        .at_most(wait)
+        .for_element(Locator::XPath(
+            "//input[@name='login'] | //*[@id='balance']",
+        ))
+        .await
+        .unwrap();
+    if first.attr("id").await.unwrap().as_deref() == Some("balance") {
+        return;
+    }
+    first.send_keys(user).await.unwrap();
+    client
+        .find(Locator::Css("input[name=password]"))
+        .await
+        .unwrap()
+        .send_keys("any")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // The consent page (the first time) or straight back to the dashboard: waited
+    // for by what only they hold (the login page's own button would match a plain
+    // `button[type=submit]` until it is gone).
+    let next = client
+        .wait()
+        .at_most(wait)
+        .for_element(Locator::XPath(
+            "//input[@name='prompt' and @value='consent'] | //*[@id='balance']",
+        ))
+        .await
+        .unwrap();
+    if next.attr("id").await.unwrap().as_deref() != Some("balance") {
+        client
+            .find(Locator::XPath(
+                "//form[input[@name='prompt' and @value='consent']]//button",
+            ))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
 }
 
 /// A session idle for 30 minutes, or signed in 12 hours ago, is over: 401, and its

@@ -47,6 +47,8 @@ mod normalisation;
 mod openapi;
 /// /healthz, /readyz, /metrics (exact counters), request ids.
 mod ops;
+/// Top-ups by card against a stand-in of Stripe: credited once, refunds, cluster, Chromium.
+mod payments;
 /// Slow and half-open connections under a 1,024-descriptor limit (the real binary).
 mod slow_clients;
 /// /api/suggest: prefix then substring, ranking, limits, errors, billing.

@@ -41,12 +41,12 @@ function problem(where, error) {
 
 async function render(shown) {
   me = await api("GET", "/me");
-  const [keys, usage, ledger, sessions, audit] = await Promise.all([
+  const [keys, usage, ledger, sessions, audit, topups] = await Promise.all([
     api("GET", "/keys"), api("GET", "/usage?days=30"), api("GET", "/ledger"), api("GET", "/sessions"),
-    api("GET", "/audit"),
+    api("GET", "/audit"), api("GET", "/topups"),
   ]);
   app.replaceChildren(...[
-    overview(), shown ? shownOnce(shown) : null, keysArea(keys.keys), limitsArea(),
+    overview(), fundsArea(topups), shown ? shownOnce(shown) : null, keysArea(keys.keys), limitsArea(),
     usageArea(usage.usage), ledgerArea(ledger.entries), securityArea(sessions.sessions),
     auditArea(audit.entries),
   ].filter(Boolean));
@@ -117,6 +117,58 @@ function keysArea(keys) {
     el("div", { class: "table-wrap" }, el("table", {},
       el("thead", {}, el("tr", {}, ["Name", "Kind", "Key", "Created", ""].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", { id: "keys" }, rows))), form);
+}
+
+// Back from Stripe's page (`/account?topup=top_…`): the top-up is shown as pending, and
+// the page asks again every 2 s (a minute at most) until Stripe's webhook has credited it.
+const returned = new URLSearchParams(location.search);
+let polls = 0;
+
+function fundsArea(topups) {
+  const section = el("section", { "aria-labelledby": "h-funds" }, el("h2", { id: "h-funds" }, "Add funds"));
+  if (!topups.enabled) {
+    section.append(el("p", { class: "muted", id: "funds-off" }, topups.howTo));
+    return section;
+  }
+  const back = topups.topups.find((t) => t.topupId === returned.get("topup"));
+  if (back) {
+    let text = null;
+    if (back.status === "paid") text = `Payment received: ${usd(back.credited)} added to your balance.`;
+    else if (returned.get("cancelled")) text = "Payment cancelled; nothing was charged.";
+    else if (back.status === "pending" && polls < 30) {
+      text = "Waiting for the payment to be confirmed…";
+      polls += 1;
+      setTimeout(() => render().catch((e) => problem(app, e)), 2000);
+    } else text = `This top-up is ${back.status}.`;
+    section.append(el("p", { role: "status", id: "topup-status" }, text));
+  }
+  const amount = el("input", { id: "topup-amount", type: "text", inputmode: "decimal", value: "5.00",
+    "aria-describedby": "topup-help", autocomplete: "off" });
+  const message = el("div");
+  const form = el("form", { onsubmit: async (event) => {
+    event.preventDefault();
+    try {
+      const started = await api("POST", "/topups", { amount: amount.value.trim() });
+      location.assign(started.url);
+    } catch (e) { problem(message, e); }
+  } },
+    el("p", {}, topups.presets.map((p) => [el("button", { type: "button", class: "secondary preset",
+      onclick: () => { amount.value = p.toFixed(2); } }, `${p} USD`), " "])),
+    el("label", { for: "topup-amount" }, "Amount (USD)"), amount,
+    el("p", { id: "topup-help", class: "muted" },
+      `From ${topups.minimum.toFixed(2)} to ${topups.maximum.toFixed(2)} USD, in whole cents, credited in full. ` +
+      "You pay on Stripe's page; the balance grows once Stripe confirms the payment."),
+    el("p", {}, el("button", { type: "submit", id: "add-funds" }, "Add funds")), message);
+  section.append(form);
+  if (topups.topups.length) {
+    section.append(el("div", { class: "table-wrap" }, el("table", { id: "topups" },
+      el("thead", {}, el("tr", {}, ["Started (UTC)", "Amount", "Status", "Credited", "Refunded"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, topups.topups.slice(0, 20).map((t) => el("tr", {},
+        el("td", {}, t.createdAt.replace("T", " ").replace("Z", "")), el("td", {}, usd(t.amount)),
+        el("td", {}, t.status === "pending" && t.url ? el("a", { href: t.url }, "pending: pay") : t.status),
+        el("td", {}, t.credited === null ? "" : usd(t.credited)), el("td", {}, t.refunded ? usd(t.refunded) : "")))))));
+  }
+  return section;
 }
 
 function limitsArea() {

@@ -18,6 +18,8 @@ mod extract;
 mod oidc;
 mod page;
 pub(crate) mod routes;
+mod stripe;
+pub(crate) mod topups;
 
 pub(crate) use page::SecurityHeaders;
 
@@ -268,4 +270,5 @@ pub(crate) fn pages(route: Route) -> Route {
         .at("/account/signin/:name", poem::get(oidc::start_signin))
         .at("/account/link/:name", poem::get(oidc::link))
         .at("/account/callback/:name", poem::get(oidc::callback))
+        .at("/account/stripe/webhook", poem::post(stripe::webhook))
 }

@@ -63,4 +63,5 @@ routes!(
     verify_bulk::VerifyBulkApi,
     dataset::DatasetApi,
     crate::api::account::routes::AccountApi,
+    crate::api::account::topups::TopupsApi,
 );

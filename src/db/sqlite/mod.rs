@@ -9,4 +9,5 @@ pub(crate) mod decode;
 pub(crate) mod idempotency;
 pub mod keys;
 pub(crate) mod ledger;
+pub(crate) mod payments;
 pub(crate) mod reports;

@@ -1,0 +1,179 @@
+//! Top-ups by card through the one admin interface (docs/payments.md): the operator's
+//! settings, the top-ups a customer starts in the dashboard, and what the processor's
+//! webhook confirms (a payment credited once, a refund taken back), each held by the
+//! server (every node) before the call returns and written to the account's audit log.
+
+use crate::billing::notify;
+use crate::db::admin::TopupView;
+use crate::db::admin::{AccountError, Audited, Credited, Payment, PaymentSettings, Refunded};
+use crate::db::{pg, sqlite};
+use crate::domain::money::Micros;
+
+use super::{Admin, Store};
+
+impl Admin {
+    pub async fn set_payments(
+        &mut self,
+        settings: &PaymentSettings,
+        now: i64,
+    ) -> Result<(), AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::payments::set_settings(conn, settings, now),
+            Store::Ledger(client) => pg::payments::set_settings(client, settings, now).await,
+        }
+    }
+
+    pub async fn payments(&mut self) -> Result<Option<PaymentSettings>, AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::payments::settings(conn),
+            Store::Ledger(client) => pg::payments::settings(client).await,
+        }
+    }
+
+    /// Turns card payments off; whether they were on.
+    pub async fn payments_off(&mut self) -> Result<bool, AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::payments::clear_settings(conn),
+            Store::Ledger(client) => pg::payments::clear_settings(client).await,
+        }
+    }
+
+    /// A pending top-up of `amount` the account's customer is about to pay; its id.
+    pub async fn start_topup(
+        &mut self,
+        account_id: &str,
+        amount: Micros,
+        now: i64,
+    ) -> Result<String, AccountError> {
+        let topup_id = match &mut self.store {
+            Store::File(conn) => sqlite::payments::new_topup(conn, account_id, amount, now)?,
+            Store::Ledger(client) => {
+                pg::payments::new_topup(client, account_id, amount, now).await?
+            }
+        };
+        let detail = format!("{topup_id}: {amount} USD by card, pending");
+        self.audit(Audited::Account(account_id), "topup.start", &detail)
+            .await?;
+        Ok(topup_id)
+    }
+
+    /// The processor made the top-up's payment page.
+    pub async fn topup_opened(
+        &mut self,
+        topup_id: &str,
+        session_id: &str,
+        url: &str,
+    ) -> Result<(), AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::payments::topup_opened(conn, topup_id, session_id, url),
+            Store::Ledger(client) => {
+                pg::payments::topup_opened(client, topup_id, session_id, url).await
+            }
+        }
+    }
+
+    /// A pending top-up ends unpaid (`expired`, `failed`); whether it was pending.
+    pub async fn close_topup(
+        &mut self,
+        topup_id: Option<&str>,
+        session_id: Option<&str>,
+        status: &str,
+    ) -> Result<bool, AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::payments::close_topup(conn, topup_id, session_id, status),
+            Store::Ledger(client) => {
+                pg::payments::close_topup(client, topup_id, session_id, status).await
+            }
+        }
+    }
+
+    /// The account's top-ups by card, newest first.
+    pub async fn topups(&mut self, account_id: &str) -> Result<Vec<TopupView>, AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::payments::topups(conn, account_id),
+            Store::Ledger(client) => pg::payments::topups(client, account_id).await,
+        }
+    }
+
+    /// Credits a payment the processor confirmed, once per Checkout Session; held by the
+    /// server (every node) when this returns `Now`.
+    pub async fn credit_payment(
+        &mut self,
+        paid: &Payment,
+        now: i64,
+    ) -> Result<Credited, AccountError> {
+        let (credited, version) = match &mut self.store {
+            Store::File(conn) => {
+                let credited = sqlite::payments::credit(conn, paid, now)?;
+                let changed = matches!(credited, Credited::Now { .. }).then_some(0);
+                (credited, changed)
+            }
+            Store::Ledger(client) => pg::payments::credit(client, paid, now).await?,
+        };
+        if let (
+            Some(version),
+            Credited::Now {
+                account_id,
+                topup_id,
+                amount,
+                balance,
+            },
+        ) = (version, &credited)
+        {
+            self.changed(version).await?;
+            let detail = format!(
+                "{topup_id}: {amount} USD paid by card ({}); balance {balance} USD",
+                crate::domain::payments::credit_note(&paid.session_id, paid.payment.as_deref())
+            );
+            self.audit(Audited::Account(account_id), "topup", &detail)
+                .await?;
+        }
+        Ok(credited)
+    }
+
+    /// Takes back a refund of `payment` (`refunded_total`: the processor's running total)
+    /// from the balance, never below zero; what could not be taken back is the shortfall,
+    /// in the audit log and the top-up. A server on the file flushes first, so the balance
+    /// split is the one after every charge answered.
+    pub async fn refund_payment(
+        &mut self,
+        payment: &str,
+        refunded_total: Micros,
+        now: i64,
+    ) -> Result<Refunded, AccountError> {
+        let (refunded, version) = match &mut self.store {
+            Store::File(conn) => {
+                notify::announce(conn);
+                let refunded = sqlite::payments::refund(conn, payment, refunded_total, now)?;
+                let changed = match &refunded {
+                    Refunded::Now { split, .. } if split.taken > Micros::ZERO => Some(0),
+                    _ => None,
+                };
+                (refunded, changed)
+            }
+            Store::Ledger(client) => {
+                pg::payments::refund(client, payment, refunded_total, now).await?
+            }
+        };
+        if let Some(version) = version {
+            self.changed(version).await?;
+        }
+        if let Refunded::Now {
+            account_id,
+            topup_id,
+            owed,
+            split,
+            balance,
+        } = &refunded
+        {
+            let detail = format!(
+                "{topup_id}: {owed} USD of card payment {payment} refunded; {} USD taken \
+                 back, {} USD could not be (spent); balance {balance} USD",
+                split.taken, split.shortfall
+            );
+            self.audit(Audited::Account(account_id), "refund", &detail)
+                .await?;
+        }
+        Ok(refunded)
+    }
+}

@@ -1,0 +1,172 @@
+//! `postal payments stripe|show|off`: top-ups by card in the account dashboard, through
+//! the operator's Stripe account (docs/payments.md).
+
+use std::path::Path;
+
+use clap::Subcommand;
+use serde::Serialize;
+use serde_json::Number;
+
+use crate::db::admin::PaymentSettings;
+use crate::domain::money::{MIN_TOPUP, Micros};
+use crate::domain::payments::DEFAULT_MAX_TOPUP;
+
+use super::{BadInput, Verdict, cluster, now_unix, print};
+
+#[derive(Subcommand)]
+pub(super) enum PaymentsCommand {
+    /// Take top-ups by card with Stripe Checkout. Stripe's webhook endpoint is
+    /// `{--public-url}/account/stripe/webhook`; subscribe it to the events docs/payments.md
+    /// lists. Secrets are read from the environment, never from the command line.
+    Stripe {
+        /// The environment variable holding the secret key (`sk_live_…`, `sk_test_…`, or a
+        /// restricted key allowed to write Checkout Sessions).
+        #[arg(long, value_name = "VAR")]
+        secret_key_env: String,
+        /// The environment variable holding the webhook endpoint's signing secret
+        /// (`whsec_…`).
+        #[arg(long, value_name = "VAR")]
+        webhook_secret_env: String,
+        /// Stripe's API, or a proxy in front of it.
+        #[arg(long, value_name = "URL", default_value = "https://api.stripe.com")]
+        api_base: String,
+        /// The largest top-up a customer may start, USD.
+        #[arg(long, value_name = "USD", default_value = "1000")]
+        max_topup: String,
+    },
+    /// The settings in force (never a secret).
+    Show,
+    /// Stop taking top-ups by card.
+    Off,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Shown {
+    enabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    processor: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_base: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_topup: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    webhook_path: Option<&'static str>,
+    /// The secret key's mode, from its prefix (`live`, `test`), never the key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
+}
+
+impl Shown {
+    fn of(settings: Option<PaymentSettings>) -> Shown {
+        match settings {
+            None => Shown {
+                enabled: false,
+                processor: None,
+                api_base: None,
+                max_topup: None,
+                webhook_path: None,
+                mode: None,
+            },
+            Some(s) => Shown {
+                enabled: true,
+                processor: Some("stripe"),
+                mode: Some(key_mode(&s.secret_key)),
+                api_base: Some(s.api_base),
+                max_topup: Some(s.max_topup.to_json_number()),
+                webhook_path: Some(WEBHOOK_PATH),
+            },
+        }
+    }
+}
+
+const WEBHOOK_PATH: &str = "/account/stripe/webhook";
+
+fn key_mode(key: &str) -> &'static str {
+    match key.split('_').nth(1) {
+        Some("live") => "live",
+        Some("test") => "test",
+        _ => "unknown",
+    }
+}
+
+#[derive(Serialize)]
+struct Off {
+    enabled: bool,
+    #[serde(rename = "wasEnabled")]
+    was_enabled: bool,
+}
+
+fn secret_from(var: &str) -> Result<String, BadInput> {
+    let value = std::env::var(var)
+        .map_err(|_| BadInput(format!("the environment variable {var} is not set")))?;
+    if value.trim().is_empty() {
+        return Err(BadInput(format!("the environment variable {var} is empty")));
+    }
+    Ok(value.trim().to_owned())
+}
+
+pub(super) fn run(
+    db_path: &Path,
+    ledger: Option<&str>,
+    command: PaymentsCommand,
+) -> anyhow::Result<Verdict> {
+    cluster::admin(db_path, ledger, async |admin| {
+        match command {
+            PaymentsCommand::Stripe {
+                secret_key_env,
+                webhook_secret_env,
+                api_base,
+                max_topup,
+            } => {
+                let secret_key = secret_from(&secret_key_env)?;
+                let webhook_secret = secret_from(&webhook_secret_env)?;
+                if !matches!(secret_key.split('_').next(), Some("sk" | "rk")) {
+                    return Err(BadInput(format!(
+                        "{secret_key_env} does not hold a Stripe secret or restricted key \
+                         (sk_… or rk_…)"
+                    ))
+                    .into());
+                }
+                if !webhook_secret.starts_with("whsec_") {
+                    return Err(BadInput(format!(
+                        "{webhook_secret_env} does not hold a webhook signing secret (whsec_…)"
+                    ))
+                    .into());
+                }
+                if !(api_base.starts_with("https://") || api_base.starts_with("http://")) {
+                    return Err(BadInput(format!(
+                        "--api-base must be an http(s) URL: {api_base:?}"
+                    ))
+                    .into());
+                }
+                let max_topup = Micros::parse_usd(&max_topup)
+                    .ok()
+                    .filter(|m| *m >= MIN_TOPUP && m.get() % 10_000 == 0)
+                    .ok_or_else(|| {
+                        BadInput(format!(
+                            "--max-topup must be whole cents of at least {MIN_TOPUP} USD \
+                             (default {DEFAULT_MAX_TOPUP}): {max_topup:?}"
+                        ))
+                    })?;
+                let settings = PaymentSettings {
+                    secret_key,
+                    webhook_secret,
+                    api_base: api_base.trim_end_matches('/').to_owned(),
+                    max_topup,
+                };
+                admin.set_payments(&settings, now_unix()).await?;
+                print(&Shown::of(Some(settings)))?;
+            }
+            PaymentsCommand::Show => print(&Shown::of(admin.payments().await?))?,
+            PaymentsCommand::Off => {
+                let was_enabled = admin.payments_off().await?;
+                print(&Off {
+                    enabled: false,
+                    was_enabled,
+                })?;
+            }
+        }
+        Ok(Verdict::Success)
+    })
+}

@@ -1,0 +1,294 @@
+//! Top-ups by card in the ledger, shared by every node: any node may receive the
+//! processor's webhook, and the top-up's row (locked) is credited once. A credit or a
+//! refund bumps the version (`changes::bump`), as `account topup` does, for the nodes to
+//! hold it from the next request. The twin of `db::sqlite::payments`.
+
+use tokio_postgres::{Client, Row};
+
+use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunded, TopupView};
+use crate::domain::admin::BalanceChange;
+use crate::domain::money::Micros;
+use crate::domain::payments;
+
+use super::changes::bump;
+use super::decode::lock_account;
+use super::reports::account_rowid;
+
+pub async fn set_settings(
+    client: &mut Client,
+    s: &PaymentSettings,
+    now: i64,
+) -> Result<(), AccountError> {
+    client
+        .execute(
+            "INSERT INTO payment_settings
+                 (id, processor, secret_key, webhook_secret, api_base, max_topup, updated_at)
+             VALUES (1, 'stripe', $1, $2, $3, $4, $5)
+             ON CONFLICT (id) DO UPDATE SET secret_key = excluded.secret_key,
+                 webhook_secret = excluded.webhook_secret, api_base = excluded.api_base,
+                 max_topup = excluded.max_topup, updated_at = excluded.updated_at",
+            &[
+                &s.secret_key,
+                &s.webhook_secret,
+                &s.api_base,
+                &s.max_topup,
+                &now,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn settings(client: &Client) -> Result<Option<PaymentSettings>, AccountError> {
+    let row = client
+        .query_opt(
+            "SELECT secret_key, webhook_secret, api_base, max_topup FROM payment_settings",
+            &[],
+        )
+        .await?;
+    Ok(match row {
+        Some(r) => Some(PaymentSettings {
+            secret_key: r.get(0),
+            webhook_secret: r.get(1),
+            api_base: r.get(2),
+            max_topup: r.try_get(3)?,
+        }),
+        None => None,
+    })
+}
+
+pub async fn clear_settings(client: &mut Client) -> Result<bool, AccountError> {
+    Ok(client.execute("DELETE FROM payment_settings", &[]).await? > 0)
+}
+
+pub async fn new_topup(
+    client: &mut Client,
+    account_id: &str,
+    amount: Micros,
+    now: i64,
+) -> Result<String, AccountError> {
+    let rowid = account_rowid(client, account_id).await?;
+    let topup_id = payments::new_topup_id();
+    client
+        .execute(
+            "INSERT INTO topups (public_id, account_id, amount, status, created_at)
+             VALUES ($1, $2, $3, 'pending', $4)",
+            &[&topup_id, &rowid, &amount, &now],
+        )
+        .await?;
+    Ok(topup_id)
+}
+
+pub async fn topup_opened(
+    client: &mut Client,
+    topup_id: &str,
+    session_id: &str,
+    url: &str,
+) -> Result<(), AccountError> {
+    client
+        .execute(
+            "UPDATE topups SET session_id = $2, url = $3
+             WHERE public_id = $1 AND session_id IS NULL",
+            &[&topup_id, &session_id, &url],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn close_topup(
+    client: &mut Client,
+    topup_id: Option<&str>,
+    session_id: Option<&str>,
+    status: &str,
+) -> Result<bool, AccountError> {
+    Ok(client
+        .execute(
+            "UPDATE topups SET status = $3, url = NULL
+             WHERE (public_id = $1 OR session_id = $2) AND status = 'pending'",
+            &[&topup_id, &session_id, &status],
+        )
+        .await?
+        > 0)
+}
+
+const TOPUP_COLUMNS: &str = "t.public_id, t.amount, t.status, t.session_id, t.url, t.payment,
+    t.credited, t.refunded, t.taken_back, t.created_at, t.paid_at";
+
+fn topup_at(r: &Row) -> Result<TopupView, tokio_postgres::Error> {
+    Ok(TopupView {
+        topup_id: r.get(0),
+        amount: r.try_get(1)?,
+        status: r.get(2),
+        session_id: r.get(3),
+        url: r.get(4),
+        payment: r.get(5),
+        credited: r.try_get(6)?,
+        refunded: r.try_get(7)?,
+        taken_back: r.try_get(8)?,
+        created_at: r.get(9),
+        paid_at: r.get(10),
+    })
+}
+
+pub async fn topups(client: &Client, account_id: &str) -> Result<Vec<TopupView>, AccountError> {
+    let rowid = account_rowid(client, account_id).await?;
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {TOPUP_COLUMNS} FROM topups t WHERE t.account_id = $1 ORDER BY t.id DESC"
+            ),
+            &[&rowid],
+        )
+        .await?;
+    Ok(rows.iter().map(topup_at).collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Credits a confirmed payment once; and the version to wait for when it did.
+pub async fn credit(
+    client: &mut Client,
+    paid: &Payment,
+    now: i64,
+) -> Result<(Credited, Option<i64>), AccountError> {
+    let tx = client.transaction().await?;
+    // Two nodes given the same event at once: the second waits for the row, then finds it
+    // paid.
+    let found = tx
+        .query_opt(
+            "SELECT t.id, t.public_id, t.status, a.public_id
+             FROM topups t JOIN accounts a ON a.id = t.account_id
+             WHERE t.session_id = $1 OR (t.public_id = $2 AND t.session_id IS NULL)
+             FOR UPDATE OF t",
+            &[&paid.session_id, &paid.topup_id],
+        )
+        .await?;
+    let Some(row) = found else {
+        return Ok((Credited::Unknown, None));
+    };
+    let (id, topup_id, status, account_id): (i64, String, String, String) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    if paid.account_id.as_deref().is_some_and(|a| a != account_id) {
+        return Ok((Credited::Unknown, None));
+    }
+    if status == "paid" {
+        return Ok((Credited::Already { topup_id }, None));
+    }
+    let (account_row, balance, leased) = lock_account(&tx, &account_id).await?;
+    let change = BalanceChange::paid(
+        paid.amount,
+        payments::credit_note(&paid.session_id, paid.payment.as_deref()),
+    )?;
+    let after = change.apply(balance, leased)?;
+    tx.execute(
+        "UPDATE accounts SET balance = $2 WHERE id = $1",
+        &[&account_row, &after],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            &account_row,
+            &now,
+            &change.kind(),
+            &change.amount(),
+            &after,
+            &change.note(),
+        ],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE topups SET status = 'paid', session_id = $2, payment = $3, credited = $4,
+             paid_at = $5, url = NULL
+         WHERE id = $1",
+        &[&id, &paid.session_id, &paid.payment, &paid.amount, &now],
+    )
+    .await?;
+    let version = bump(&tx).await?;
+    tx.commit().await?;
+    Ok((
+        Credited::Now {
+            account_id,
+            topup_id,
+            amount: paid.amount,
+            balance: after,
+        },
+        Some(version),
+    ))
+}
+
+/// Takes back what was refunded of `payment` beyond what was counted, never what the
+/// nodes hold nor below zero; and the version to wait for when the balance changed.
+pub async fn refund(
+    client: &mut Client,
+    payment: &str,
+    refunded_total: Micros,
+    now: i64,
+) -> Result<(Refunded, Option<i64>), AccountError> {
+    let tx = client.transaction().await?;
+    let found = tx
+        .query_opt(
+            "SELECT t.id, t.public_id, t.credited, t.refunded, a.public_id
+             FROM topups t JOIN accounts a ON a.id = t.account_id
+             WHERE t.payment = $1 AND t.status = 'paid'
+             FOR UPDATE OF t",
+            &[&payment],
+        )
+        .await?;
+    let Some(row) = found else {
+        return Ok((Refunded::Unknown, None));
+    };
+    let (id, topup_id, account_id): (i64, String, String) = (row.get(0), row.get(1), row.get(4));
+    let (credited, counted): (Micros, Micros) = (row.try_get(2)?, row.try_get(3)?);
+    let total = refunded_total.min(credited);
+    let Some(owed) = total.checked_sub(counted).filter(|o| *o > Micros::ZERO) else {
+        return Ok((Refunded::Already, None));
+    };
+    let (account_row, balance, leased) = lock_account(&tx, &account_id).await?;
+    let split = payments::refund_split(balance, leased, owed);
+    let mut after = balance;
+    let mut version = None;
+    if split.taken > Micros::ZERO {
+        let change = BalanceChange::adjustment(
+            Micros::ZERO
+                .checked_sub(split.taken)
+                .unwrap_or(Micros::ZERO),
+            &payments::refund_note(payment, owed, split),
+        )?;
+        after = change.apply(balance, leased)?;
+        tx.execute(
+            "UPDATE accounts SET balance = $2 WHERE id = $1",
+            &[&account_row, &after],
+        )
+        .await?;
+        tx.execute(
+            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &account_row,
+                &now,
+                &change.kind(),
+                &change.amount(),
+                &after,
+                &change.note(),
+            ],
+        )
+        .await?;
+        version = Some(bump(&tx).await?);
+    }
+    tx.execute(
+        "UPDATE topups SET refunded = $2, taken_back = taken_back + $3 WHERE id = $1",
+        &[&id, &total, &split.taken],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok((
+        Refunded::Now {
+            account_id,
+            topup_id,
+            owed,
+            split,
+            balance: after,
+        },
+        version,
+    ))
+}

@@ -1,0 +1,275 @@
+//! Top-ups by card (docs/payments.md): the processor's settings, the top-ups customers
+//! start, their credit (once: the top-up's status moves to `paid` in the transaction that
+//! writes its ledger row) and their refunds. The twin of `db::pg::payments`.
+
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+
+use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunded, TopupView};
+use crate::db::sqlite::decode::find_account;
+use crate::domain::admin::BalanceChange;
+use crate::domain::money::Micros;
+use crate::domain::payments;
+
+pub fn set_settings(
+    conn: &mut Connection,
+    s: &PaymentSettings,
+    now: i64,
+) -> Result<(), AccountError> {
+    conn.execute(
+        "INSERT INTO payment_settings
+             (id, processor, secret_key, webhook_secret, api_base, max_topup, updated_at)
+         VALUES (1, 'stripe', ?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (id) DO UPDATE SET secret_key = excluded.secret_key,
+             webhook_secret = excluded.webhook_secret, api_base = excluded.api_base,
+             max_topup = excluded.max_topup, updated_at = excluded.updated_at",
+        params![s.secret_key, s.webhook_secret, s.api_base, s.max_topup, now],
+    )?;
+    Ok(())
+}
+
+pub fn settings(conn: &Connection) -> Result<Option<PaymentSettings>, AccountError> {
+    Ok(conn
+        .query_row(
+            "SELECT secret_key, webhook_secret, api_base, max_topup FROM payment_settings",
+            [],
+            |r| {
+                Ok(PaymentSettings {
+                    secret_key: r.get(0)?,
+                    webhook_secret: r.get(1)?,
+                    api_base: r.get(2)?,
+                    max_topup: r.get(3)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+/// Turns card payments off; whether they were on. Without settings no webhook can be
+/// verified: a top-up paid meanwhile is credited when Stripe's retries find them back on.
+pub fn clear_settings(conn: &mut Connection) -> Result<bool, AccountError> {
+    Ok(conn.execute("DELETE FROM payment_settings", [])? > 0)
+}
+
+/// A new pending top-up of `amount` for the account; its public id.
+pub fn new_topup(
+    conn: &mut Connection,
+    account_id: &str,
+    amount: Micros,
+    now: i64,
+) -> Result<String, AccountError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (rowid, _) = find_account(&tx, account_id)?;
+    let topup_id = payments::new_topup_id();
+    tx.execute(
+        "INSERT INTO topups (public_id, account_id, amount, status, created_at)
+         VALUES (?1, ?2, ?3, 'pending', ?4)",
+        params![topup_id, rowid, amount, now],
+    )?;
+    tx.commit()?;
+    Ok(topup_id)
+}
+
+/// The processor made the top-up's session: its id and payment page.
+pub fn topup_opened(
+    conn: &mut Connection,
+    topup_id: &str,
+    session_id: &str,
+    url: &str,
+) -> Result<(), AccountError> {
+    conn.execute(
+        "UPDATE topups SET session_id = ?2, url = ?3
+         WHERE public_id = ?1 AND session_id IS NULL",
+        params![topup_id, session_id, url],
+    )?;
+    Ok(())
+}
+
+/// A pending top-up (by its id or its session's) ends unpaid: `expired` or `failed`.
+/// Whether it was pending.
+pub fn close_topup(
+    conn: &mut Connection,
+    topup_id: Option<&str>,
+    session_id: Option<&str>,
+    status: &str,
+) -> Result<bool, AccountError> {
+    Ok(conn.execute(
+        "UPDATE topups SET status = ?3, url = NULL
+         WHERE (public_id = ?1 OR session_id = ?2) AND status = 'pending'",
+        params![topup_id, session_id, status],
+    )? > 0)
+}
+
+const TOPUP_COLUMNS: &str = "t.public_id, t.amount, t.status, t.session_id, t.url, t.payment,
+    t.credited, t.refunded, t.taken_back, t.created_at, t.paid_at";
+
+fn topup_at(r: &Row<'_>) -> rusqlite::Result<TopupView> {
+    Ok(TopupView {
+        topup_id: r.get(0)?,
+        amount: r.get(1)?,
+        status: r.get(2)?,
+        session_id: r.get(3)?,
+        url: r.get(4)?,
+        payment: r.get(5)?,
+        credited: r.get(6)?,
+        refunded: r.get(7)?,
+        taken_back: r.get(8)?,
+        created_at: r.get(9)?,
+        paid_at: r.get(10)?,
+    })
+}
+
+/// The account's top-ups, newest first.
+pub fn topups(conn: &Connection, account_id: &str) -> Result<Vec<TopupView>, AccountError> {
+    let (rowid, _) = find_account(conn, account_id)?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {TOPUP_COLUMNS} FROM topups t WHERE t.account_id = ?1 ORDER BY t.id DESC"
+    ))?;
+    let rows = stmt
+        .query_map([rowid], topup_at)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+/// Credits a confirmed payment to its top-up's account, once.
+pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credited, AccountError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // By the session, or (its id never stored: a crash after the processor made it) by
+    // the top-up the session names, which has no other session.
+    let found = tx
+        .query_row(
+            "SELECT t.id, t.public_id, t.status, a.id, a.public_id, a.balance
+             FROM topups t JOIN accounts a ON a.id = t.account_id
+             WHERE t.session_id = ?1 OR (t.public_id = ?2 AND t.session_id IS NULL)",
+            params![paid.session_id, paid.topup_id],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, Micros>(5)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((id, topup_id, status, account_row, account_id, balance)) = found else {
+        return Ok(Credited::Unknown);
+    };
+    if paid.account_id.as_deref().is_some_and(|a| a != account_id) {
+        return Ok(Credited::Unknown);
+    }
+    if status == "paid" {
+        return Ok(Credited::Already { topup_id });
+    }
+    let change = BalanceChange::paid(
+        paid.amount,
+        payments::credit_note(&paid.session_id, paid.payment.as_deref()),
+    )?;
+    let after = change.apply(balance, Micros::ZERO)?;
+    tx.execute(
+        "UPDATE accounts SET balance = ?2 WHERE id = ?1",
+        params![account_row, after],
+    )?;
+    tx.execute(
+        "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            account_row,
+            now,
+            change.kind(),
+            change.amount(),
+            after,
+            change.note()
+        ],
+    )?;
+    tx.execute(
+        "UPDATE topups SET status = 'paid', session_id = ?2, payment = ?3, credited = ?4,
+             paid_at = ?5, url = NULL
+         WHERE id = ?1",
+        params![id, paid.session_id, paid.payment, paid.amount, now],
+    )?;
+    tx.commit()?;
+    Ok(Credited::Now {
+        account_id,
+        topup_id,
+        amount: paid.amount,
+        balance: after,
+    })
+}
+
+/// Takes back what the processor refunded of `payment` beyond what was counted before
+/// (`refunded_total` is its running total), never below a zero balance.
+pub fn refund(
+    conn: &mut Connection,
+    payment: &str,
+    refunded_total: Micros,
+    now: i64,
+) -> Result<Refunded, AccountError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = tx
+        .query_row(
+            "SELECT t.id, t.public_id, t.credited, t.refunded, a.id, a.public_id, a.balance
+             FROM topups t JOIN accounts a ON a.id = t.account_id
+             WHERE t.payment = ?1 AND t.status = 'paid'",
+            [payment],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Micros>(2)?,
+                    r.get::<_, Micros>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, Micros>(6)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((id, topup_id, credited, counted, account_row, account_id, balance)) = found else {
+        return Ok(Refunded::Unknown);
+    };
+    let total = refunded_total.min(credited);
+    let Some(owed) = total.checked_sub(counted).filter(|o| *o > Micros::ZERO) else {
+        return Ok(Refunded::Already);
+    };
+    let split = payments::refund_split(balance, Micros::ZERO, owed);
+    let mut after = balance;
+    if split.taken > Micros::ZERO {
+        let change = BalanceChange::adjustment(
+            Micros::ZERO
+                .checked_sub(split.taken)
+                .unwrap_or(Micros::ZERO),
+            &payments::refund_note(payment, owed, split),
+        )?;
+        after = change.apply(balance, Micros::ZERO)?;
+        tx.execute(
+            "UPDATE accounts SET balance = ?2 WHERE id = ?1",
+            params![account_row, after],
+        )?;
+        tx.execute(
+            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                account_row,
+                now,
+                change.kind(),
+                change.amount(),
+                after,
+                change.note()
+            ],
+        )?;
+    }
+    tx.execute(
+        "UPDATE topups SET refunded = ?2, taken_back = taken_back + ?3 WHERE id = ?1",
+        params![id, total, split.taken],
+    )?;
+    tx.commit()?;
+    Ok(Refunded::Now {
+        account_id,
+        topup_id,
+        owed,
+        split,
+        balance: after,
+    })
+}
