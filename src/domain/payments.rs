@@ -81,7 +81,7 @@ pub fn refund_note(payment: &str, owed: Micros, split: RefundSplit) -> String {
     let mut note = format!("refund of card payment {payment}: {owed} USD refunded");
     if split.shortfall > Micros::ZERO {
         note.push_str(&format!(
-            ", {} USD could not be taken back (spent)",
+            ", {} USD could not be taken back",
             split.shortfall
         ));
     }

@@ -314,7 +314,7 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
                         tracing::warn!(
                             event = %event.id,
                             "refund of account {account_id}: {} USD could not be taken back \
-                             (spent); see `postal account show {account_id}`",
+                             (spent, or held by nodes); see `postal account show {account_id}`",
                             split.shortfall
                         );
                     }

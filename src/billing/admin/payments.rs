@@ -168,7 +168,7 @@ impl Admin {
         {
             let detail = format!(
                 "{topup_id}: {owed} USD of card payment {payment} refunded; {} USD taken \
-                 back, {} USD could not be (spent); balance {balance} USD",
+                 back, {} USD could not be; balance {balance} USD",
                 split.taken, split.shortfall
             );
             self.audit(Audited::Account(account_id), "refund", &detail)
