@@ -322,6 +322,9 @@ pub enum Refunded {
     },
     /// Counted before: nothing changed.
     Already,
-    /// No paid top-up has that payment: nothing changed.
+    /// The payment's top-up (named by the charge's metadata) is not credited yet: the
+    /// webhook answers 503, Stripe delivers the refund again later, after the credit.
+    Early,
+    /// No top-up of this server has that payment: nothing changed.
     Unknown,
 }

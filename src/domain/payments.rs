@@ -62,6 +62,25 @@ pub fn from_cents(cents: i64) -> Option<Micros> {
         .filter(|m| !m.is_negative())
 }
 
+/// Unpaid top-ups an account may have started in the last [`PENDING_WINDOW_SECS`]: each
+/// is a row and a call to Stripe, and Stripe keeps an unpaid session open for 24 hours.
+pub const MAX_PENDING_TOPUPS: i64 = 10;
+pub const PENDING_WINDOW_SECS: i64 = 24 * 60 * 60;
+
+/// A pending top-up without a session this long after it started will never get one.
+pub const SESSIONLESS_SECS: i64 = 60;
+/// A pending top-up this old cannot be paid any more (Stripe expires a session after 24
+/// hours; an hour more for its last payment's webhook).
+pub const STALE_PENDING_SECS: i64 = 25 * 60 * 60;
+
+/// The refusal of one top-up too many.
+pub fn too_many_pending() -> String {
+    format!(
+        "{MAX_PENDING_TOPUPS} top-ups started in the last 24 hours are unpaid: pay one of \
+         them (its link is in the list) or wait until it expires"
+    )
+}
+
 /// A new top-up's public id: `top_` + 16 base62 characters (also the idempotency key of
 /// its Checkout Session's creation).
 pub fn new_topup_id() -> String {

@@ -196,7 +196,8 @@ fn form_of(request: &Value) -> Vec<(String, String)> {
 /// once: three redeliveries, a tampered body, a stale timestamp, a wrong secret, a missing
 /// signature and an event claiming an unpaid session is paid change nothing. Then 4.004 is
 /// spent and 2.00 refunded: the balance gives 1.024 back and 0.976 is the shortfall the
-/// operator is shown. `ledger verify` holds at the end.
+/// operator is shown. A session whose id was never stored is credited by the top-up it
+/// names; at most 10 unpaid top-ups a day. `ledger verify` holds at the end.
 #[test]
 fn a_customer_pays_a_topup_by_card_and_it_is_credited_exactly_once() {
     let app = spawn_app();
@@ -413,6 +414,12 @@ fn a_customer_pays_a_topup_by_card_and_it_is_credited_exactly_once() {
         ),
         (&other_payload, Some(&other), no_match),
         (&payload, None, "Missing Stripe-Signature header"),
+        // Nothing is parsed before the signature is checked.
+        (
+            &"not json".to_owned(),
+            None,
+            "Missing Stripe-Signature header",
+        ),
         (
             &payload,
             Some(&"t=1,v0=abc".to_owned()),
@@ -568,6 +575,113 @@ fn a_customer_pays_a_topup_by_card_and_it_is_credited_exactly_once() {
     assert_eq!(balance(&mut browser), json!(7.0));
     assert_eq!(app.cli(&["ledger", "verify"])["ok"], true);
 
+    // At most 10 unpaid top-ups started in 24 hours.
+    let start = |browser: &mut Browser| {
+        browser.api(&app, "POST", "/topups", Some(json!({"amount": "5.00"})))
+    };
+    for _ in 0..10 {
+        assert_eq!(start(&mut browser).0, 201);
+    }
+    let too_many = "10 top-ups started in the last 24 hours are unpaid: pay one of them (its \
+                    link is in the list) or wait until it expires";
+    assert_eq!(start(&mut browser), (400, json!({"error": too_many})));
+    rusqlite::Connection::open(&app.db)
+        .unwrap()
+        .execute(
+            "UPDATE topups SET created_at = created_at - 86400
+             WHERE id = (SELECT min(id) FROM topups WHERE status = 'pending')",
+            [],
+        )
+        .unwrap();
+    assert_eq!(start(&mut browser).0, 201);
+
+    // Stripe expired an unpaid session: the top-up is expired, once. A pending top-up
+    // older than 25 hours is expired by the next start.
+    let (_, listed) = browser.api(&app, "GET", "/topups", None);
+    let newest = listed["topups"][0].clone();
+    let expiring = newest["url"].as_str().unwrap().rsplit('/').next().unwrap();
+    let (expired, expired_signature) =
+        stripe.event(expiring, "checkout.session.expired", json!({}));
+    for outcome in [
+        "top-up expired",
+        "ignored: no pending top-up of this session",
+    ] {
+        assert_eq!(
+            deliver(&app.address, &expired, Some(&expired_signature)),
+            (200, json!({"received": true, "outcome": outcome}))
+        );
+    }
+    let (_, listed) = browser.api(&app, "GET", "/topups", None);
+    assert_eq!(
+        (
+            &listed["topups"][0]["topupId"],
+            &listed["topups"][0]["status"]
+        ),
+        (&newest["topupId"], &json!("expired"))
+    );
+    let stale: String = rusqlite::Connection::open(&app.db)
+        .unwrap()
+        .query_row(
+            "UPDATE topups SET created_at = created_at - 100000
+         WHERE id = (SELECT max(id) FROM topups WHERE status = 'pending')
+         RETURNING public_id",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(start(&mut browser).0, 201);
+    let (_, listed) = browser.api(&app, "GET", "/topups", None);
+    let status_of = |id: &str| {
+        listed["topups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["topupId"] == id)
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(status_of(&stale), "expired");
+
+    // Stripe refusing the session (a wrong key): 500, the cause in the log; Stripe not
+    // reached: 503. Either way the top-up failed, nothing credited.
+    let wrong_key = Command::new(env!("CARGO_BIN_EXE_postal"))
+        .args([
+            "--db",
+            &db,
+            "payments",
+            "stripe",
+            "--api-base",
+            &stripe.base,
+        ])
+        .args(["--secret-key-env", "TEST_STRIPE_KEY"])
+        .args(["--webhook-secret-env", "TEST_STRIPE_WHSEC"])
+        .env("TEST_STRIPE_KEY", "sk_test_not_this_account")
+        .env("TEST_STRIPE_WHSEC", WEBHOOK_SECRET)
+        .output()
+        .unwrap();
+    assert!(wrong_key.status.success());
+    assert_eq!(
+        start(&mut browser),
+        (500, json!({"error": "Internal server error"}))
+    );
+    assert_eq!(
+        browser.api(&app, "GET", "/topups", None).1["topups"][0]["status"],
+        "failed"
+    );
+    enable_payments(&["--db", &db], "http://127.0.0.1:9");
+    assert_eq!(
+        start(&mut browser),
+        (
+            503,
+            json!({"error": "The payment processor could not be reached; try again in a minute"})
+        )
+    );
+    assert_eq!(
+        browser.api(&app, "GET", "/topups", None).1["topups"][0]["status"],
+        "failed"
+    );
+    assert_eq!(balance(&mut browser), json!(7.0));
+
     // Off: the page says so again; a webhook can no longer be verified.
     assert_eq!(
         app.cli(&["payments", "off"]),
@@ -586,8 +700,10 @@ fn a_customer_pays_a_topup_by_card_and_it_is_credited_exactly_once() {
     );
 }
 
-/// Cluster mode: the event of one paid session delivered three times to each of two
-/// nodes, all at once, is credited once; the balance holds on both nodes.
+/// Cluster mode: a refund that comes before its payment's credit is answered 503 (Stripe
+/// delivers it again); the event of the paid session delivered three times to each of two
+/// nodes, all at once, is credited once; the refund delivered again to the other node is
+/// taken back; the balance holds on both nodes.
 #[test]
 fn over_a_cluster_ledger_a_payment_delivered_to_both_nodes_at_once_is_credited_once() {
     let _heavy = crate::helpers::timing_sensitive();
@@ -637,6 +753,19 @@ fn over_a_cluster_ledger_a_payment_delivered_to_both_nodes_at_once_is_credited_o
         &[],
     );
     assert_eq!(paid.status, 303);
+    // Refunded before its credit came (the credit's deliveries failing meanwhile): 503,
+    // for Stripe to deliver it again after.
+    let early = stripe.post("/test/refund", json!({"session": session, "amount": 200}));
+    assert_eq!(
+        (
+            &early["status"],
+            serde_json::from_str::<Value>(early["body"].as_str().unwrap()).unwrap()
+        ),
+        (
+            &json!(503),
+            json!({"error": "The refunded payment is not credited yet; deliver the refund again later"})
+        )
+    );
     let (payload, signature) = stripe.event(&session, "checkout.session.completed", json!({}));
     let barrier = std::sync::Barrier::new(6);
     let outcomes: Vec<(u16, Value)> = std::thread::scope(|scope| {
@@ -669,12 +798,12 @@ fn over_a_cluster_ledger_a_payment_delivered_to_both_nodes_at_once_is_credited_o
             json!(5.028)
         );
     }
-    // A refund of 2.00 received by the other node: taken back, on both.
+    // The refund of 2.00 delivered again, to the other node: taken back, on both.
     stripe.post(
         "/test/config",
         json!({"webhook": format!("{b}/account/stripe/webhook")}),
     );
-    let refunded = stripe.post("/test/refund", json!({"session": session, "amount": 200}));
+    let refunded = stripe.post("/test/refund", json!({"session": session, "amount": 0}));
     assert_eq!(
         serde_json::from_str::<Value>(refunded["body"].as_str().unwrap()).unwrap(),
         json!({"received": true, "outcome": "refund taken back: 2 USD, shortfall 0 USD"})

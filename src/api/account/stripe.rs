@@ -291,10 +291,13 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
             }
         }
         "charge.refunded" => {
-            let payment = stripe_id(object, "payment_intent")?.to_owned();
-            if object["currency"].as_str() != Some("usd") {
-                return Ok("ignored: not USD".to_owned());
+            // A charge of another product on the same account (or of the legacy Charges
+            // API, without a PaymentIntent) is not ours.
+            if object["currency"].as_str() != Some("usd") || object["payment_intent"].is_null() {
+                return Ok("ignored: not a USD payment of a PaymentIntent".to_owned());
             }
+            let payment = stripe_id(object, "payment_intent")?.to_owned();
+            let topup_id = object["metadata"]["topup_id"].as_str().map(str::to_owned);
             let total = object["amount_refunded"]
                 .as_i64()
                 .and_then(payments::from_cents)
@@ -303,7 +306,9 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
                 })?;
             let refunded = dash
                 .admin_as(actor, async move |admin| {
-                    admin.refund_payment(&payment, total, now).await
+                    admin
+                        .refund_payment(&payment, topup_id.as_deref(), total, now)
+                        .await
                 })
                 .await?;
             match refunded {
@@ -324,6 +329,15 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
                     )
                 }
                 Refunded::Already => "refund counted before".to_owned(),
+                // Stripe delivers it again (for up to three days), after the credit.
+                Refunded::Early => {
+                    tracing::warn!(event = %event.id, "a refund came before its payment's credit");
+                    return Err(ApiError::unavailable(
+                        "The refunded payment is not credited yet; deliver the refund again \
+                         later",
+                        60,
+                    ));
+                }
                 Refunded::Unknown => "ignored: no top-up paid by this payment".to_owned(),
             }
         }
@@ -354,6 +368,7 @@ async fn fulfil(
             "Invalid session: no valid 'amount_total'",
         ));
     };
+    let session_id = session.id.clone();
     let paid = Payment {
         payment: session.payment(),
         session_id: session.id,
@@ -372,7 +387,10 @@ async fn fulfil(
         } => format!("credited {amount} USD ({topup_id})"),
         Credited::Already { topup_id } => format!("credited before ({topup_id})"),
         Credited::Unknown => {
-            tracing::warn!("a paid Checkout Session names no top-up of this server");
+            tracing::warn!(
+                session = %session_id,
+                "a paid Checkout Session names no top-up of this server (or another account)"
+            );
             "ignored: no top-up of this server".to_owned()
         }
     })

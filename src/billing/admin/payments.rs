@@ -138,13 +138,15 @@ impl Admin {
     pub async fn refund_payment(
         &mut self,
         payment: &str,
+        topup_id: Option<&str>,
         refunded_total: Micros,
         now: i64,
     ) -> Result<Refunded, AccountError> {
         let (refunded, version) = match &mut self.store {
             Store::File(conn) => {
                 notify::announce(conn);
-                let refunded = sqlite::payments::refund(conn, payment, refunded_total, now)?;
+                let refunded =
+                    sqlite::payments::refund(conn, payment, topup_id, refunded_total, now)?;
                 let changed = match &refunded {
                     Refunded::Now { split, .. } if split.taken > Micros::ZERO => Some(0),
                     _ => None,
@@ -152,7 +154,7 @@ impl Admin {
                 (refunded, changed)
             }
             Store::Ledger(client) => {
-                pg::payments::refund(client, payment, refunded_total, now).await?
+                pg::payments::refund(client, payment, topup_id, refunded_total, now).await?
             }
         };
         if let Some(version) = version {

@@ -61,21 +61,54 @@ pub async fn clear_settings(client: &mut Client) -> Result<bool, AccountError> {
     Ok(client.execute("DELETE FROM payment_settings", &[]).await? > 0)
 }
 
+/// A new pending top-up of `amount` for the account; its public id. Refused beyond
+/// [`payments::MAX_PENDING_TOPUPS`] unpaid ones of the last 24 hours.
 pub async fn new_topup(
     client: &mut Client,
     account_id: &str,
     amount: Micros,
     now: i64,
 ) -> Result<String, AccountError> {
-    let rowid = account_rowid(client, account_id).await?;
-    let topup_id = payments::new_topup_id();
-    client
-        .execute(
-            "INSERT INTO topups (public_id, account_id, amount, status, created_at)
-             VALUES ($1, $2, $3, 'pending', $4)",
-            &[&topup_id, &rowid, &amount, &now],
+    let tx = client.transaction().await?;
+    let rowid = account_rowid(&tx, account_id).await?;
+    // Two starts of one account at once: the second waits, then counts the first.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('topups ' || $1))",
+        &[&account_id],
+    )
+    .await?;
+    // Pending top-ups that can no longer be paid (`db::sqlite::payments::sweep`).
+    tx.execute(
+        "UPDATE topups SET status = CASE WHEN session_id IS NULL THEN 'failed' ELSE 'expired' END,
+             url = NULL
+         WHERE account_id = $1 AND status = 'pending'
+           AND ((session_id IS NULL AND created_at < $2) OR created_at < $3)",
+        &[
+            &rowid,
+            &(now - payments::SESSIONLESS_SECS),
+            &(now - payments::STALE_PENDING_SECS),
+        ],
+    )
+    .await?;
+    let pending: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM topups
+             WHERE account_id = $1 AND status = 'pending' AND created_at > $2",
+            &[&rowid, &(now - payments::PENDING_WINDOW_SECS)],
         )
-        .await?;
+        .await?
+        .get(0);
+    if pending >= payments::MAX_PENDING_TOPUPS {
+        return Err(AccountError::Invalid(payments::too_many_pending()));
+    }
+    let topup_id = payments::new_topup_id();
+    tx.execute(
+        "INSERT INTO topups (public_id, account_id, amount, status, created_at)
+         VALUES ($1, $2, $3, 'pending', $4)",
+        &[&topup_id, &rowid, &amount, &now],
+    )
+    .await?;
+    tx.commit().await?;
     Ok(topup_id)
 }
 
@@ -157,6 +190,7 @@ pub async fn credit(
             "SELECT t.id, t.public_id, t.status, a.public_id
              FROM topups t JOIN accounts a ON a.id = t.account_id
              WHERE t.session_id = $1 OR (t.public_id = $2 AND t.session_id IS NULL)
+             ORDER BY t.session_id IS NULL LIMIT 1
              FOR UPDATE OF t",
             &[&paid.session_id, &paid.topup_id],
         )
@@ -221,6 +255,7 @@ pub async fn credit(
 pub async fn refund(
     client: &mut Client,
     payment: &str,
+    topup_id: Option<&str>,
     refunded_total: Micros,
     now: i64,
 ) -> Result<(Refunded, Option<i64>), AccountError> {
@@ -235,7 +270,19 @@ pub async fn refund(
         )
         .await?;
     let Some(row) = found else {
-        return Ok((Refunded::Unknown, None));
+        let uncredited = tx
+            .query_opt(
+                "SELECT 1 FROM topups WHERE public_id = $1 AND status <> 'paid'",
+                &[&topup_id],
+            )
+            .await?;
+        return Ok((
+            match uncredited {
+                Some(_) => Refunded::Early,
+                None => Refunded::Unknown,
+            },
+            None,
+        ));
     };
     let (id, topup_id, account_id): (i64, String, String) = (row.get(0), row.get(1), row.get(4));
     let (credited, counted): (Micros, Micros) = (row.try_get(2)?, row.try_get(3)?);

@@ -50,7 +50,8 @@ pub fn clear_settings(conn: &mut Connection) -> Result<bool, AccountError> {
     Ok(conn.execute("DELETE FROM payment_settings", [])? > 0)
 }
 
-/// A new pending top-up of `amount` for the account; its public id.
+/// A new pending top-up of `amount` for the account; its public id. Refused beyond
+/// [`payments::MAX_PENDING_TOPUPS`] unpaid ones of the last 24 hours.
 pub fn new_topup(
     conn: &mut Connection,
     account_id: &str,
@@ -59,6 +60,16 @@ pub fn new_topup(
 ) -> Result<String, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, _) = find_account(&tx, account_id)?;
+    sweep(&tx, rowid, now)?;
+    let pending: i64 = tx.query_row(
+        "SELECT count(*) FROM topups
+         WHERE account_id = ?1 AND status = 'pending' AND created_at > ?2",
+        params![rowid, now - payments::PENDING_WINDOW_SECS],
+        |r| r.get(0),
+    )?;
+    if pending >= payments::MAX_PENDING_TOPUPS {
+        return Err(AccountError::Invalid(payments::too_many_pending()));
+    }
     let topup_id = payments::new_topup_id();
     tx.execute(
         "INSERT INTO topups (public_id, account_id, amount, status, created_at)
@@ -67,6 +78,25 @@ pub fn new_topup(
     )?;
     tx.commit()?;
     Ok(topup_id)
+}
+
+/// Pending top-ups that can no longer be paid: without a session after a minute (the
+/// server stopped between the row and Stripe's answer) `failed`; a day and an hour old
+/// (Stripe expires an unpaid session after 24 hours) `expired`. A payment that still comes
+/// for one is credited: only `paid` is final.
+fn sweep(conn: &Connection, account_row: i64, now: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE topups SET status = CASE WHEN session_id IS NULL THEN 'failed' ELSE 'expired' END,
+             url = NULL
+         WHERE account_id = ?1 AND status = 'pending'
+           AND ((session_id IS NULL AND created_at < ?2) OR created_at < ?3)",
+        params![
+            account_row,
+            now - payments::SESSIONLESS_SECS,
+            now - payments::STALE_PENDING_SECS
+        ],
+    )?;
+    Ok(())
 }
 
 /// The processor made the top-up's session: its id and payment page.
@@ -139,7 +169,8 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
         .query_row(
             "SELECT t.id, t.public_id, t.status, a.id, a.public_id, a.balance
              FROM topups t JOIN accounts a ON a.id = t.account_id
-             WHERE t.session_id = ?1 OR (t.public_id = ?2 AND t.session_id IS NULL)",
+             WHERE t.session_id = ?1 OR (t.public_id = ?2 AND t.session_id IS NULL)
+             ORDER BY t.session_id IS NULL LIMIT 1",
             params![paid.session_id, paid.topup_id],
             |r| {
                 Ok((
@@ -199,10 +230,12 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
 }
 
 /// Takes back what the processor refunded of `payment` beyond what was counted before
-/// (`refunded_total` is its running total), never below a zero balance.
+/// (`refunded_total` is its running total), never below a zero balance. `topup_id`: the
+/// top-up the charge's metadata names, to tell a refund that came before its credit.
 pub fn refund(
     conn: &mut Connection,
     payment: &str,
+    topup_id: Option<&str>,
     refunded_total: Micros,
     now: i64,
 ) -> Result<Refunded, AccountError> {
@@ -227,7 +260,17 @@ pub fn refund(
         )
         .optional()?;
     let Some((id, topup_id, credited, counted, account_row, account_id, balance)) = found else {
-        return Ok(Refunded::Unknown);
+        let uncredited = tx
+            .query_row(
+                "SELECT 1 FROM topups WHERE public_id = ?1 AND status <> 'paid'",
+                [topup_id],
+                |_| Ok(()),
+            )
+            .optional()?;
+        return Ok(match uncredited {
+            Some(()) => Refunded::Early,
+            None => Refunded::Unknown,
+        });
     };
     let total = refunded_total.min(credited);
     let Some(owed) = total.checked_sub(counted).filter(|o| *o > Micros::ZERO) else {
