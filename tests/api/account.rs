@@ -131,6 +131,46 @@ fn add_provider_to(target: &[&str], name: &str, issuer: &str, client: &str, secr
     assert!(!String::from_utf8_lossy(&output.stdout).contains(secret));
 }
 
+/// Two nodes serving copies of the template over one throwaway PostgreSQL ledger, the
+/// three providers added for both; `None` when PostgreSQL or Node.js is missing (skipped).
+/// Dropped in order: providers, nodes, then PostgreSQL.
+pub(crate) struct TwoNodes {
+    pub(crate) a: String,
+    pub(crate) b: String,
+    /// The ledger's URL (`--ledger`).
+    pub(crate) url: String,
+    _providers: Providers,
+    _nodes: Vec<testkit::Serve>,
+    _dir: tempfile::TempDir,
+    _pg: testkit::pg::PgCluster,
+}
+
+pub(crate) fn two_nodes() -> Option<TwoNodes> {
+    let pg = testkit::pg::PgCluster::start()?;
+    let url = pg.url();
+    let dir = testkit::tempdir();
+    let nodes: Vec<testkit::Serve> = (0..2)
+        .map(|i| {
+            let db = testkit::template::copy(
+                crate::helpers::template(),
+                &dir.path().join(format!("node{i}.db")),
+            );
+            testkit::Serve::start(env!("CARGO_BIN_EXE_postal"), &db, &["--ledger", &url])
+        })
+        .collect();
+    let (a, b) = (nodes[0].address.clone(), nodes[1].address.clone());
+    let providers = providers_for(&[&a, &b], &["--ledger", &url])?;
+    Some(TwoNodes {
+        a,
+        b,
+        url,
+        _providers: providers,
+        _nodes: nodes,
+        _dir: dir,
+        _pg: pg,
+    })
+}
+
 /// A browser: cookies per host:port (every path), redirects followed one at a time.
 pub(crate) struct Browser {
     agent: ureq::Agent,
@@ -198,6 +238,16 @@ impl Browser {
                 }
             }
         }
+    }
+
+    /// Sends the session cookie of the server at `from` to the server at `to` as well
+    /// (two nodes of one cluster).
+    pub(crate) fn share_session(&mut self, from: &str, to: &str) {
+        let cookie = self.cookie(from, "postal_session").unwrap();
+        self.cookies
+            .entry(host_of(to))
+            .or_default()
+            .insert("postal_session".into(), cookie);
     }
 
     pub(crate) fn cookie(&self, url: &str, name: &str) -> Option<String> {
@@ -857,43 +907,24 @@ fn the_operator_adds_lists_and_removes_providers_without_printing_secrets() {
 #[test]
 fn over_a_cluster_ledger_the_dashboard_holds_on_every_node() {
     let _heavy = crate::helpers::timing_sensitive();
-    let Some(pg) = testkit::pg::PgCluster::start() else {
+    let Some(cluster) = two_nodes() else {
         return;
     };
-    let url = pg.url();
+    let (a, b, url) = (cluster.a.as_str(), cluster.b.as_str(), cluster.url.as_str());
     let postal = env!("CARGO_BIN_EXE_postal");
-    let dir = testkit::tempdir();
-    let nodes: Vec<testkit::Serve> = (0..2)
-        .map(|i| {
-            let db = testkit::template::copy(
-                crate::helpers::template(),
-                &dir.path().join(format!("node{i}.db")),
-            );
-            testkit::Serve::start(postal, &db, &["--ledger", &url])
-        })
-        .collect();
-    let (a, b) = (nodes[0].address.clone(), nodes[1].address.clone());
-    let Some(_providers) = providers_for(&[&a, &b], &["--ledger", &url]) else {
-        return;
-    };
     let mut browser = Browser::new();
-    browser.sign_in_at(&a, "p1", "dora");
-    let (status, me) = browser.api_at(&a, "GET", "/me", None);
+    browser.sign_in_at(a, "p1", "dora");
+    let (status, me) = browser.api_at(a, "GET", "/me", None);
     assert_eq!(status, 200, "{me}");
     assert_eq!(me["balance"], json!(0.028));
     // The same session cookie on the other node.
-    let cookie = browser.cookie(&a, "postal_session").unwrap();
-    browser
-        .cookies
-        .entry(host_of(&b))
-        .or_default()
-        .insert("postal_session".into(), cookie);
+    browser.share_session(a, b);
     assert_eq!(
-        browser.api_at(&b, "GET", "/me", None).1["accountId"],
+        browser.api_at(b, "GET", "/me", None).1["accountId"],
         me["accountId"]
     );
 
-    let (status, created) = browser.api_at(&a, "POST", "/keys", Some(json!({"name": "both"})));
+    let (status, created) = browser.api_at(a, "POST", "/keys", Some(json!({"name": "both"})));
     assert_eq!(status, 201, "{created}");
     let key = created["apiKey"].as_str().unwrap().to_owned();
     let look = |node: &str| {
@@ -907,14 +938,14 @@ fn over_a_cluster_ledger_the_dashboard_holds_on_every_node() {
             .status()
             .as_u16()
     };
-    assert_eq!((look(&a), look(&b)), (200, 200));
+    assert_eq!((look(a), look(b)), (200, 200));
     let key_id = created["keyId"].as_str().unwrap();
-    let (status, _) = browser.api_at(&b, "DELETE", &format!("/keys/{key_id}"), None);
+    let (status, _) = browser.api_at(b, "DELETE", &format!("/keys/{key_id}"), None);
     assert_eq!(status, 200);
-    assert_eq!((look(&a), look(&b)), (401, 401));
+    assert_eq!((look(a), look(b)), (401, 401));
     // Only one account: the identity's, made once.
     let listed = Command::new(postal)
-        .args(["--ledger", &url, "account", "list"])
+        .args(["--ledger", url, "account", "list"])
         .output()
         .unwrap();
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();

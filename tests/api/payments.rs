@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::account::{Browser, browser_sign_in, host_of, providers, providers_for};
+use crate::account::{Browser, browser_sign_in, providers, two_nodes};
 use crate::helpers::spawn_app;
 
 const STRIPE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/stripe");
@@ -707,40 +707,20 @@ fn a_customer_pays_a_topup_by_card_and_it_is_credited_exactly_once() {
 #[test]
 fn over_a_cluster_ledger_a_payment_delivered_to_both_nodes_at_once_is_credited_once() {
     let _heavy = crate::helpers::timing_sensitive();
-    let Some(pg) = testkit::pg::PgCluster::start() else {
+    let Some(cluster) = two_nodes() else {
         return;
     };
-    let url = pg.url();
-    let postal = env!("CARGO_BIN_EXE_postal");
-    let dir = testkit::tempdir();
-    let nodes: Vec<testkit::Serve> = (0..2)
-        .map(|i| {
-            let db = testkit::template::copy(
-                crate::helpers::template(),
-                &dir.path().join(format!("node{i}.db")),
-            );
-            testkit::Serve::start(postal, &db, &["--ledger", &url])
-        })
-        .collect();
-    let (a, b) = (nodes[0].address.clone(), nodes[1].address.clone());
-    let Some(_providers) = providers_for(&[&a, &b], &["--ledger", &url]) else {
-        return;
-    };
+    let (a, b, url) = (cluster.a.as_str(), cluster.b.as_str(), cluster.url.as_str());
     let Some(stripe) = Stripe::start(&format!("{a}/account/stripe/webhook")) else {
         return;
     };
-    enable_payments(&["--ledger", &url], &stripe.base);
+    enable_payments(&["--ledger", url], &stripe.base);
     stripe.post("/test/config", json!({"deliverOnPay": false}));
 
     let mut browser = Browser::new();
-    browser.sign_in_at(&a, "p1", "nodes");
-    let cookie = browser.cookie(&a, "postal_session").unwrap();
-    browser
-        .cookies
-        .entry(host_of(&b))
-        .or_default()
-        .insert("postal_session".into(), cookie);
-    let (status, started) = browser.api_at(&b, "POST", "/topups", Some(json!({"amount": "5.00"})));
+    browser.sign_in_at(a, "p1", "nodes");
+    browser.share_session(a, b);
+    let (status, started) = browser.api_at(b, "POST", "/topups", Some(json!({"amount": "5.00"})));
     assert_eq!(status, 201, "{started}");
     let (topup, session) = (
         started["topupId"].as_str().unwrap().to_owned(),
@@ -814,8 +794,8 @@ fn over_a_cluster_ledger_a_payment_delivered_to_both_nodes_at_once_is_credited_o
             json!(3.028)
         );
     }
-    let verified = Command::new(postal)
-        .args(["--ledger", &url, "ledger", "verify"])
+    let verified = Command::new(env!("CARGO_BIN_EXE_postal"))
+        .args(["--ledger", url, "ledger", "verify"])
         .output()
         .unwrap();
     let verified: Value = serde_json::from_slice(&verified.stdout).unwrap();

@@ -113,6 +113,23 @@ pub async fn change_balance(
 ) -> Result<(Micros, i64), AccountError> {
     let tx = client.transaction().await?;
     let (rowid, balance, leased) = lock_account(&tx, public_id).await?;
+    let after = write_change(&tx, rowid, (balance, leased), change, unix_secs(now)).await?;
+    let version = bump(&tx).await?;
+    tx.commit().await?;
+    Ok((after, version))
+}
+
+/// Applies the checked `change` to the locked account of row `rowid` holding `balance`,
+/// of which `leased` is leased to nodes: the new balance and its ledger row, in the
+/// caller's transaction (every admin change of a balance). The twin of
+/// `db::sqlite::accounts::write_change`.
+pub(super) async fn write_change(
+    tx: &Transaction<'_>,
+    rowid: i64,
+    (balance, leased): (Micros, Micros),
+    change: &BalanceChange,
+    at: i64,
+) -> Result<Micros, AccountError> {
     let after = change.apply(balance, leased)?;
     tx.execute(
         "UPDATE accounts SET balance = $2 WHERE id = $1",
@@ -124,7 +141,7 @@ pub async fn change_balance(
          VALUES ($1, $2, $3, $4, $5, $6)",
         &[
             &rowid,
-            &unix_secs(now),
+            &at,
             &change.kind(),
             &change.amount(),
             &after,
@@ -132,9 +149,7 @@ pub async fn change_balance(
         ],
     )
     .await?;
-    let version = bump(&tx).await?;
-    tx.commit().await?;
-    Ok((after, version))
+    Ok(after)
 }
 
 /// Applies the checked `change`; the limits in force and the version.

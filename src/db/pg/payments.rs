@@ -10,6 +10,7 @@ use crate::domain::admin::BalanceChange;
 use crate::domain::money::Micros;
 use crate::domain::payments;
 
+use super::accounts::write_change;
 use super::changes::bump;
 use super::decode::lock_account;
 use super::reports::account_rowid;
@@ -211,25 +212,7 @@ pub async fn credit(
         paid.amount,
         payments::credit_note(&paid.session_id, paid.payment.as_deref()),
     )?;
-    let after = change.apply(balance, leased)?;
-    tx.execute(
-        "UPDATE accounts SET balance = $2 WHERE id = $1",
-        &[&account_row, &after],
-    )
-    .await?;
-    tx.execute(
-        "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
-         VALUES ($1, $2, $3, $4, $5, $6)",
-        &[
-            &account_row,
-            &now,
-            &change.kind(),
-            &change.amount(),
-            &after,
-            &change.note(),
-        ],
-    )
-    .await?;
+    let after = write_change(&tx, account_row, (balance, leased), &change, now).await?;
     tx.execute(
         "UPDATE topups SET status = 'paid', session_id = $2, payment = $3, credited = $4,
              paid_at = $5, url = NULL
@@ -301,25 +284,7 @@ pub async fn refund(
                 .unwrap_or(Micros::ZERO),
             &payments::refund_note(payment, owed, split),
         )?;
-        after = change.apply(balance, leased)?;
-        tx.execute(
-            "UPDATE accounts SET balance = $2 WHERE id = $1",
-            &[&account_row, &after],
-        )
-        .await?;
-        tx.execute(
-            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            &[
-                &account_row,
-                &now,
-                &change.kind(),
-                &change.amount(),
-                &after,
-                &change.note(),
-            ],
-        )
-        .await?;
+        after = write_change(&tx, account_row, (balance, leased), &change, now).await?;
         version = Some(bump(&tx).await?);
     }
     tx.execute(

@@ -112,6 +112,21 @@ pub fn change_balance(
 ) -> Result<Micros, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, balance) = find_account(&tx, public_id)?;
+    let after = write_change(&tx, rowid, balance, change, unix_secs(now))?;
+    tx.commit()?;
+    Ok(after)
+}
+
+/// Applies the checked `change` to the account of row `rowid` holding `balance`: the new
+/// balance and its ledger row, in the caller's transaction (every admin change of a
+/// balance: a top-up, an adjustment, a card payment and its refund).
+pub(crate) fn write_change(
+    tx: &Connection,
+    rowid: i64,
+    balance: Micros,
+    change: &BalanceChange,
+    at: i64,
+) -> Result<Micros, AccountError> {
     let after = change.apply(balance, Micros::ZERO)?;
     tx.execute(
         "UPDATE accounts SET balance = ?2 WHERE id = ?1",
@@ -122,14 +137,13 @@ pub fn change_balance(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![
             rowid,
-            unix_secs(now),
+            at,
             change.kind(),
             change.amount(),
             after,
             change.note()
         ],
     )?;
-    tx.commit()?;
     Ok(after)
 }
 

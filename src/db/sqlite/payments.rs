@@ -5,6 +5,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunded, TopupView};
+use crate::db::sqlite::accounts::write_change;
 use crate::db::sqlite::decode::find_account;
 use crate::domain::admin::BalanceChange;
 use crate::domain::money::Micros;
@@ -197,23 +198,7 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
         paid.amount,
         payments::credit_note(&paid.session_id, paid.payment.as_deref()),
     )?;
-    let after = change.apply(balance, Micros::ZERO)?;
-    tx.execute(
-        "UPDATE accounts SET balance = ?2 WHERE id = ?1",
-        params![account_row, after],
-    )?;
-    tx.execute(
-        "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            account_row,
-            now,
-            change.kind(),
-            change.amount(),
-            after,
-            change.note()
-        ],
-    )?;
+    let after = write_change(&tx, account_row, balance, &change, now)?;
     tx.execute(
         "UPDATE topups SET status = 'paid', session_id = ?2, payment = ?3, credited = ?4,
              paid_at = ?5, url = NULL
@@ -285,23 +270,7 @@ pub fn refund(
                 .unwrap_or(Micros::ZERO),
             &payments::refund_note(payment, owed, split),
         )?;
-        after = change.apply(balance, Micros::ZERO)?;
-        tx.execute(
-            "UPDATE accounts SET balance = ?2 WHERE id = ?1",
-            params![account_row, after],
-        )?;
-        tx.execute(
-            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, note)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                account_row,
-                now,
-                change.kind(),
-                change.amount(),
-                after,
-                change.note()
-            ],
-        )?;
+        after = write_change(&tx, account_row, balance, &change, now)?;
     }
     tx.execute(
         "UPDATE topups SET refunded = ?2, taken_back = taken_back + ?3 WHERE id = ?1",
