@@ -70,23 +70,40 @@ pub(super) fn healthz() -> Response {
 
 /// 200 when every check passes; 503 with the first failing check's reason otherwise.
 #[handler]
-pub(super) async fn readyz(ops: Data<&Ops>) -> Response {
+pub(super) async fn readyz(ops: Data<&Ops>, req: &poem::Request) -> Response {
     let reasons = unready_reasons(&ops).await;
+    // The reason and a cluster node's figures are the operator's: with a metrics token
+    // set, only its bearer reads them (the log has the reason either way).
+    let detailed = ops.metrics_token.is_none() || operator(&ops, req);
     let (status, mut body) = if reasons.is_empty() {
         (StatusCode::OK, json!({"status": "ready"}))
     } else {
         let request_id = super::telemetry::current_request_id();
         tracing::warn!(request_id = %request_id, "not ready: {}", reasons.join("; "));
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"status": "not ready", "reason": reasons.join("; ")}),
-        )
+        let mut body = json!({"status": "not ready"});
+        if detailed {
+            body["reason"] = json!(reasons.join("; "));
+        }
+        (StatusCode::SERVICE_UNAVAILABLE, body)
     };
-    if let Some(node_id) = ops.billing.node_id() {
+    if let (Some(node_id), true) = (ops.billing.node_id(), detailed) {
         body["cluster"] = cluster_facts(&ops.billing, node_id);
         body["cluster"]["datasetSha256"] = json!(postal_sha256(&ops.postal()));
     }
     json_response(status, body)
+}
+
+/// Whether the request carries the metrics token (`Authorization: Bearer <token>`);
+/// false when none is set.
+fn operator(ops: &Ops, req: &poem::Request) -> bool {
+    let Some(token) = &ops.metrics_token else {
+        return false;
+    };
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|presented| same_secret(presented, token))
 }
 
 /// A cluster node's part of `/readyz` (docs/cluster.md): its id (a string: it does not
@@ -158,23 +175,16 @@ fn same_secret(presented: &str, secret: &str) -> bool {
 
 #[handler]
 pub(super) async fn scrape(ops: Data<&Ops>, req: &poem::Request) -> Response {
-    if let Some(token) = &ops.metrics_token {
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !presented.is_some_and(|presented| same_secret(presented, token)) {
-            let mut response = json_response(
-                StatusCode::UNAUTHORIZED,
-                json!({"error": "Missing or wrong metrics token"}),
-            );
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-            return response;
-        }
+    if ops.metrics_token.is_some() && !operator(&ops, req) {
+        let mut response = json_response(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "Missing or wrong metrics token"}),
+        );
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return response;
     }
     // Before the lock: the database check may wait (READY_PATIENCE), the lock is held
     // across no await.

@@ -12,10 +12,18 @@
 //!
 //! The lines, one per connection: `changed` (answered `ok` once reloaded) and `flush`
 //! (answered `ok` once every charge decided before the server read the line is
-//! committed, `error <why>` when that flush failed: `Billing::flush_now`). A server
-//! older than `flush` reloads on any line, which also flushes, and answers `ok`.
+//! committed, `error <why>` when that flush failed: `Billing::flush_now`); anything else
+//! (or more than 64 bytes without a newline) is answered `error unknown request`. A
+//! server older than `flush` reloads on any line, which also flushes, and answers `ok`.
+//!
+//! Who may speak: the socket is created with mode 0600 (bound under a temporary name,
+//! made 0600, then renamed into place, so it is never open to others), and the server
+//! answers only a peer of its own uid or root (`SO_PEERCRED`); another peer's connection
+//! is closed unanswered. The CLI trusts a socket only when the database's owner, the CLI's
+//! own user or root owns it and no other user may write it: an impostor socket made first
+//! by another user is not told of changes, and `postal backup` refuses it.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,13 +47,51 @@ pub fn socket_path(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The longest request line read (`changed`, `flush`).
+const MAX_LINE: u64 = 64;
+
+/// Why the socket beside `db` is not trusted: another user owns it, or others may write
+/// it. `None` when it is the database owner's own (or there is none).
+fn untrusted(db: &Path, socket: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(file), Ok(sock)) = (std::fs::metadata(db), std::fs::symlink_metadata(socket)) else {
+        return None;
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let own = unsafe { libc::geteuid() };
+    if ![file.uid(), own, 0].contains(&sock.uid()) {
+        return Some(format!(
+            "its socket {} is owned by uid {}, not by the database's owner (uid {}), \
+             this user or root",
+            socket.display(),
+            sock.uid(),
+            file.uid()
+        ));
+    }
+    if sock.mode() & 0o022 != 0 {
+        return Some(format!(
+            "its socket {} may be written by other users (mode {:o})",
+            socket.display(),
+            sock.mode() & 0o777
+        ));
+    }
+    None
+}
+
 /// Tells the server running on `conn`'s file (if any) that accounts or keys changed, and
 /// waits until it holds the change. Never fails: the change is committed either way.
 pub fn announce(conn: &Connection) {
     let Some(db) = conn.path().filter(|p| !p.is_empty()) else {
         return;
     };
-    let Ok(mut stream) = UnixStream::connect(socket_path(Path::new(db))) else {
+    let socket = socket_path(Path::new(db));
+    if let Some(why) = untrusted(Path::new(db), &socket) {
+        eprintln!(
+            "warning: not telling the server of the change: {why}; it holds after its next flush"
+        );
+        return;
+    }
+    let Ok(mut stream) = UnixStream::connect(socket) else {
         return; // no server running
     };
     let _ = stream.set_read_timeout(Some(CONFIRM_WAIT));
@@ -81,12 +127,16 @@ pub struct FlushRefused {
 /// Asks the server running on `db` (if any) to commit its charges now, and waits for
 /// its answer.
 pub fn flush(db: &Path) -> Result<Flushed, FlushRefused> {
-    let Ok(mut stream) = UnixStream::connect(socket_path(db)) else {
-        return Ok(Flushed::NoServer);
-    };
     let refused = |why: String| FlushRefused {
         db: db.display().to_string(),
         why,
+    };
+    let socket = socket_path(db);
+    if let Some(why) = untrusted(db, &socket) {
+        return Err(refused(why));
+    }
+    let Ok(mut stream) = UnixStream::connect(socket) else {
+        return Ok(Flushed::NoServer);
     };
     let _ = stream.set_read_timeout(Some(CONFIRM_WAIT + Duration::from_secs(1)));
     stream
@@ -120,7 +170,7 @@ impl Listener {
         let path = socket_path(db);
         // The serve lock is held: a socket file left here is a dead server's.
         let _ = std::fs::remove_file(&path);
-        let listener = match UnixListener::bind(&path) {
+        let listener = match bind_private(&path) {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(
@@ -155,10 +205,67 @@ impl Listener {
     }
 }
 
+/// A listening socket at `path` that only its owner may connect to: bound under a
+/// temporary name beside it, made 0600, then renamed into place.
+fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".{}", std::process::id()));
+    let temporary = PathBuf::from(temporary);
+    let _ = std::fs::remove_file(&temporary);
+    let listener = UnixListener::bind(&temporary)?;
+    let placed = std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&temporary, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(e);
+    }
+    Ok(listener)
+}
+
+/// The uid of the process at the other end of `stream` (`SO_PEERCRED`).
+fn peer_uid(stream: &UnixStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of their sizes for the call, and the
+    // descriptor is open for the stream's lifetime.
+    let done = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (done == 0).then_some(cred.uid)
+}
+
 fn confirm(stream: UnixStream, billing: &Billing) {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let own = unsafe { libc::geteuid() };
+    match peer_uid(&stream) {
+        Some(uid) if uid == own || uid == 0 => {}
+        peer => {
+            tracing::warn!("change socket: a connection of uid {peer:?} refused");
+            return;
+        }
+    }
     let _ = stream.set_read_timeout(Some(CONFIRM_WAIT));
     let mut line = String::new();
-    if BufReader::new(&stream).read_line(&mut line).is_err() {
+    if BufReader::new((&stream).take(MAX_LINE))
+        .read_line(&mut line)
+        .is_err()
+    {
+        return;
+    }
+    if line != "flush\n" && line != "changed\n" {
+        let _ = (&stream).write_all(b"error unknown request\n");
         return;
     }
     if line == "flush\n" {

@@ -272,6 +272,39 @@ fn metrics_with_a_token_answer_only_the_bearer_of_it() {
     );
 }
 
+/// With a metrics token, `/readyz` tells anyone only its status; the reason (and a cluster
+/// node's figures) only the token's bearer.
+#[test]
+fn with_a_metrics_token_readyz_tells_the_reason_only_its_bearer() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.db");
+    postal::db::open(&empty).unwrap();
+    let app = crate::helpers::spawn_app_on_with(
+        &empty,
+        postal::api::Settings {
+            operations: Operations {
+                metrics_token: Some("s3cret-token".into()),
+            },
+            ..Default::default()
+        },
+    );
+    for (headers, body) in [
+        (vec![], json!({"status": "not ready"})),
+        (
+            vec![("authorization", "Bearer nope")],
+            json!({"status": "not ready"}),
+        ),
+        (
+            vec![("authorization", "Bearer s3cret-token")],
+            json!({"status": "not ready", "reason": "postal index: no postal data loaded"}),
+        ),
+    ] {
+        let ready = app.get_with("/readyz", &headers);
+        assert_eq!(ready.status, 503);
+        assert_eq!(serde_json::from_str::<Value>(&ready.text).unwrap(), body);
+    }
+}
+
 #[test]
 fn every_response_carries_the_request_id_it_came_with_or_a_new_one() {
     let app = spawn_app();

@@ -242,3 +242,70 @@ async fn after_shutdown_charges_are_refused_and_earlier_ones_are_in_the_ledger()
     assert_eq!(db.charged_queries(), 20);
     db.assert_ledger_ok();
 }
+
+/// The change socket is its owner's alone: mode 0600; a request other than `changed` or
+/// `flush` (or 64 bytes without a newline: the read is bounded) is answered `error unknown
+/// request`. As root:
+/// a connection of another uid is closed unanswered (even through a socket made
+/// world-writable), and a socket another user owns is not trusted (`notify::flush`, which
+/// `postal backup` calls, refuses it).
+#[test]
+fn the_change_socket_is_its_owners_alone_and_answers_only_its_two_requests() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::net::UnixStream;
+    use std::os::unix::process::CommandExt;
+
+    let db = TestDb::new();
+    let billing = db.billing();
+    let listener = postal::billing::notify::Listener::start(&db.path, billing.clone()).unwrap();
+    let socket = postal::billing::notify::socket_path(&db.path);
+    assert_eq!(std::fs::metadata(&socket).unwrap().mode() & 0o777, 0o600);
+    let ask = |line: &[u8]| -> String {
+        let mut stream = UnixStream::connect(&socket).unwrap();
+        stream.write_all(line).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    assert_eq!(ask(b"changed\n"), "ok\n");
+    assert_eq!(ask(b"flush\n"), "ok\n");
+    assert_eq!(ask(b"reload everything\n"), "error unknown request\n");
+    // 64 bytes and no newline: answered at once, not after waiting for the rest.
+    assert_eq!(ask(&[b'x'; 64]), "error unknown request\n");
+
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let other = std::process::Command::new("/usr/bin/perl")
+            .args([
+                "-MIO::Socket::UNIX",
+                "-e",
+                "my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die $!; \
+                 print $s \"changed\\n\"; my $n = sysread($s, my $a, 100); \
+                 print $n ? \"answered $a\" : \"no answer\";",
+            ])
+            .arg(&socket)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&other.stdout),
+            "no answer",
+            "{}",
+            String::from_utf8_lossy(&other.stderr)
+        );
+        std::os::unix::fs::chown(&socket, Some(65534), None).unwrap();
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let refused = postal::billing::notify::flush(&db.path).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("is owned by uid 65534, not by the database's owner (uid 0)"),
+            "{refused}"
+        );
+    }
+    drop(listener);
+    billing.shutdown();
+}
