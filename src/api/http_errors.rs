@@ -110,10 +110,13 @@ fn allowed_methods() -> &'static HashMap<String, HeaderValue> {
                 ]
                 .map(|path| (path.to_string(), get.clone())),
             )
-            .chain([(
-                "/account/stripe/webhook".to_string(),
-                HeaderValue::from_static("POST"),
-            )])
+            .chain([
+                (
+                    "/account/stripe/webhook".to_string(),
+                    HeaderValue::from_static("POST"),
+                ),
+                (super::widget::versioned_path().to_string(), get.clone()),
+            ])
             .collect()
     })
 }
@@ -124,8 +127,9 @@ mod tests {
     fn api_paths_allow_post_the_form_reads_get_too_and_the_operator_routes_get() {
         let allowed = super::allowed_methods();
         // 7 paths of the contract, 6 of geography, suggest, places, verify, verify-bulk,
-        // dataset; 5 GET routes; the dashboard's 13 API paths, 6 pages and Stripe's webhook.
-        assert_eq!(allowed.len(), 43, "{allowed:?}");
+        // dataset; 5 GET routes and the versioned widget; the dashboard's 13 API paths, 6
+        // pages and Stripe's webhook.
+        assert_eq!(allowed.len(), 44, "{allowed:?}");
         for path in [
             "/api/validate-bulk",
             "/api/nearest",

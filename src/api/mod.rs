@@ -31,7 +31,7 @@ pub mod routes;
 pub mod server;
 pub(crate) mod telemetry;
 pub mod types;
-mod widget;
+pub mod widget;
 
 use std::future::Future;
 use std::path::Path;
@@ -218,6 +218,7 @@ fn app(
         .at("/readyz", get(ops::readyz).data(ops.clone()))
         .at("/metrics", get(ops::scrape).data(ops))
         .at("/widget.js", get(widget::widget))
+        .at(widget::versioned_path(), get(widget::widget_immutable))
         .data(state)
         .data(dashboard)
         .with(account::SecurityHeaders)
@@ -301,6 +302,11 @@ pub async fn serve(db_path: &Path, listen: &str, settings: Settings) -> Result<(
             a.to_string().trim_start_matches("socket://").to_string()
         });
     tracing::info!("listening on http://{bound} (Swagger UI at /docs)");
+    tracing::info!(
+        "checkout widget: {} (integrity {})",
+        widget::versioned_path(),
+        widget::integrity()
+    );
     run(acceptor, db_path, billing, settings, shutdown).await
 }
 

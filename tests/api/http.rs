@@ -136,3 +136,24 @@ fn head_on_an_api_path_is_a_405_and_charges_nothing() {
     }
     assert_eq!(app.balance_micros(&account), before);
 }
+
+/// Swagger UI's page is never framed and carries the pages' security headers; its CSP
+/// leaves scripts alone (the page's bundle is inline) but not frames, plugins, forms or the
+/// base URL.
+#[test]
+fn the_docs_page_carries_the_security_headers_of_every_page() {
+    let app = crate::helpers::spawn_app();
+    let docs = app.get_with("/docs", &[]);
+    assert_eq!(docs.status, 200);
+    assert!(docs.text.contains("swagger"), "{}", docs.text);
+    assert_eq!(
+        docs.header("content-security-policy"),
+        Some("frame-ancestors 'none'; base-uri 'none'; object-src 'none'; form-action 'self'")
+    );
+    assert_eq!(docs.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(docs.header("referrer-policy"), Some("no-referrer"));
+    assert_eq!(docs.header("x-frame-options"), Some("DENY"));
+    // The API's answers are not pages: none of it.
+    let api = app.get_with("/api/lookup?zipcode=90210", &[]);
+    assert_eq!(api.header("content-security-policy"), None);
+}

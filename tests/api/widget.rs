@@ -40,7 +40,8 @@ fn serve_page(listener: TcpListener, html: String) {
     });
 }
 
-/// A checkout form with the widget of `api`, for `key`, German codes.
+/// A checkout form with the widget of `api` pinned (its versioned URL and integrity), for
+/// `key`, German codes.
 fn checkout_page(api: &str, key: &str) -> String {
     format!(
         r#"<!doctype html><html><body>
@@ -50,8 +51,11 @@ fn checkout_page(api: &str, key: &str) -> String {
   <input data-postal="state" id="state">
   <output data-postal="status" id="status"></output>
 </form>
-<script src="{api}/widget.js" data-key="{key}" data-country="DE" data-delay="50"></script>
-</body></html>"#
+<script src="{api}{path}" integrity="{integrity}" crossorigin="anonymous"
+  data-key="{key}" data-country="DE" data-delay="50"></script>
+</body></html>"#,
+        path = postal::api::widget::versioned_path(),
+        integrity = postal::api::widget::integrity(),
     )
 }
 
@@ -210,4 +214,51 @@ fn the_widget_fills_a_form_on_its_origin_and_is_refused_elsewhere_and_over_the_l
     );
     // 4 billed queries: the refusals charged nothing.
     assert_eq!(app.balance_micros(&account), before - 4 * 28);
+}
+
+/// `/widget.js` and its pinned URL: the same bytes, `nosniff`, loadable from any origin;
+/// the pinned one immutable. docs/browser.md shows this version's URL and Subresource
+/// Integrity value, computed here from the served bytes.
+#[test]
+fn the_widget_is_also_served_at_its_pinned_url_with_the_integrity_the_docs_show() {
+    use base64::Engine;
+    use sha2::{Digest, Sha256, Sha384};
+
+    let app = spawn_app();
+    let current = app.get_with("/widget.js", &[]);
+    assert_eq!(current.status, 200);
+    let digest = hex::encode(Sha256::digest(current.text.as_bytes()));
+    let pinned_path = format!("/widget.{}.js", &digest[..16]);
+    let integrity = format!(
+        "sha384-{}",
+        base64::engine::general_purpose::STANDARD.encode(Sha384::digest(current.text.as_bytes()))
+    );
+    let pinned = app.get_with(&pinned_path, &[]);
+    assert_eq!(pinned.status, 200, "{pinned_path}");
+    assert_eq!(pinned.text, current.text);
+    for (answer, cache) in [
+        (&current, "public, max-age=3600"),
+        (&pinned, "public, max-age=31536000, immutable"),
+    ] {
+        assert_eq!(answer.header("cache-control"), Some(cache));
+        assert_eq!(
+            answer.header("content-type"),
+            Some("text/javascript; charset=utf-8")
+        );
+        assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(answer.header("access-control-allow-origin"), Some("*"));
+        assert_eq!(
+            answer.header("cross-origin-resource-policy"),
+            Some("cross-origin")
+        );
+    }
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/browser.md")).unwrap();
+    assert!(
+        docs.contains(&format!("https://postal.example{pinned_path}"))
+            && docs.contains(&format!("integrity=\"{integrity}\"")),
+        "docs/browser.md must show {pinned_path} and {integrity}"
+    );
+    // Another hash is no page.
+    assert_eq!(app.get_with("/widget.0000000000000000.js", &[]).status, 404);
 }

@@ -118,9 +118,10 @@ pub(super) fn style() -> Response {
         .body(STYLE)
 }
 
-/// The security headers of every answer under `/account` (and `no-store`, unless the
-/// answer says otherwise): the middleware wraps the whole application and acts on those
-/// paths only.
+/// The security headers of every HTML page: every answer under `/account` (and
+/// `no-store`, unless the answer says otherwise) and Swagger UI under `/docs`, each with
+/// its CSP; `nosniff`, `no-referrer`, `X-Frame-Options: DENY`. The middleware wraps the
+/// whole application and acts on those paths only (the widget's script sets its own).
 pub(crate) struct SecurityHeaders;
 
 impl<E: Endpoint> Middleware<E> for SecurityHeaders {
@@ -133,14 +134,27 @@ impl<E: Endpoint> Middleware<E> for SecurityHeaders {
 
 pub(crate) struct SecurityHeadersEndpoint<E>(E);
 
+/// The dashboard's pages: nothing but this server's own script, style and calls.
+const ACCOUNT_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; \
+     frame-ancestors 'none'";
+/// Swagger UI (`/docs`): its page is poem-openapi's, with the bundle inline, so scripts
+/// are not restricted; it is never framed, never posts a form elsewhere, loads no plugin.
+const DOCS_POLICY: &str =
+    "frame-ancestors 'none'; base-uri 'none'; object-src 'none'; form-action 'self'";
+
 impl<E: Endpoint> Endpoint for SecurityHeadersEndpoint<E> {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
         let path = req.uri().path();
-        if path != "/account" && !path.starts_with("/account/") {
+        let policy = if path == "/account" || path.starts_with("/account/") {
+            ACCOUNT_POLICY
+        } else if path == "/docs" || path.starts_with("/docs/") {
+            DOCS_POLICY
+        } else {
             return self.0.call(req).await.map(IntoResponse::into_response);
-        }
+        };
         let mut response = match self.0.call(req).await {
             Ok(output) => output.into_response(),
             Err(e) => e.into_response(),
@@ -148,10 +162,7 @@ impl<E: Endpoint> Endpoint for SecurityHeadersEndpoint<E> {
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(
-                "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                 connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
-            ),
+            HeaderValue::from_static(policy),
         );
         headers.insert(
             header::X_CONTENT_TYPE_OPTIONS,
@@ -162,7 +173,7 @@ impl<E: Endpoint> Endpoint for SecurityHeadersEndpoint<E> {
             HeaderValue::from_static("no-referrer"),
         );
         headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-        if !headers.contains_key(header::CACHE_CONTROL) {
+        if policy == ACCOUNT_POLICY && !headers.contains_key(header::CACHE_CONTROL) {
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         }
         Ok(response)
