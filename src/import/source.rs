@@ -39,6 +39,80 @@ pub struct Input {
     pub origin: Origin,
 }
 
+/// The longest line a GeoNames file may have: theirs are at most 3.6 KB (cities500.txt,
+/// with its alternate names; allCountries.txt 248 bytes). A longer one is refused before
+/// it is held in memory.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// The most a file may hold, read from disk, decompressed from a zip or downloaded: 8
+/// times allCountries.txt (123 MB).
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+/// Redirects a download follows, each to https (never from https down to http).
+const MAX_REDIRECTS: usize = 5;
+
+/// A reader of a GeoNames file that fails, with the file's name, on a line longer than
+/// [`MAX_LINE_BYTES`] or beyond [`MAX_FILE_BYTES`] in all: a zip bomb or a file of one
+/// endless line costs a bounded buffer, not the machine's memory.
+pub struct Bounded<R> {
+    inner: R,
+    name: String,
+    line: u64,
+    in_line: usize,
+    total: u64,
+}
+
+impl<R: Read> Bounded<R> {
+    pub fn new(inner: R, name: &str) -> Bounded<R> {
+        Bounded {
+            inner,
+            name: name.to_owned(),
+            line: 1,
+            in_line: 0,
+            total: 0,
+        }
+    }
+
+    fn refuse(&self, why: String) -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: {why}: not a GeoNames file", self.name),
+        )
+    }
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.total += n as u64;
+        if self.total > MAX_FILE_BYTES {
+            return Err(self.refuse(format!("more than {MAX_FILE_BYTES} bytes")));
+        }
+        let mut rest = &buf[..n];
+        loop {
+            match rest.iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    if self.in_line + end > MAX_LINE_BYTES {
+                        break;
+                    }
+                    self.in_line = 0;
+                    self.line += 1;
+                    rest = &rest[end + 1..];
+                }
+                None => {
+                    self.in_line += rest.len();
+                    if self.in_line <= MAX_LINE_BYTES {
+                        return Ok(n);
+                    }
+                    break;
+                }
+            }
+        }
+        Err(self.refuse(format!(
+            "line {} is longer than {MAX_LINE_BYTES} bytes",
+            self.line
+        )))
+    }
+}
+
 /// A zip entry read: its name and its time as the zip stores it (`2026-03-01T03:14:00`,
 /// no zone).
 pub type EntryRead = (String, Option<String>);
@@ -58,8 +132,12 @@ impl Input {
             let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
             let len = file.metadata().map(|m| m.len()).unwrap_or(0);
             let bar = super::bar(progress, len, "reading {bytes}/{total_bytes}");
-            let mut reader = BufReader::with_capacity(1 << 20, bar.wrap_read(file));
-            read(&path.display().to_string(), &mut reader)?;
+            let name = path.display().to_string();
+            let mut reader = Bounded::new(
+                BufReader::with_capacity(1 << 20, bar.wrap_read(file)),
+                &name,
+            );
+            read(&name, &mut reader)?;
             bar.finish_and_clear();
             return Ok(entries);
         }
@@ -74,8 +152,12 @@ impl Input {
             }
             entries.push((entry_name.clone(), entry.last_modified().map(zip_time)));
             let bar = super::bar(progress, entry.size(), "reading {bytes}/{total_bytes}");
-            let mut reader = BufReader::with_capacity(1 << 20, bar.wrap_read(entry));
-            read(&format!("{}:{entry_name}", path.display()), &mut reader)?;
+            let name = format!("{}:{entry_name}", path.display());
+            let mut reader = Bounded::new(
+                BufReader::with_capacity(1 << 20, bar.wrap_read(entry)),
+                &name,
+            );
+            read(&name, &mut reader)?;
             bar.finish_and_clear();
         }
         Ok(entries)
@@ -219,8 +301,8 @@ fn read_gazetteer_file(
     }
     let name = path.display().to_string();
     if !name.to_ascii_lowercase().ends_with(".zip") {
-        let mut file = File::open(path).with_context(|| format!("opening {name}"))?;
-        return super::gazetteer::read(&name, &mut file, countries);
+        let file = File::open(path).with_context(|| format!("opening {name}"))?;
+        return super::gazetteer::read(&name, &mut Bounded::new(file, &name), countries);
     }
     let file = File::open(path).with_context(|| format!("opening {name}"))?;
     let mut archive = zip::ZipArchive::new(BufReader::new(file))
@@ -229,7 +311,8 @@ fn read_gazetteer_file(
         let mut entry = archive.by_index(i)?;
         let entry_name = entry.name().context("zip entry name")?.to_string();
         if is_postal_file(&entry_name) || is_gazetteer_file(&entry_name) {
-            return super::gazetteer::read(&format!("{name}:{entry_name}"), &mut entry, countries);
+            let name = format!("{name}:{entry_name}");
+            return super::gazetteer::read(&name, &mut Bounded::new(&mut entry, &name), countries);
         }
     }
     bail!("the zip holds no .txt file")
@@ -240,7 +323,8 @@ pub fn open_text(source: &str, staging: &Path, progress: bool) -> Result<(Box<dy
     let fetched = fetch(source, staging, progress, None)?.context("not downloaded")?;
     let path = &fetched.path;
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    Ok((Box::new(BufReader::new(file)), fetched))
+    let name = path.display().to_string();
+    Ok((Box::new(Bounded::new(BufReader::new(file), &name)), fetched))
 }
 
 pub fn is_url(source: &str) -> bool {
@@ -283,6 +367,30 @@ fn is_gazetteer_file(name: &str) -> bool {
     })
 }
 
+/// Where a redirect of the download of `url`, now at `from`, to `location` goes (an
+/// absolute URL, or a path on the same server); refused when it would leave https for
+/// http (or anything but http(s)).
+fn redirected(url: &str, from: &str, location: &str) -> Result<String> {
+    let next = if location.contains("://") {
+        location.to_owned()
+    } else {
+        let scheme_end = from.find("://").map_or(0, |i| i + 3);
+        let origin_end = from[scheme_end..]
+            .find('/')
+            .map_or(from.len(), |i| scheme_end + i);
+        format!(
+            "{}/{}",
+            &from[..origin_end],
+            location.trim_start_matches('/')
+        )
+    };
+    let secure = url.starts_with("https://");
+    if !is_url(&next) || (secure && !next.starts_with("https://")) {
+        bail!("downloading {url}: redirected to {next}, refused (an https download stays https)");
+    }
+    Ok(next)
+}
+
 /// Downloads `url` into `staging`, with a byte progress bar; with `conditional`, asks
 /// with `If-None-Match` / `If-Modified-Since` and answers `None` on 304 Not Modified.
 fn download(
@@ -297,21 +405,46 @@ fn download(
         .filter(|n| !n.is_empty())
         .unwrap_or("download.txt");
     let target = staging.join(name);
-    let mut request = ureq::get(url);
-    if let Some(v) = conditional {
-        if let Some(etag) = &v.etag {
-            request = request.header("If-None-Match", etag);
-        }
-        if let Some(date) = &v.last_modified {
-            request = request.header("If-Modified-Since", date);
-        }
-    }
-    let mut response = request
-        .config()
+    // Bounded in time (a server that stalls fails the import, not hangs it), redirects
+    // followed here: each to https, or http only when the URL given was http.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_connect(Some(std::time::Duration::from_secs(30)))
+        .timeout_recv_response(Some(std::time::Duration::from_secs(60)))
+        .timeout_recv_body(Some(std::time::Duration::from_secs(3600)))
         .build()
-        .call()
-        .with_context(|| format!("downloading {url}"))?;
+        .into();
+    let mut at = url.to_owned();
+    let mut redirects = 0;
+    let mut response = loop {
+        let mut request = agent.get(&at);
+        if let Some(v) = conditional {
+            if let Some(etag) = &v.etag {
+                request = request.header("If-None-Match", etag);
+            }
+            if let Some(date) = &v.last_modified {
+                request = request.header("If-Modified-Since", date);
+            }
+        }
+        let response = request
+            .call()
+            .with_context(|| format!("downloading {at}"))?;
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .filter(|_| response.status().is_redirection() && response.status() != 304);
+        let Some(location) = location else {
+            break response;
+        };
+        let next = redirected(url, &at, location)?;
+        redirects += 1;
+        if redirects > MAX_REDIRECTS {
+            bail!("downloading {url}: more than {MAX_REDIRECTS} redirects");
+        }
+        at = next;
+    };
     let status = response.status().as_u16();
     if status == 304 && conditional.is_some() {
         return Ok(None);
@@ -337,11 +470,69 @@ fn download(
     let bar = super::bar(progress, len, "downloading {bytes}/{total_bytes}");
     let mut out =
         File::create(&target).with_context(|| format!("creating {}", target.display()))?;
-    let mut body = bar.wrap_read(response.body_mut().as_reader());
-    std::io::copy(&mut body, &mut out).with_context(|| format!("downloading {url}"))?;
+    let mut body = bar.wrap_read(
+        response
+            .body_mut()
+            .with_config()
+            .limit(MAX_FILE_BYTES)
+            .reader(),
+    );
+    std::io::copy(&mut body, &mut out)
+        .with_context(|| format!("downloading {url} (at most {MAX_FILE_BYTES} bytes)"))?;
     bar.finish_and_clear();
     Ok(Some(Fetched {
         path: target,
         origin,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redirect_stays_on_https_and_a_path_stays_on_its_server() {
+        let https = "https://download.geonames.org/export/zip/allCountries.zip";
+        assert_eq!(
+            redirected(https, https, "https://mirror.example/a.zip").unwrap(),
+            "https://mirror.example/a.zip"
+        );
+        assert_eq!(
+            redirected(https, https, "/other/a.zip").unwrap(),
+            "https://download.geonames.org/other/a.zip"
+        );
+        for location in ["http://mirror.example/a.zip", "ftp://mirror.example/a.zip"] {
+            assert_eq!(
+                redirected(https, https, location).unwrap_err().to_string(),
+                format!(
+                    "downloading {https}: redirected to {location}, refused (an https download \
+                     stays https)"
+                )
+            );
+        }
+        // A download given as http may be redirected to http or https.
+        let http = "http://127.0.0.1:8000/US.txt";
+        assert_eq!(
+            redirected(http, http, "http://127.0.0.1:8000/v2/US.txt").unwrap(),
+            "http://127.0.0.1:8000/v2/US.txt"
+        );
+    }
+
+    #[test]
+    fn a_line_longer_than_the_bound_or_a_file_without_newlines_is_refused() {
+        let read = |bytes: Vec<u8>| -> std::io::Result<usize> {
+            let mut out = Vec::new();
+            Bounded::new(&bytes[..], "f.txt").read_to_end(&mut out)
+        };
+        let mut fine = vec![b'a'; MAX_LINE_BYTES];
+        fine.push(b'\n');
+        fine.extend(vec![b'b'; MAX_LINE_BYTES]);
+        assert_eq!(read(fine).unwrap(), 2 * MAX_LINE_BYTES + 1);
+        let mut long = b"US\t90210\n".to_vec();
+        long.extend(vec![b'\t'; MAX_LINE_BYTES + 1]);
+        assert_eq!(
+            read(long).unwrap_err().to_string(),
+            "f.txt: line 2 is longer than 65536 bytes: not a GeoNames file"
+        );
+    }
 }

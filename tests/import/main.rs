@@ -14,6 +14,8 @@ mod records;
 
 // Malformed lines: counted and reported, tolerated up to 1%, fatal above with the old data kept.
 mod bad_lines;
+// Files that are not GeoNames files: endless lines refused, downloads' redirects bounded.
+mod bounds;
 
 // Re-importing into a live database: concurrent readers, tables the import does not own.
 mod replace;
