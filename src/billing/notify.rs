@@ -78,6 +78,23 @@ fn untrusted(db: &Path, socket: &Path) -> Option<String> {
     None
 }
 
+/// Why the server at the other end of `stream` is not trusted: its process runs as another
+/// user than the database's owner, this user or root (checked on the connection itself,
+/// after the socket file's own check: nothing can be swapped in between).
+fn untrusted_peer(db: &Path, stream: &UnixStream) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(db).ok()?.uid();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let own = unsafe { libc::geteuid() };
+    match peer_uid(stream) {
+        Some(uid) if [owner, own, 0].contains(&uid) => None,
+        peer => Some(format!(
+            "the process on its socket runs as uid {peer:?}, not as the database's owner \
+             (uid {owner}), this user or root"
+        )),
+    }
+}
+
 /// Tells the server running on `conn`'s file (if any) that accounts or keys changed, and
 /// waits until it holds the change. Never fails: the change is committed either way.
 pub fn announce(conn: &Connection) {
@@ -94,6 +111,12 @@ pub fn announce(conn: &Connection) {
     let Ok(mut stream) = UnixStream::connect(socket) else {
         return; // no server running
     };
+    if let Some(why) = untrusted_peer(Path::new(db), &stream) {
+        eprintln!(
+            "warning: not telling the server of the change: {why}; it holds after its next flush"
+        );
+        return;
+    }
     let _ = stream.set_read_timeout(Some(CONFIRM_WAIT));
     let confirmed = stream.write_all(b"changed\n").is_ok() && {
         let mut line = String::new();
@@ -138,6 +161,9 @@ pub fn flush(db: &Path) -> Result<Flushed, FlushRefused> {
     let Ok(mut stream) = UnixStream::connect(socket) else {
         return Ok(Flushed::NoServer);
     };
+    if let Some(why) = untrusted_peer(db, &stream) {
+        return Err(refused(why));
+    }
     let _ = stream.set_read_timeout(Some(CONFIRM_WAIT + Duration::from_secs(1)));
     stream
         .write_all(b"flush\n")
@@ -209,9 +235,9 @@ impl Listener {
 /// temporary name beside it, made 0600, then renamed into place.
 fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(format!(".{}", std::process::id()));
-    let temporary = PathBuf::from(temporary);
+    // Shorter than the socket's own name (`<db>.serve-notify`), so that a path that fits a
+    // socket address fits this one too.
+    let temporary = path.with_file_name(format!(".pn{}", std::process::id()));
     let _ = std::fs::remove_file(&temporary);
     let listener = UnixListener::bind(&temporary)?;
     let placed = std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600))
@@ -257,18 +283,18 @@ fn confirm(stream: UnixStream, billing: &Billing) {
         }
     }
     let _ = stream.set_read_timeout(Some(CONFIRM_WAIT));
-    let mut line = String::new();
+    let mut line = Vec::new();
     if BufReader::new((&stream).take(MAX_LINE))
-        .read_line(&mut line)
+        .read_until(b'\n', &mut line)
         .is_err()
     {
         return;
     }
-    if line != "flush\n" && line != "changed\n" {
+    if line != b"flush\n" && line != b"changed\n" {
         let _ = (&stream).write_all(b"error unknown request\n");
         return;
     }
-    if line == "flush\n" {
+    if line == b"flush\n" {
         let answer = match billing.flush_now(CONFIRM_WAIT) {
             Ok(()) => "ok\n".to_owned(),
             Err(e) => format!("error {}\n", e.to_string().replace('\n', " ")),

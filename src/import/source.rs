@@ -58,16 +58,27 @@ pub struct Bounded<R> {
     line: u64,
     in_line: usize,
     total: u64,
+    max_total: u64,
 }
+
+/// The most a file read whole into memory may hold: the gazetteer (cities500.txt is
+/// 33 MB) and countryInfo.txt (31 KB).
+pub const MAX_WHOLE_FILE_BYTES: u64 = 256 << 20;
 
 impl<R: Read> Bounded<R> {
     pub fn new(inner: R, name: &str) -> Bounded<R> {
+        Bounded::at_most(inner, name, MAX_FILE_BYTES)
+    }
+
+    /// As `new`, at most `max_total` bytes in all.
+    pub fn at_most(inner: R, name: &str, max_total: u64) -> Bounded<R> {
         Bounded {
             inner,
             name: name.to_owned(),
             line: 1,
             in_line: 0,
             total: 0,
+            max_total,
         }
     }
 
@@ -83,8 +94,8 @@ impl<R: Read> Read for Bounded<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.total += n as u64;
-        if self.total > MAX_FILE_BYTES {
-            return Err(self.refuse(format!("more than {MAX_FILE_BYTES} bytes")));
+        if self.total > self.max_total {
+            return Err(self.refuse(format!("more than {} bytes", self.max_total)));
         }
         let mut rest = &buf[..n];
         loop {
@@ -302,7 +313,8 @@ fn read_gazetteer_file(
     let name = path.display().to_string();
     if !name.to_ascii_lowercase().ends_with(".zip") {
         let file = File::open(path).with_context(|| format!("opening {name}"))?;
-        return super::gazetteer::read(&name, &mut Bounded::new(file, &name), countries);
+        let mut bounded = Bounded::at_most(file, &name, MAX_WHOLE_FILE_BYTES);
+        return super::gazetteer::read(&name, &mut bounded, countries);
     }
     let file = File::open(path).with_context(|| format!("opening {name}"))?;
     let mut archive = zip::ZipArchive::new(BufReader::new(file))
@@ -312,7 +324,8 @@ fn read_gazetteer_file(
         let entry_name = entry.name().context("zip entry name")?.to_string();
         if is_postal_file(&entry_name) || is_gazetteer_file(&entry_name) {
             let name = format!("{name}:{entry_name}");
-            return super::gazetteer::read(&name, &mut Bounded::new(&mut entry, &name), countries);
+            let mut bounded = Bounded::at_most(&mut entry, &name, MAX_WHOLE_FILE_BYTES);
+            return super::gazetteer::read(&name, &mut bounded, countries);
         }
     }
     bail!("the zip holds no .txt file")
@@ -324,7 +337,14 @@ pub fn open_text(source: &str, staging: &Path, progress: bool) -> Result<(Box<dy
     let path = &fetched.path;
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let name = path.display().to_string();
-    Ok((Box::new(Bounded::new(BufReader::new(file), &name)), fetched))
+    Ok((
+        Box::new(Bounded::at_most(
+            BufReader::new(file),
+            &name,
+            MAX_WHOLE_FILE_BYTES,
+        )),
+        fetched,
+    ))
 }
 
 pub fn is_url(source: &str) -> bool {
@@ -367,28 +387,24 @@ fn is_gazetteer_file(name: &str) -> bool {
     })
 }
 
-/// Where a redirect of the download of `url`, now at `from`, to `location` goes (an
-/// absolute URL, or a path on the same server); refused when it would leave https for
-/// http (or anything but http(s)).
+/// Where a redirect of the download of `url`, now at `from`, to `location` goes (resolved
+/// as a browser does: absolute, scheme-relative, host-relative or relative); refused when
+/// it would leave https for http, or for anything but http(s).
 fn redirected(url: &str, from: &str, location: &str) -> Result<String> {
-    let next = if location.contains("://") {
-        location.to_owned()
-    } else {
-        let scheme_end = from.find("://").map_or(0, |i| i + 3);
-        let origin_end = from[scheme_end..]
-            .find('/')
-            .map_or(from.len(), |i| scheme_end + i);
-        format!(
-            "{}/{}",
-            &from[..origin_end],
-            location.trim_start_matches('/')
+    let refused = |next: &str| {
+        anyhow::anyhow!(
+            "downloading {url}: redirected to {next}, refused (an https download stays https)"
         )
     };
-    let secure = url.starts_with("https://");
-    if !is_url(&next) || (secure && !next.starts_with("https://")) {
-        bail!("downloading {url}: redirected to {next}, refused (an https download stays https)");
+    let next = url::Url::parse(from)
+        .and_then(|base| base.join(location))
+        .map_err(|_| refused(location))?;
+    let secure = from.starts_with("https://");
+    match next.scheme() {
+        "https" => Ok(next.to_string()),
+        "http" if !secure => Ok(next.to_string()),
+        _ => Err(refused(next.as_str())),
     }
-    Ok(next)
 }
 
 /// Downloads `url` into `staging`, with a byte progress bar; with `conditional`, asks
@@ -410,7 +426,9 @@ fn download(
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
+        .timeout_resolve(Some(std::time::Duration::from_secs(30)))
         .timeout_connect(Some(std::time::Duration::from_secs(30)))
+        .timeout_send_request(Some(std::time::Duration::from_secs(60)))
         .timeout_recv_response(Some(std::time::Duration::from_secs(60)))
         .timeout_recv_body(Some(std::time::Duration::from_secs(3600)))
         .build()
@@ -501,6 +519,18 @@ mod tests {
             redirected(https, https, "/other/a.zip").unwrap(),
             "https://download.geonames.org/other/a.zip"
         );
+        assert_eq!(
+            redirected(https, https, "b.zip").unwrap(),
+            "https://download.geonames.org/export/zip/b.zip"
+        );
+        assert_eq!(
+            redirected(https, https, "//cdn.example/a.zip").unwrap(),
+            "https://cdn.example/a.zip"
+        );
+        assert_eq!(
+            redirected(https, https, "/dl?u=http://x").unwrap(),
+            "https://download.geonames.org/dl?u=http://x"
+        );
         for location in ["http://mirror.example/a.zip", "ftp://mirror.example/a.zip"] {
             assert_eq!(
                 redirected(https, https, location).unwrap_err().to_string(),
@@ -510,12 +540,14 @@ mod tests {
                 )
             );
         }
-        // A download given as http may be redirected to http or https.
+        // A download given as http may be redirected to http or https; once on https, it
+        // stays there.
         let http = "http://127.0.0.1:8000/US.txt";
         assert_eq!(
             redirected(http, http, "http://127.0.0.1:8000/v2/US.txt").unwrap(),
             "http://127.0.0.1:8000/v2/US.txt"
         );
+        assert!(redirected(http, "https://mirror.example/US.txt", "http://x/US.txt").is_err());
     }
 
     #[test]

@@ -276,6 +276,9 @@ fn the_change_socket_is_its_owners_alone_and_answers_only_its_two_requests() {
 
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
+        // The other user may reach the socket (its directory searchable), and write it.
+        let parent = socket.parent().unwrap();
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711)).unwrap();
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
         let other = std::process::Command::new("/usr/bin/perl")
             .args([
@@ -291,10 +294,18 @@ fn the_change_socket_is_its_owners_alone_and_answers_only_its_two_requests() {
             .output()
             .unwrap();
         assert_eq!(
-            String::from_utf8_lossy(&other.stdout),
-            "no answer",
-            "{}",
-            String::from_utf8_lossy(&other.stderr)
+            (
+                String::from_utf8_lossy(&other.stdout).as_ref(),
+                String::from_utf8_lossy(&other.stderr).as_ref()
+            ),
+            ("no answer", "")
+        );
+        // A socket others may write is not trusted either.
+        assert!(
+            postal::billing::notify::flush(&db.path)
+                .unwrap_err()
+                .to_string()
+                .contains("may be written by other users (mode 666)")
         );
         std::os::unix::fs::chown(&socket, Some(65534), None).unwrap();
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).unwrap();
