@@ -236,8 +236,10 @@ impl Listener {
 fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
     // Shorter than the socket's own name (`<db>.serve-notify`), so that a path that fits a
-    // socket address fits this one too.
-    let temporary = path.with_file_name(format!(".pn{}", std::process::id()));
+    // socket address fits this one too; one per listener of this process.
+    static LISTENERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = LISTENERS.fetch_add(1, Ordering::Relaxed) % 100;
+    let temporary = path.with_file_name(format!(".pn{}-{n}", std::process::id()));
     let _ = std::fs::remove_file(&temporary);
     let listener = UnixListener::bind(&temporary)?;
     let placed = std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600))

@@ -284,7 +284,8 @@ fn the_change_socket_is_its_owners_alone_and_answers_only_its_two_requests() {
             .args([
                 "-MIO::Socket::UNIX",
                 "-e",
-                "my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die $!; \
+                "$SIG{PIPE} = 'IGNORE'; \
+                 my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die $!; \
                  print $s \"changed\\n\"; my $n = sysread($s, my $a, 100); \
                  print $n ? \"answered $a\" : \"no answer\";",
             ])
