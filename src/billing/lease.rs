@@ -44,7 +44,16 @@ pub struct BootTime(Duration);
 
 impl BootTime {
     pub fn now() -> BootTime {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+        // libc's clock_gettime (the vDSO through the C library), not rustix's own vDSO
+        // reader: valgrind and the sanitizers intercept the C library's call, while rustix's
+        // parse of the vDSO crashed under valgrind (issue 37).
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid, writable timespec; CLOCK_BOOTTIME exists on every Linux
+        // this builds for (2.6.39+), and on failure `t` stays zero (a deadline already past).
+        unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut t) };
         BootTime(Duration::new(
             u64::try_from(t.tv_sec).unwrap_or(0),
             u32::try_from(t.tv_nsec).unwrap_or(0),
