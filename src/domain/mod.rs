@@ -16,6 +16,7 @@ pub(crate) mod origin;
 pub mod payments;
 pub mod postal_code;
 pub mod rate_limit;
+pub mod regions;
 pub mod text;
 
 pub use country::CountryCode;

@@ -6,22 +6,56 @@
 /// `ofallon`), every other run of non-alphanumerics one space (`St. Louis` -> `st louis`,
 /// `Winston-Salem` -> `winston salem`), trimmed. Import and queries go through this same
 /// function, so the stored `place_folded` and a folded query compare with `=`.
+///
+/// Except Chinese characters and Japanese kana (`is_written`), kept as written: a
+/// transliteration gives a kanji one Chinese reading, so different names fold to one
+/// string (`富山市` Toyama and `福山市` Fukuyama were both `fu shan shi`), and Japan reads
+/// them otherwise anyway. A name in them matches as it is written (issue 34).
 pub fn fold(name: &str) -> String {
-    let ascii = deunicode::deunicode(name);
-    let mut folded = String::with_capacity(ascii.len());
+    let mut folded = String::with_capacity(name.len());
     let mut pending_space = false;
-    for c in ascii.chars() {
-        if c.is_ascii_alphanumeric() {
-            if pending_space && !folded.is_empty() {
-                folded.push(' ');
+    let letter = |c: char, folded: &mut String, pending_space: &mut bool| {
+        if *pending_space && !folded.is_empty() {
+            folded.push(' ');
+        }
+        *pending_space = false;
+        folded.push(c);
+    };
+    for c in name.chars() {
+        if is_written(c) {
+            letter(c, &mut folded, &mut pending_space);
+            continue;
+        }
+        let ascii = match c {
+            c if c.is_ascii() => None,
+            c => Some(deunicode::deunicode_char(c).unwrap_or("")),
+        };
+        let mut one = [0u8; 4];
+        let ascii = ascii.unwrap_or_else(|| c.encode_utf8(&mut one));
+        for c in ascii.chars() {
+            if c.is_ascii_alphanumeric() {
+                letter(c.to_ascii_lowercase(), &mut folded, &mut pending_space);
+            } else if c != '\'' && c != '`' {
+                pending_space = true;
             }
-            pending_space = false;
-            folded.push(c.to_ascii_lowercase());
-        } else if c != '\'' && c != '`' {
-            pending_space = true;
         }
     }
     folded
+}
+
+/// Written forms kept by `fold`: CJK ideographs (and `々`), hiragana, katakana with the
+/// prolonged sound mark (not the middle dot `・`, punctuation).
+fn is_written(c: char) -> bool {
+    matches!(c,
+        '\u{3005}' | '\u{3006}'
+        | '\u{3041}'..='\u{309F}'
+        | '\u{30A0}'..='\u{30FA}'
+        | '\u{30FC}'..='\u{30FF}'
+        | '\u{31F0}'..='\u{31FF}'
+        | '\u{3400}'..='\u{4DBF}'
+        | '\u{4E00}'..='\u{9FFF}'
+        | '\u{F900}'..='\u{FAFF}'
+        | '\u{20000}'..='\u{3134F}')
 }
 
 #[cfg(test)]
@@ -49,6 +83,20 @@ mod tests {
         assert_eq!(fold("Winston-Salem"), "winston salem");
         assert_eq!(fold("O'Fallon"), "ofallon");
         assert_eq!(fold("Coeur d’Alene"), "coeur dalene");
+    }
+
+    #[test]
+    fn chinese_characters_and_kana_stay_as_written() {
+        // One Chinese reading made these two cities one name (issue 34).
+        assert_eq!(fold("富山市"), "富山市");
+        assert_eq!(fold("福山市"), "福山市");
+        assert_eq!(fold("さいたま市"), "さいたま市");
+        assert_eq!(fold("京都市　伏見区"), "京都市 伏見区");
+        assert_eq!(fold("ケ・セラ"), "ケ セラ");
+        // Other scripts are still transliterated, and mixed names fold both ways.
+        assert_eq!(fold("Москва"), "moskva");
+        assert_eq!(fold("서울"), "seoul");
+        assert_eq!(fold("Tokyo 東京"), "tokyo 東京");
     }
 
     #[test]

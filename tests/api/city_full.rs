@@ -249,3 +249,89 @@ fn placeholders_and_nonsense_find_nothing_in_any_country() {
     }
     assert!(found.is_empty(), "{found:?}");
 }
+
+/// Names as Japan and Mexico write them (issue 34): kanji are matched as written, so two
+/// cities whose kanji share a Chinese reading stay two (`富山市` Toyama and `福山市` Fukuyama
+/// both folded to `fu shan shi`, and Toyama answered Fukuyama's codes); a prefecture or
+/// state is known by its official, romanised and short names (`東京都`, `Tokyo`, `Tokyo
+/// To`; `Ciudad de México`, `CDMX`, and the data's `Distrito Federal`).
+#[test]
+fn names_as_japan_and_mexico_write_them() {
+    let app = spawn_app_on(full_template());
+    let (account, key) = app.create_account();
+    app.cli(&["account", "topup", &account, "--usd", "5.00"]);
+    for (query, unit, name, state) in [
+        ("富山市", "Toyama Shi", "Toyama Shi", "Toyama Ken"),
+        ("福山市", "Fukuyama Shi", "Fukuyama Shi", "Hiroshima Ken"),
+    ] {
+        let expected = codes_where(&app.db, "JP", "trim(admin_name2) = ?2", &[unit]);
+        assert!(expected.len() >= 300, "{unit}: {}", expected.len());
+        let (status, codes, c, s, _) = city(&app, &key, json!({"city": query, "country": "JP"}));
+        assert_eq!(
+            (status, c.as_deref(), s.as_deref()),
+            (200, Some(name), Some(state)),
+            "{query}"
+        );
+        assert_same(&codes, &expected, query);
+    }
+    // さいたま市 is not Shitamachi (one reading of it): no answer is better than another
+    // city's.
+    let saitama = codes_where(&app.db, "JP", "trim(admin_name2) = 'Saitama Shi'", &[]);
+    let (status, codes, ..) = city(&app, &key, json!({"city": "さいたま市", "country": "JP"}));
+    assert!(
+        status == 404 || codes.iter().all(|c| saitama.contains(c)),
+        "{status} {codes:?}"
+    );
+    let shinjuku = codes_where(&app.db, "JP", "trim(admin_name2) = 'Shinjuku Ku'", &[]);
+    for (query, state) in [
+        ("新宿区", "東京都"),
+        ("新宿区", "Tokyo"),
+        ("Shinjuku", "東京都"),
+        ("Shinjuku", "Tokyo To"),
+        ("Shinjuku", "tokyo-to"),
+    ] {
+        let (status, codes, c, s, _) = city(
+            &app,
+            &key,
+            json!({"city": query, "state": state, "country": "JP"}),
+        );
+        assert_eq!(
+            (status, c.as_deref(), s.as_deref()),
+            (200, Some("Shinjuku Ku"), Some("Tokyo To")),
+            "{query} {state}"
+        );
+        assert_same(&codes, &shinjuku, query);
+    }
+    // A prefecture's name does not admit another prefecture's city.
+    let (status, ..) = city(
+        &app,
+        &key,
+        json!({"city": "新宿区", "state": "大阪府", "country": "JP"}),
+    );
+    assert_eq!(status, 404);
+    let cuauhtemoc = codes_where(
+        &app.db,
+        "MX",
+        "admin_name1 = 'Distrito Federal' AND trim(admin_name2) = 'Cuauhtémoc'",
+        &[],
+    );
+    assert!(cuauhtemoc.len() >= 50, "{}", cuauhtemoc.len());
+    for state in [
+        "Ciudad de México",
+        "Ciudad de Mexico",
+        "CDMX",
+        "Distrito Federal",
+    ] {
+        let (status, codes, _, s, _) = city(
+            &app,
+            &key,
+            json!({"city": "Cuauhtémoc", "state": state, "country": "MX"}),
+        );
+        assert_eq!(
+            (status, s.as_deref()),
+            (200, Some("Distrito Federal")),
+            "{state}"
+        );
+        assert_same(&codes, &cuauhtemoc, state);
+    }
+}

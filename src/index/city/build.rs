@@ -82,7 +82,9 @@ impl GazetteerCity {
             let folded = fold(alternate);
             if folded.len() < 2
                 || folded.len() > MAX_NAME_CHARS
-                || !folded.bytes().any(|b| b.is_ascii_alphabetic())
+                || !folded
+                    .chars()
+                    .any(|c| c.is_ascii_alphabetic() || !c.is_ascii())
             {
                 continue;
             }

