@@ -19,9 +19,11 @@ rule of issue 34: **right** when precision and recall are both >= 0.8; **partial
 precision >= 0.8 but recall is not (a part of the unit); **mixed** when some codes are
 the unit's but precision < 0.8; **wrong place** when none is; **404**.
 
-Without a state, a name several units share means the one with the most codes: only
-that one is asked in the no-state forms (ties: any of them is right). Where a municipio
-and a ciudad of one state share a name, either one's codes are right.
+Without a state, a name several units share is asked once, and means the one with the
+most codes (ties: any of them is right); an answer that is right for another unit of
+the name counts apart, as **another of its name** (the server ranks by population
+first, which the lists do not give). Where a municipio and a ciudad of one state share a
+name, either one's codes are right.
 
 Usage: python official.py --dataset allCountries.zip --server LABEL=URL=KEY [...]
        [--countries US,JP,MX] [--show-misses N]
@@ -155,7 +157,7 @@ def mx_units(held):
 
 # --- queries --------------------------------------------------------------------------
 
-Query = collections.namedtuple("Query", "country form body right")
+Query = collections.namedtuple("Query", "country form body right others", defaults=[()])
 
 
 def queries(units_by_country, jp_admin):
@@ -178,12 +180,12 @@ def queries(units_by_country, jp_admin):
                 out.append(Query("MX", "name + state", {"city": name, "state": state, "country": "MX"}, [u.codes for u in us]))
             plain = by_name(units, lambda u: u.name)
             for name, us in plain.items():
-                out.append(Query("MX", "name", {"city": name, "country": "MX"}, largest(us)))
+                out.append(Query("MX", "name", {"city": name, "country": "MX"}, *largest(us)))
             continue
         if country == "JP":
             kanji = by_name(units, lambda u: u.name)
             for name, us in kanji.items():
-                out.append(Query("JP", "kanji", {"city": name, "country": "JP"}, largest(us)))
+                out.append(Query("JP", "kanji", {"city": name, "country": "JP"}, *largest(us)))
             for u in units:
                 out.append(Query("JP", "kanji + prefecture", {"city": u.name, "state": u.state, "country": "JP"}, [u.codes]))
             romaji = collections.defaultdict(list)
@@ -191,14 +193,22 @@ def queries(units_by_country, jp_admin):
                 r = jp_romaji(u, jp_admin)
                 if r:
                     romaji[r].append(u)
+            # `Chuo-ku` (a designated city's ward) and `Chuo` (Tokyo's ward) are one name.
+            cores = collections.defaultdict(list)
             for name, us in romaji.items():
-                out.append(Query("JP", "romaji", {"city": name, "country": "JP"}, largest(us)))
+                cores[name.removesuffix("-ku")] += us
+            for name, us in romaji.items():
+                right, others = largest(us)
+                others += [u.codes for u in cores[name.removesuffix("-ku")] if u not in us]
+                out.append(Query("JP", "romaji", {"city": name, "country": "JP"}, right, others))
     return out
 
 
 def largest(units):
+    """The units with the most codes (right), and the other units of the name."""
     top = max(len(u.codes) for u in units)
-    return [u.codes for u in units if len(u.codes) == top]
+    return ([u.codes for u in units if len(u.codes) == top],
+            [u.codes for u in units if len(u.codes) != top])
 
 
 def judge(answer, rights):
@@ -246,7 +256,7 @@ class Server:
         raise RuntimeError("server unreachable")
 
 
-OUTCOMES = ["right", "partial", "mixed", "wrong place", "404"]
+OUTCOMES = ["right", "another of its name", "partial", "mixed", "wrong place", "404"]
 
 
 def run(server, qs, show_misses):
@@ -264,6 +274,8 @@ def run(server, qs, show_misses):
             outcome = "404"
         elif status == 200:
             outcome = judge(reply.get("zipcodes", []), q.right)
+            if outcome != "right" and q.others and judge(reply.get("zipcodes", []), q.others) == "right":
+                outcome = "another of its name"
         else:
             raise RuntimeError(f"{server.label}: {status} {reply} for {q.body}")
         return q, outcome, ms, reply

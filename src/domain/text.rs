@@ -28,7 +28,8 @@ pub fn fold(name: &str) -> String {
         }
         let ascii = match c {
             c if c.is_ascii() => None,
-            c => Some(deunicode::deunicode_char(c).unwrap_or("")),
+            // A letter deunicode does not know separates words, as its `[?]` did.
+            c => Some(deunicode::deunicode_char(c).unwrap_or(" ")),
         };
         let mut one = [0u8; 4];
         let ascii = ascii.unwrap_or_else(|| c.encode_utf8(&mut one));

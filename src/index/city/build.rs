@@ -42,6 +42,43 @@ const AREA_MIN_POPULATION: u64 = 15_000;
 const AREA_PEOPLE_PER_KM2: f64 = 5_000.0;
 const AREA_MIN_KM: f64 = 2.0;
 
+/// The kanji names of Japan's municipalities, by the unit of the admin columns that holds
+/// their codes: admin name1, name2, name3 (empty for a unit of name2), names (comma-
+/// separated). Written by `bench/city/jp_names.py` from Japan Post's list (docs/city.md,
+/// "Japan's municipalities").
+const JP_MUNICIPALITIES: &str = include_str!("jp_municipalities.tsv");
+
+/// The municipality of the post that holds a JP record, as (admin name2, admin name3) of
+/// its unit (name3 empty for a unit of name2): a designated city's ward (`Kyoto Shi`,
+/// `Fushimi Ku`), a town of a district (`Yubari Gun`, `Kuriyama Cho`), else the unit of
+/// name2 (a city, one of Tokyo's wards). A district alone is no municipality.
+fn jp_unit<'a>(a2: &'a str, a3: &'a str) -> Option<(&'a str, &'a str)> {
+    if a2.ends_with(" Shi") {
+        Some((a2, if a3.ends_with(" Ku") { a3 } else { "" }))
+    } else if a2.ends_with(" Gun") {
+        (!a3.is_empty()).then_some((a2, a3))
+    } else {
+        (!a2.is_empty()).then_some((a2, ""))
+    }
+}
+
+/// `Builder::jp_offices` from the table.
+fn jp_offices() -> HashMap<(String, String), Vec<(String, String)>> {
+    let mut offices: HashMap<(String, String), Vec<(String, String)>> = HashMap::new();
+    for line in JP_MUNICIPALITIES.lines() {
+        if let [a1, a2, a3, written] = line.split('\t').collect::<Vec<_>>()[..]
+            && !a3.is_empty()
+        {
+            let names = offices.entry((a1.to_string(), a2.to_string())).or_default();
+            names.extend(written.split(',').map(|k| (k.to_string(), a3.to_string())));
+        }
+    }
+    for names in offices.values_mut() {
+        names.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
+    }
+    offices
+}
+
 /// A gazetteer place of the country: its names folded (its main name first), where it is
 /// and how many live there.
 pub(super) struct GazetteerCity {
@@ -155,6 +192,13 @@ pub(super) struct Builder {
     admin_ids: HashMap<(String, u32, u8), usize>,
     long_words: HashSet<&'static str>,
     letters: HashSet<char>,
+    /// JP: the post's municipalities, (admin name1, name2, name3) -> the region of their
+    /// first record and their codes (`jp_unit`).
+    municipalities: HashMap<(String, String, String), (u32, Vec<u32>)>,
+    /// JP: (admin name1, name2) -> the kanji names of its wards or towns and their admin
+    /// name3, longest first: an office code the data leaves without name3 is its ward's or
+    /// town's when its name begins with one (`札幌市白石区役所`, `七飯町役場`).
+    jp_offices: HashMap<(String, String), Vec<(String, String)>>,
 }
 
 impl Builder {
@@ -178,6 +222,12 @@ impl Builder {
             admin_ids: HashMap::new(),
             long_words: HashSet::new(),
             letters: HashSet::new(),
+            municipalities: HashMap::new(),
+            jp_offices: if country.as_str() == "JP" {
+                jp_offices()
+            } else {
+                HashMap::new()
+            },
         }
     }
 
@@ -242,6 +292,43 @@ impl Builder {
             places.len() - 1
         });
         self.places[at].codes.push(code);
+        if self.country.as_str() == "JP" {
+            let column = |c: Option<&str>| c.unwrap_or("").trim().to_string();
+            let (a1, a2, a3) = (
+                column(row.admin_name1),
+                column(row.admin_name2),
+                column(row.admin_name3),
+            );
+            let office = match jp_unit(&a2, &a3) {
+                Some((_, "")) | None if !row.place_name.is_ascii() => {
+                    let name: String = row
+                        .place_name
+                        .chars()
+                        .filter(|c| !c.is_whitespace())
+                        .collect();
+                    self.jp_offices
+                        .get(&(a1.clone(), a2.clone()))
+                        .and_then(|names| names.iter().find(|(k, _)| name.starts_with(k.as_str())))
+                        .map(|(_, a3)| a3.clone())
+                }
+                _ => None,
+            };
+            let a3 = office.unwrap_or(a3);
+            if let Some((u2, u3)) = jp_unit(&a2, &a3) {
+                let mut units = vec![(u2.to_string(), u3.to_string())];
+                // A ward's codes are its designated city's too.
+                if !u3.is_empty() && u2.ends_with(" Shi") {
+                    units.push((u2.to_string(), String::new()));
+                }
+                for (u2, u3) in units {
+                    self.municipalities
+                        .entry((a1.clone(), u2, u3))
+                        .or_insert((region, Vec::new()))
+                        .1
+                        .push(code);
+                }
+            }
+        }
         let names = [row.admin_name1, row.admin_name2, row.admin_name3];
         for level in self.levels {
             let Some(name) = names[*level as usize - 1].filter(|n| !n.trim().is_empty()) else {
@@ -426,6 +513,84 @@ impl Builder {
         Some((codes, region))
     }
 
+    /// JP: the post's municipalities are the cities (issue 34). Each becomes a place of
+    /// its own (`Kind::Municipality`) with every code its admin columns give it, and the
+    /// code of a place named like it in its prefecture that carries no admin columns (the
+    /// ward's own general code: `Fushimi Ku` 612-0000), when no other unit shares that
+    /// name there. It answers to its romaji (`Fushimi Ku`, `Fushimi-ku`), its romaji
+    /// without the suffix (`Fushimi`), and its kanji (`京都市伏見区`, `伏見区`).
+    fn add_municipalities(&mut self) {
+        if self.municipalities.is_empty() {
+            return;
+        }
+        let mut kanji: HashMap<(&str, &str, &str), &str> = HashMap::new();
+        for line in JP_MUNICIPALITIES.lines() {
+            if let [a1, a2, a3, names] = line.split('\t').collect::<Vec<_>>()[..] {
+                kanji.insert((a1, a2, a3), names);
+            }
+        }
+        let mut units: Vec<_> = std::mem::take(&mut self.municipalities)
+            .into_iter()
+            .collect();
+        units.sort_unstable();
+        let name_of = |(_, a2, a3): &(String, String, String)| {
+            if a3.is_empty() {
+                a2.clone()
+            } else {
+                a3.clone()
+            }
+        };
+        let mut same_name: HashMap<(String, String), usize> = HashMap::new();
+        for (key, _) in &units {
+            *same_name
+                .entry((fold(&name_of(key)), key.0.clone()))
+                .or_default() += 1;
+        }
+        let mut general: HashMap<(String, String), Vec<u32>> = HashMap::new();
+        for p in &self.places {
+            if p.alias_of.is_none() && p.parents.iter().all(String::is_empty) {
+                let region = self.regions[p.region as usize].name.trim().to_string();
+                general
+                    .entry((p.folded.clone(), region))
+                    .or_default()
+                    .extend(&p.codes);
+            }
+        }
+        for (key, (region, mut codes)) in units {
+            let name = name_of(&key);
+            let folded = fold(&name);
+            if same_name.get(&(folded.clone(), key.0.clone())) == Some(&1)
+                && let Some(own) = general.get(&(folded.clone(), key.0.clone()))
+            {
+                codes.extend(own);
+            }
+            codes.sort_unstable();
+            codes.dedup();
+            let at = self.places.len();
+            self.places.push(PlaceBuild {
+                folded: folded.clone(),
+                name: name.clone(),
+                region,
+                codes,
+                parents: Default::default(),
+                kind: Kind::Municipality,
+                population: 0,
+                alias_of: None,
+            });
+            let mut names = vec![fold(&admin_core("JP", &name))];
+            if let Some(written) = kanji.get(&(key.0.as_str(), key.1.as_str(), key.2.as_str())) {
+                names.extend(written.split(',').map(fold));
+            }
+            names.sort_unstable();
+            names.dedup();
+            for other in names {
+                if !other.is_empty() && other != folded {
+                    self.push_alias(other, at, Kind::Municipality);
+                }
+            }
+        }
+    }
+
     /// Joins each gazetteer city to the unit of the postal data that is that city, when
     /// there is one: a place, an admin unit of a city level, or the places whose names
     /// begin with the city's (its post offices), named like the city and covering it best
@@ -433,8 +598,18 @@ impl Builder {
     fn join(&mut self, cities: &[GazetteerCity]) {
         let mut by_name: HashMap<String, Vec<Unit>> = HashMap::new();
         for (i, p) in self.places.iter().enumerate() {
+            if p.alias_of.is_some() {
+                continue;
+            }
             for key in keys(&p.folded, &p.name) {
                 by_name.entry(key).or_default().push(Unit::Place(i));
+            }
+            // A municipality is joined by its name without the suffix too (`Kyoto`).
+            if p.kind == Kind::Municipality {
+                let core = fold(&admin_core(self.country.as_str(), &p.name));
+                if core != p.folded {
+                    by_name.entry(core).or_default().push(Unit::Place(i));
+                }
             }
         }
         for (i, a) in self.admins.iter().enumerate() {
@@ -466,7 +641,9 @@ impl Builder {
             })
             .collect();
         drop(place_codes);
-        let mut sorted: Vec<usize> = (0..self.places.len()).collect();
+        let mut sorted: Vec<usize> = (0..self.places.len())
+            .filter(|i| self.places[*i].alias_of.is_none())
+            .collect();
         sorted.sort_unstable_by(|a, b| self.places[*a].folded.cmp(&self.places[*b].folded));
         // Each code's region: that of its first place.
         let mut code_regions = vec![u32::MAX; self.points.len()];
@@ -493,6 +670,10 @@ impl Builder {
             candidates.sort_unstable();
             candidates.dedup();
             let mut best: Option<((bool, i64), Unit, Vec<u32>)> = None;
+            // The municipality of the post that covers the city best: the city is it, not a
+            // prefecture or its part near the city, nor a district, of the city's name
+            // (`Yamagata`: Yamagata Shi, not Yamagata Ken's 704 codes around it).
+            let mut municipality: Option<((bool, i64), Unit, Vec<u32>)> = None;
             // Where admin units are cities only as a fallback, one beats the best place
             // only when it covers `DOMINANT` times as much near the city (`Toronto`: 41
             // FSAs of admin name2 Toronto, not the one place named Toronto; `Hagen` and
@@ -517,6 +698,12 @@ impl Builder {
                 };
                 match self.cover(codes, city) {
                     Some(score) => {
+                        if let Unit::Place(i) = unit
+                            && self.places[i].kind == Kind::Municipality
+                            && municipality.as_ref().is_none_or(|b| score > b.0)
+                        {
+                            municipality = Some((score, unit, Vec::new()));
+                        }
                         let better = match unit {
                             Unit::Place(_) => best.as_ref().is_none_or(|b| score > b.0),
                             _ => beats(score, &best),
@@ -575,7 +762,7 @@ impl Builder {
                     best = Some((score, Unit::Group(members[0], n), codes));
                 }
             }
-            let best = best.or_else(|| {
+            let best = municipality.or(best).or_else(|| {
                 let (codes, region) = self.area(city, &code_regions)?;
                 Some(((false, 0), Unit::Area(c, region), codes))
             });
@@ -677,6 +864,7 @@ impl Builder {
 
     pub fn finish(mut self, cities: &[GazetteerCity]) -> CountryCities {
         self.merge_districts();
+        self.add_municipalities();
         self.join(cities);
         self.split_bilingual();
         // An alias carries the population its place ended with.

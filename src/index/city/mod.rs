@@ -118,6 +118,10 @@ enum Kind {
     /// Another name of a place or city (the gazetteer's alternate names, each half of a
     /// bilingual name): answers with that place's codes and names it.
     Alias,
+    /// JP: a municipality of the post (a city, ward, town or village: `index::city::build`'s
+    /// `add_municipalities`), or another of its names: the cities, answered before any
+    /// place or other name of theirs (issue 34).
+    Municipality,
     /// An alternate name written in another script (`Мюнхен`, `東京`): found as typed
     /// only, never completed by /api/suggest.
     Foreign,
@@ -623,6 +627,26 @@ impl CountryCities {
             .folded_range(folded)
             .filter(|id| filter.admits(self.region(*id)))
             .collect();
+        // The post's municipalities are the cities: one named so answers, not the
+        // neighbourhoods, prefectures or districts of its name (`Minato`: Minato Ku, not
+        // the chōme named Minato; `Fukushima`: the city, not the prefecture), the one a
+        // person means first (population, then postal codes), named.
+        if ids
+            .iter()
+            .any(|id| self.places[*id as usize].kind == Kind::Municipality)
+        {
+            let best = *ids
+                .iter()
+                .filter(|id| self.places[**id as usize].kind == Kind::Municipality)
+                .max_by_key(|id| {
+                    let p = &self.places[**id as usize];
+                    (p.population, p.codes.len, std::cmp::Reverse(**id))
+                })?;
+            return Some(CityMatch {
+                zipcodes: self.codes_of(&[best]),
+                fuzzy: Some(self.matched(best)),
+            });
+        }
         // A place the data names so is meant before another place's other name (`Isola`
         // is a village of that name, not Isola di Capo Rizzuto, also called Isola).
         if ids
