@@ -341,3 +341,123 @@ fn names_as_japan_and_mexico_write_them() {
         assert_same(&codes, &cuauhtemoc, state);
     }
 }
+
+/// City search v4 (issue 34): the post's municipalities are the cities. A designated
+/// city's ward answers all of its codes by its romaji and its kanji (it answered the one
+/// code named after it); a city named like its prefecture, or like neighbourhoods elsewhere,
+/// answers the city; MX municipios and ciudades answer whole, the most populous first.
+#[test]
+fn the_posts_municipalities_are_the_cities() {
+    let app = spawn_app_on(full_template());
+    let (account, key) = app.create_account();
+    app.cli(&["account", "topup", &account, "--usd", "5.00"]);
+    // (country, queries with their state, SQL of the unit's codes, matchedCity, matchedState)
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str, &'a str, &'a str);
+    let cases: [Case; 9] = [
+        (
+            "JP",
+            &[
+                ("Fushimi-ku", ""),
+                ("Fushimi Ku", "Kyoto"),
+                ("京都市伏見区", ""),
+                ("伏見区", "京都府"),
+            ],
+            // Its codes, its general code (no admin columns), and the offices of Kyoto Shi
+            // whose name begins with the ward's kanji.
+            "admin_name1 = 'Kyoto Fu' AND (trim(admin_name3) = 'Fushimi Ku' \
+             OR (place_name = 'Fushimi Ku' AND coalesce(trim(admin_name2), '') = '') \
+             OR (trim(admin_name2) = 'Kyoto Shi' AND coalesce(trim(admin_name3), '') = '' \
+                 AND (replace(replace(place_name, ' ', ''), '　', '') LIKE '京都市伏見区%' \
+                   OR replace(replace(place_name, ' ', ''), '　', '') LIKE '伏見区%')))",
+            "Fushimi Ku",
+            "Kyoto Fu",
+        ),
+        (
+            "JP",
+            &[
+                ("Fukushima", ""),
+                ("Fukushima", "Fukushima Ken"),
+                ("福島市", ""),
+            ],
+            "admin_name1 = 'Fukushima Ken' AND (trim(admin_name2) = 'Fukushima Shi' \
+             OR (place_name = 'Fukushima Shi' AND coalesce(trim(admin_name2), '') = ''))",
+            "Fukushima Shi",
+            "Fukushima Ken",
+        ),
+        (
+            "JP",
+            &[("Minato", ""), ("港区", "東京都"), ("Minato-ku", "Tokyo")],
+            "admin_name1 = 'Tokyo To' AND (trim(admin_name2) = 'Minato Ku' \
+             OR (place_name = 'Minato Ku' AND coalesce(trim(admin_name2), '') = ''))",
+            "Minato Ku",
+            "Tokyo To",
+        ),
+        (
+            "JP",
+            &[("Kita-ku", "Tokyo To"), ("北区", "東京都")],
+            "admin_name1 = 'Tokyo To' AND (trim(admin_name2) = 'Kita Ku' \
+             OR (place_name = 'Kita Ku' AND coalesce(trim(admin_name2), '') = ''))",
+            "Kita Ku",
+            "Tokyo To",
+        ),
+        (
+            "JP",
+            &[("Yamagata", ""), ("山形市", "")],
+            "admin_name1 = 'Yamagata Ken' AND (trim(admin_name2) = 'Yamagata Shi' \
+             OR (place_name = 'Yamagata Shi' AND coalesce(trim(admin_name2), '') = ''))",
+            "Yamagata Shi",
+            "Yamagata Ken",
+        ),
+        (
+            "MX",
+            &[("Matamoros", ""), ("Matamoros", "Tamaulipas")],
+            "admin_name1 = 'Tamaulipas' AND admin_name2 = 'Matamoros'",
+            "Matamoros",
+            "Tamaulipas",
+        ),
+        (
+            "MX",
+            &[("Centro", "Tabasco"), ("Centro", "")],
+            "admin_name1 = 'Tabasco' AND admin_name2 = 'Centro'",
+            "Centro",
+            "Tabasco",
+        ),
+        (
+            "MX",
+            &[
+                ("Victoria de Durango", ""),
+                ("Victoria de Durango", "Durango"),
+            ],
+            "admin_name1 = 'Durango' AND admin_name3 = 'Victoria de Durango'",
+            "Victoria de Durango",
+            "Durango",
+        ),
+        (
+            "MX",
+            &[
+                ("Ciudad de México", "Ciudad de México"),
+                ("Ciudad de Mexico", "CDMX"),
+            ],
+            "admin_name1 = 'Distrito Federal' AND admin_name3 = 'Ciudad de México'",
+            "Ciudad de México",
+            "Distrito Federal",
+        ),
+    ];
+    for (country, queries, sql, name, state) in cases {
+        let expected = codes_where(&app.db, country, sql, &[]);
+        assert!(expected.len() >= 90, "{sql}: {}", expected.len());
+        for (query, filter) in queries {
+            let mut body = json!({"city": query, "country": country});
+            if !filter.is_empty() {
+                body["state"] = json!(filter);
+            }
+            let (status, codes, c, s, _) = city(&app, &key, body);
+            assert_eq!(
+                (status, c.as_deref(), s.as_deref()),
+                (200, Some(name), Some(state)),
+                "{query} {filter}"
+            );
+            assert_same(&codes, &expected, query);
+        }
+    }
+}

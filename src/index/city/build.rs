@@ -292,6 +292,25 @@ impl Builder {
             places.len() - 1
         });
         self.places[at].codes.push(code);
+        if self.country.as_str() == "MX" {
+            // The municipio (admin name2) and the ciudad (admin name3, across municipios:
+            // `Ciudad de México`) of SEPOMEX.
+            let column = |c: Option<&str>| c.unwrap_or("").trim().to_string();
+            let (a1, a2, a3) = (
+                column(row.admin_name1),
+                column(row.admin_name2),
+                column(row.admin_name3),
+            );
+            for (u2, u3) in [(a2, String::new()), (String::new(), a3)] {
+                if !(u2.is_empty() && u3.is_empty()) {
+                    self.municipalities
+                        .entry((a1.clone(), u2, u3))
+                        .or_insert((region, Vec::new()))
+                        .1
+                        .push(code);
+                }
+            }
+        }
         if self.country.as_str() == "JP" {
             let column = |c: Option<&str>| c.unwrap_or("").trim().to_string();
             let (a1, a2, a3) = (
@@ -577,7 +596,7 @@ impl Builder {
                 population: 0,
                 alias_of: None,
             });
-            let mut names = vec![fold(&admin_core("JP", &name))];
+            let mut names = vec![fold(&admin_core(self.country.as_str(), &name))];
             if let Some(written) = kanji.get(&(key.0.as_str(), key.1.as_str(), key.2.as_str())) {
                 names.extend(written.split(',').map(fold));
             }
@@ -829,6 +848,41 @@ impl Builder {
         }
     }
 
+    /// A municipality counts the people of the municipalities it holds, when the gazetteer
+    /// joined those and not it: MX's municipio Matamoros (95 codes) holds the ciudad Heroica
+    /// Matamoros, the gazetteer's city of 510,739 people, and so ranks before Coahuila's
+    /// Matamoros (52,233) for `Matamoros` without a state.
+    fn inherit_population(&mut self) {
+        let municipal: Vec<usize> = (0..self.places.len())
+            .filter(|i| {
+                let p = &self.places[*i];
+                p.kind == Kind::Municipality && p.alias_of.is_none()
+            })
+            .collect();
+        let mut holders: HashMap<u32, Vec<usize>> = HashMap::new();
+        for i in &municipal {
+            for c in &self.places[*i].codes {
+                holders.entry(*c).or_default().push(*i);
+            }
+        }
+        for j in &municipal {
+            let inner = &self.places[*j];
+            let Some(first) = inner.codes.first().filter(|_| inner.population > 0) else {
+                continue;
+            };
+            let (population, codes) = (inner.population, inner.codes.clone());
+            for i in holders.get(first).into_iter().flatten() {
+                let outer = &self.places[*i];
+                if outer.codes.len() > codes.len()
+                    && outer.region == self.places[*j].region
+                    && codes.iter().all(|c| outer.codes.binary_search(c).is_ok())
+                {
+                    self.places[*i].population = outer.population.max(population);
+                }
+            }
+        }
+    }
+
     /// Both halves of a bilingual name (`Elx/Elche`, `Biel/Bienne`) find the place.
     fn split_bilingual(&mut self) {
         for i in 0..self.places.len() {
@@ -866,6 +920,7 @@ impl Builder {
         self.merge_districts();
         self.add_municipalities();
         self.join(cities);
+        self.inherit_population();
         self.split_bilingual();
         // An alias carries the population its place ended with.
         for i in 0..self.places.len() {
