@@ -129,8 +129,13 @@ def jp_romaji(unit, jp_admin):
                     votes[admin3] += 1
             elif unit.kind == "designated city":
                 votes[admin2] += 1
+            elif admin2.endswith(" Gun"):
+                # A town of a district: its name is admin name3; a code the dataset gives
+                # the district only does not name the town.
+                if admin3:
+                    votes[admin3] += 1
             else:
-                votes[admin3 if admin3 and not admin3.lower().endswith(" ku") and admin2.lower().endswith(" gun") else admin2] += 1
+                votes[admin2] += 1
     if not votes:
         return None
     name = votes.most_common(1)[0][0]

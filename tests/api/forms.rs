@@ -473,6 +473,7 @@ fn billed_answers_carry_the_rate_limit_headers_when_the_account_has_limits() {
 
 #[test]
 fn places_and_verify_on_the_whole_dataset_know_cities_by_every_name() {
+    let _heavy = crate::helpers::loads_the_full_dataset();
     let app = crate::helpers::spawn_app_on(crate::helpers::full_template());
     let key = app.api_key();
 

@@ -155,6 +155,7 @@ fn answered(results: &Value) -> Vec<(String, String, f64)> {
 
 #[test]
 fn nearest_and_radius_answer_what_a_brute_force_haversine_scan_of_all_countries_finds() {
+    let _heavy = crate::helpers::loads_the_full_dataset();
     let db = full_template();
     let codes = first_records(db);
     assert!(codes.len() > 900_000, "{}", codes.len());

@@ -78,10 +78,18 @@ fn dataset_of(source: &Path) -> Option<Dataset> {
 /// Held by the test that times its answers under 1,100 slow connections and by the tests
 /// that start a browser or a PostgreSQL with its nodes, so that these never run beside it
 /// (a CI run saw a 13 s wait past the connection cap with them beside it).
-pub fn timing_sensitive() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+pub fn timing_sensitive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    HEAVY.write().unwrap_or_else(|p| p.into_inner())
 }
+
+/// Held by the tests that import or load the whole dataset (seconds of CPU each): they run
+/// beside each other, never beside the holders of `timing_sensitive` (a CI run saw a real
+/// request wait over 16 s past the connection cap with them and the ledgers' lane beside it).
+pub fn loads_the_full_dataset() -> std::sync::RwLockReadGuard<'static, ()> {
+    HEAVY.read().unwrap_or_else(|p| p.into_inner())
+}
+
+static HEAVY: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 pub struct TestApp {
     pub address: String,

@@ -532,18 +532,24 @@ impl Builder {
         Some((codes, region))
     }
 
-    /// JP: the post's municipalities are the cities (issue 34). Each becomes a place of
+    /// JP and MX: the post's municipalities are the cities (issue 34; docs/city.md, "Japan's
+    /// municipalities", "Mexico's municipios and ciudades"). Each becomes a place of
     /// its own (`Kind::Municipality`) with every code its admin columns give it, and the
     /// code of a place named like it in its prefecture that carries no admin columns (the
     /// ward's own general code: `Fushimi Ku` 612-0000), when no other unit shares that
     /// name there. It answers to its romaji (`Fushimi Ku`, `Fushimi-ku`), its romaji
-    /// without the suffix (`Fushimi`), and its kanji (`京都市伏見区`, `伏見区`).
+    /// without the suffix (`Fushimi`), and, in JP, its kanji (`京都市伏見区`, `伏見区`).
     fn add_municipalities(&mut self) {
         if self.municipalities.is_empty() {
             return;
         }
         let mut kanji: HashMap<(&str, &str, &str), &str> = HashMap::new();
-        for line in JP_MUNICIPALITIES.lines() {
+        let table = if self.country.as_str() == "JP" {
+            JP_MUNICIPALITIES
+        } else {
+            ""
+        };
+        for line in table.lines() {
             if let [a1, a2, a3, names] = line.split('\t').collect::<Vec<_>>()[..] {
                 kanji.insert((a1, a2, a3), names);
             }
@@ -873,8 +879,10 @@ impl Builder {
             let (population, codes) = (inner.population, inner.codes.clone());
             for i in holders.get(first).into_iter().flatten() {
                 let outer = &self.places[*i];
+                // One prefecture may be two regions of the data (with and without its code).
+                let region = |p: &PlaceBuild| self.regions[p.region as usize].name.as_ref();
                 if outer.codes.len() > codes.len()
-                    && outer.region == self.places[*j].region
+                    && region(outer) == region(&self.places[*j])
                     && codes.iter().all(|c| outer.codes.binary_search(c).is_ok())
                 {
                     self.places[*i].population = outer.population.max(population);
