@@ -274,8 +274,10 @@ fn importing_allcountries_under_billed_load_stalls_no_charge_or_cli_command_and_
     );
     let new = snapshot(&open(&db));
 
-    // The server reloads within seconds; the clients go on until it has.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // The server reloads within seconds (17 s for this profile's binary on an idle machine
+    // of this kind); the clients go on until it has. The bound only tells "never" from
+    // "late": beside the other lanes of .ci/run on two cores the reload once took over 60 s.
+    let deadline = Instant::now() + Duration::from_secs(180);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
