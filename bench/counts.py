@@ -1,7 +1,7 @@
 """Counted, not timed (bench/counts.sh, issue 37): per request, the instructions the server
 executes (valgrind's callgrind, counting only while the requests of one kind are served:
-`--collect-atstart=no`, then `callgrind_control -z`, `-i on`, the requests, `-i off`,
-`-d`), its system calls (`strace -f -c` attached for the window) and its context switches
+`--instr-atstart=no`, then `callgrind_control -i on`, `-d` (a dump zeroes the counters),
+the requests, `-d`, `-i off`), its system calls (`strace -f -c` attached for the window) and its context switches
 (voluntary and not, summed over /proc/PID/task/*/status, in a window without strace).
 Every thread of the server counts: the billing writer, the log writer, the timers.
 
@@ -44,24 +44,34 @@ class Client:
 
     def send(self, request):
         method, path, headers, body = request
-        self.conn.request(method, path, body, headers)
-        reply = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body, headers)
+            reply = self.conn.getresponse()
+        except (http.client.HTTPException, ConnectionError):
+            # A server under valgrind may drop a connection it accepted while starting.
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+            self.conn.request(method, path, body, headers)
+            reply = self.conn.getresponse()
         data = reply.read()
         if reply.status != 200:
             raise RuntimeError(f"{method} {path}: {reply.status} {data[:200]!r}")
         return data
 
 
-def wait_ready(port, proc, seconds=900):
+def wait_ready(port, proc, probe, seconds=900):
+    """Until `probe` is answered 200 (a server under valgrind takes seconds to start)."""
     deadline = time.time() + seconds
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.5)
+            client = Client(port)
+            client.send(probe)
+            client.conn.close()
+            return
+        except (OSError, http.client.HTTPException, RuntimeError):
+            time.sleep(1)
     raise RuntimeError("server not ready")
 
 
@@ -118,20 +128,28 @@ def ctx_switches(pid):
 
 
 def callgrind_window(pid, client, reqs, out_dir):
-    subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
-    subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
+    """Instructions of the requests: instrumentation on, a dump (which zeroes the counters),
+    the requests, a dump whose totals are theirs, instrumentation off."""
+    control = lambda *a: subprocess.run(["callgrind_control", *a, str(pid)], check=True,
+                                        capture_output=True)
+
+    def dump():
+        before = set(glob.glob(f"{out_dir}/cg.out*"))
+        control("-d")
+        for _ in range(600):
+            new = set(glob.glob(f"{out_dir}/cg.out*")) - before
+            if new:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+        return max(new, key=os.path.getmtime)
+
+    control("-i", "on")
+    dump()
     for r in reqs:
         client.send(r)
-    subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
-    before = set(glob.glob(f"{out_dir}/cg.out*"))
-    subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
-    for _ in range(600):
-        new = set(glob.glob(f"{out_dir}/cg.out*")) - before
-        if new:
-            break
-        time.sleep(0.1)
-    path = max(new, key=os.path.getmtime)
-    time.sleep(0.5)
+    path = dump()
+    control("-i", "off")
     with open(path) as f:
         for line in f:
             if line.startswith(("summary:", "totals:")):
@@ -162,13 +180,13 @@ def strace_window(pid, client, reqs, out_dir):
     raise RuntimeError(f"no total in {out}")
 
 
-def serve(cmd, port, valgrind, out_dir):
+def serve(cmd, port, valgrind, out_dir, probe):
     if valgrind:
-        cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                f"--callgrind-out-file={out_dir}/cg.out.%p"] + cmd
     log = open(f"{out_dir}/server-{'vg' if valgrind else 'native'}-{port}.log", "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    wait_ready(port, proc)
+    wait_ready(port, proc, probe)
     return proc
 
 
@@ -176,7 +194,8 @@ def measure(name, cmd_of, kinds, out_dir, warm):
     """{kind: (instructions, syscalls, switches) per request} for one server."""
     results = {}
     port = free_port()
-    proc = serve(cmd_of(port), port, True, out_dir)
+    probe = kinds[0][1][0]
+    proc = serve(cmd_of(port), port, True, out_dir, probe)
     try:
         client = Client(port)
         for kind, reqs in kinds:
@@ -187,7 +206,7 @@ def measure(name, cmd_of, kinds, out_dir, warm):
         proc.send_signal(signal.SIGINT)
         proc.wait()
     port = free_port()
-    proc = serve(cmd_of(port), port, False, out_dir)
+    proc = serve(cmd_of(port), port, False, out_dir, probe)
     try:
         client = Client(port)
         for kind, reqs in kinds:
