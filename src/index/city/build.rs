@@ -292,61 +292,8 @@ impl Builder {
             places.len() - 1
         });
         self.places[at].codes.push(code);
-        if self.country.as_str() == "MX" {
-            // The municipio (admin name2) and the ciudad (admin name3, across municipios:
-            // `Ciudad de México`) of SEPOMEX.
-            let column = |c: Option<&str>| c.unwrap_or("").trim().to_string();
-            let (a1, a2, a3) = (
-                column(row.admin_name1),
-                column(row.admin_name2),
-                column(row.admin_name3),
-            );
-            for (u2, u3) in [(a2, String::new()), (String::new(), a3)] {
-                if !(u2.is_empty() && u3.is_empty()) {
-                    self.municipalities
-                        .entry((a1.clone(), u2, u3))
-                        .or_insert((region, Vec::new()))
-                        .1
-                        .push(code);
-                }
-            }
-        }
-        if self.country.as_str() == "JP" {
-            let column = |c: Option<&str>| c.unwrap_or("").trim().to_string();
-            let (a1, a2, a3) = (
-                column(row.admin_name1),
-                column(row.admin_name2),
-                column(row.admin_name3),
-            );
-            let office = match jp_unit(&a2, &a3) {
-                Some((_, "")) | None if !row.place_name.is_ascii() => {
-                    let name: String = row
-                        .place_name
-                        .chars()
-                        .filter(|c| !c.is_whitespace())
-                        .collect();
-                    self.jp_offices
-                        .get(&(a1.clone(), a2.clone()))
-                        .and_then(|names| names.iter().find(|(k, _)| name.starts_with(k.as_str())))
-                        .map(|(_, a3)| a3.clone())
-                }
-                _ => None,
-            };
-            let a3 = office.unwrap_or(a3);
-            if let Some((u2, u3)) = jp_unit(&a2, &a3) {
-                let mut units = vec![(u2.to_string(), u3.to_string())];
-                // A ward's codes are its designated city's too.
-                if !u3.is_empty() && u2.ends_with(" Shi") {
-                    units.push((u2.to_string(), String::new()));
-                }
-                for (u2, u3) in units {
-                    self.municipalities
-                        .entry((a1.clone(), u2, u3))
-                        .or_insert((region, Vec::new()))
-                        .1
-                        .push(code);
-                }
-            }
+        if matches!(self.country.as_str(), "JP" | "MX") {
+            self.add_to_municipalities(row, region, code);
         }
         let names = [row.admin_name1, row.admin_name2, row.admin_name3];
         for level in self.levels {
@@ -367,6 +314,54 @@ impl Builder {
                 });
             }
             self.admins[at].codes.push(code);
+        }
+    }
+
+    /// The post's municipalities a record belongs to (`add_municipalities`): MX's municipio
+    /// (admin name2) and ciudad (admin name3, across municipios: `Ciudad de México`); JP's
+    /// unit (`jp_unit`, an office code placed by its name) and a ward's designated city.
+    fn add_to_municipalities(&mut self, row: &PlaceRow<'_>, region: u32, code: u32) {
+        let column = |c: Option<&str>| c.unwrap_or("").trim().to_string();
+        let (a1, a2, mut a3) = (
+            column(row.admin_name1),
+            column(row.admin_name2),
+            column(row.admin_name3),
+        );
+        let mut units = Vec::with_capacity(2);
+        if self.country.as_str() == "MX" {
+            units.push((a2, String::new()));
+            units.push((String::new(), a3));
+        } else {
+            if matches!(jp_unit(&a2, &a3), Some((_, "")) | None) && !row.place_name.is_ascii() {
+                let name: String = row
+                    .place_name
+                    .chars()
+                    .filter(|c| !c.is_whitespace())
+                    .collect();
+                if let Some((_, ward)) = self
+                    .jp_offices
+                    .get(&(a1.clone(), a2.clone()))
+                    .and_then(|names| names.iter().find(|(k, _)| name.starts_with(k.as_str())))
+                {
+                    a3 = ward.clone();
+                }
+            }
+            if let Some((u2, u3)) = jp_unit(&a2, &a3) {
+                // A ward's codes are its designated city's too.
+                if !u3.is_empty() && u2.ends_with(" Shi") {
+                    units.push((u2.to_string(), String::new()));
+                }
+                units.push((u2.to_string(), u3.to_string()));
+            }
+        }
+        for (u2, u3) in units {
+            if !(u2.is_empty() && u3.is_empty()) {
+                self.municipalities
+                    .entry((a1.clone(), u2, u3))
+                    .or_insert((region, Vec::new()))
+                    .1
+                    .push(code);
+            }
         }
     }
 
