@@ -332,3 +332,40 @@ fn without_a_usable_gazetteer_city_search_answers_as_before() {
         )
     );
 }
+
+/// Words cut short after the first (issue 34): `Frankfurt a.M.` is Frankfurt am Main, not
+/// Frankfurt (Oder), which the typo step found; `Freiburg i. Br.` is Freiburg im Breisgau,
+/// not Freiburg (Elbe); `Bad Homburg v.d.H.` was a 404.
+#[test]
+fn words_cut_short_find_the_city_written_in_full() {
+    let app = spawn_app();
+    let key = app.api_key();
+    for (query, name, state, st) in [
+        ("Frankfurt a.M.", "Frankfurt am Main", "Hessen", "HE"),
+        ("Frankfurt a. M.", "Frankfurt am Main", "Hessen", "HE"),
+        (
+            "Freiburg i. Br.",
+            "Freiburg im Breisgau",
+            "Baden-Württemberg",
+            "BW",
+        ),
+        (
+            "Bad Homburg v.d.H.",
+            "Bad Homburg vor der Höhe",
+            "Hessen",
+            "HE",
+        ),
+    ] {
+        let (status, codes, c, s, t) = city(&app, &key, json!({"city": query, "country": "DE"}));
+        assert_eq!(status, 200, "{query}");
+        assert_eq!((c, s, t), named(name, state, st), "{query}");
+        let expected = codes_where(&app.db, "DE", "place_name = ?2", &[name]);
+        assert_same(&codes, &expected, query);
+    }
+    // The first word stays whole (3 letters or more).
+    let (status, _, c, ..) = city(&app, &key, json!({"city": "Fr a.M.", "country": "DE"}));
+    assert!(
+        status == 404 || c.as_deref() != Some("Frankfurt am Main"),
+        "{c:?}"
+    );
+}

@@ -255,6 +255,14 @@ impl CityIndex {
         {
             return None;
         }
+        // Words cut short after the first (`Frankfurt a.M.`, `Freiburg i. Br.`, `Bad Homburg
+        // v.d.H.`): before the typos, which found another city (Frankfurt (Oder)).
+        if let Some(id) = cities.abbreviated(&cleaned, &filter) {
+            return Some(CityMatch {
+                zipcodes: cities.codes_of(&[id]),
+                fuzzy: Some(cities.matched(id)),
+            });
+        }
         // The steps of before on the query as typed (its trailing words may name a region:
         // `Northbridge Western Australia`), then on what is left of it.
         let id = cities
@@ -438,6 +446,26 @@ impl CountryCities {
     }
 
     /// The admitted place with the most postal codes among `ids`.
+    /// The place whose name the query writes with words cut short: the same number of
+    /// words, the first (3 letters or more) in full, every other one the start of the name's
+    /// word there, one at least cut (`frankfurt a m` -> `frankfurt am main`, `freiburg i br`
+    /// -> `freiburg im breisgau`; not `freiburg elbe`); the best ranked (`best`).
+    fn abbreviated(&self, folded: &str, filter: &Filter<'_>) -> Option<u32> {
+        let words: Vec<&str> = folded.split(' ').collect();
+        let (first, rest) = words.split_first()?;
+        if rest.is_empty() || first.len() < 3 || folded.len() > FUZZY_MAX_CHARS {
+            return None;
+        }
+        let prefix = format!("{first} ");
+        let fits = |id: &u32| {
+            let name: Vec<&str> = self.folded(*id).split(' ').collect();
+            name.len() == words.len()
+                && words.iter().zip(&name).all(|(w, n)| n.starts_with(w))
+                && words.iter().zip(&name).any(|(w, n)| w.len() < n.len())
+        };
+        self.best(self.prefix_range(&prefix).filter(fits), filter)
+    }
+
     fn best(&self, ids: impl Iterator<Item = u32>, filter: &Filter<'_>) -> Option<u32> {
         ids.filter(|id| filter.admits(self.region(*id)))
             .min_by_key(|id| Rank {
