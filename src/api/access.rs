@@ -28,6 +28,10 @@ pub const OPERATION_NOT_ALLOWED: &str = "Operation not allowed for a publishable
 pub const SECRET_KEY_IN_PAGE: &str =
     "Secret keys cannot be used from a web page; create a publishable key for it";
 
+/// The 400 of a secret key sent as a URL's `key=` (GET forms): a URL is kept in
+/// browser history, proxy logs and HTTP caches.
+pub const SECRET_KEY_IN_URL: &str = "Secret keys cannot be sent in a URL; send the key in the Authorization header, or use a publishable key";
+
 /// `X-Api-Key`.
 pub const API_KEY_HEADER: &str = "x-api-key";
 
@@ -42,6 +46,8 @@ pub struct RequestMeta {
     /// its own (HAProxy's `forwardfor`) adds a hop, as one that extends the line does.
     forwarded_for: Option<HeaderValue>,
     peer: Option<IpAddr>,
+    /// The body's `apiKey` is a GET's `key=` query parameter (`ContractJson::from_fields`).
+    pub(super) key_in_url: bool,
 }
 
 impl RequestMeta {
@@ -64,6 +70,7 @@ impl RequestMeta {
                 .cloned(),
             forwarded_for: forwarded_for(headers),
             peer,
+            key_in_url: false,
         }
     }
 
@@ -153,6 +160,20 @@ fn bearer_token(value: &HeaderValue) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
+/// Who an answer is for: the account's own servers (a secret key), or a page's visitor
+/// (a publishable key), whose answers tell nothing of the account: no balance, and as
+/// the rate limit the visitor's own per-IP window (docs/browser.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    Account,
+    /// The key's per-IP limit, and this visitor's requests in the minute, this one
+    /// included.
+    Visitor {
+        per_minute: u32,
+        current: u32,
+    },
+}
+
 /// How a key may be used here: `form_safe` says whether the operation is one a checkout
 /// form needs (the only ones a publishable key reaches). A refusal is answered before
 /// any work and charges nothing.
@@ -162,12 +183,15 @@ pub fn check(
     form_safe: bool,
     limiter: &PerIpLimiter,
     trusted: &[Cidr],
-) -> Result<(), ApiError> {
+) -> Result<Audience, ApiError> {
     let Some(publishable) = &key.publishable else {
+        if meta.key_in_url && meta.header_key.is_none() {
+            return Err(ApiError::bad_request(SECRET_KEY_IN_URL));
+        }
         if meta.is_cross_site() {
             return Err(ApiError::forbidden(SECRET_KEY_IN_PAGE));
         }
-        return Ok(());
+        return Ok(Audience::Account);
     };
     let origin = meta.origin.as_ref().and_then(|v| v.to_str().ok());
     if !publishable.allows(origin) {
@@ -180,13 +204,13 @@ pub fn check(
     let ip = meta
         .client_ip(trusted)
         .map_or(IpAddr::from([0, 0, 0, 0]), counted_as);
+    let per_minute = publishable.per_ip_minute;
     limiter
-        .admit(
-            key.caller.key_id,
-            ip,
-            publishable.per_ip_minute,
-            SystemTime::now(),
-        )
+        .admit(key.caller.key_id, ip, per_minute, SystemTime::now())
+        .map(|current| Audience::Visitor {
+            per_minute,
+            current,
+        })
         .map_err(|e| ApiError::rate_limited("Rate limit exceeded", e.retry_after))
 }
 

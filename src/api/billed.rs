@@ -99,7 +99,7 @@ impl State {
         let _slot = self.admit()?;
         let mut timings = Timings::start();
         let key = self.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
-        self.check_access(body.meta(), &key, O::ENDPOINT)?;
+        let audience = self.check_access(body.meta(), &key, O::ENDPOINT)?;
         let caller = key.caller;
         let idempotency_key = once.map(IdempotencyHeader::key).transpose()?.flatten();
         let parsed = O::parse(body)?;
@@ -137,7 +137,7 @@ impl State {
         super::telemetry::count_charge(queries);
         let billed = Billed {
             answer,
-            envelope: Envelope::billed(charged.balance, &charged.rate, &timings),
+            envelope: Envelope::billed(charged.balance, &charged.rate, audience, &timings),
             total_cost: charged.cost.to_usd(),
         };
         Ok(Path::Answered(billed, claimed))
@@ -164,7 +164,7 @@ impl State {
         meta: &RequestMeta,
         key: &KeyEntry,
         endpoint: Endpoint,
-    ) -> Result<(), ApiError> {
+    ) -> Result<access::Audience, ApiError> {
         access::check(
             meta,
             key,

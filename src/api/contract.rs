@@ -163,11 +163,13 @@ impl<T> ContractJson<T> {
         Self::from_fields(fields, RequestMeta::of(request))
     }
 
-    /// As [`from_query`](Self::from_query), the head already read (`api::hot`).
+    /// As [`from_query`](Self::from_query), the head already read (`api::hot`). The
+    /// body's `apiKey`, if any, is the URL's `key=`: only a publishable key may come so.
     pub fn from_fields<'k>(
         fields: impl IntoIterator<Item = (&'k str, Option<Value>)>,
-        meta: RequestMeta,
+        mut meta: RequestMeta,
     ) -> Self {
+        meta.key_in_url = true;
         ContractJson {
             fields: fields
                 .into_iter()

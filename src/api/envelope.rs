@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use super::access::Audience;
 use super::types::{Envelope, Millis, Performance, RateLimitStatus, WindowUse};
 use crate::domain::charge::AccountStatus;
 use crate::domain::money::Micros;
@@ -60,12 +61,26 @@ impl Timings {
 }
 
 impl Envelope {
-    /// The envelope of a billed request: the balance and windows after its charge.
-    pub fn billed(balance: Micros, rate: &RateStatus, timings: &Timings) -> Envelope {
+    /// The envelope of a billed request: the balance and windows after its charge, for
+    /// the account's own servers; for a page's visitor (a publishable key), no balance
+    /// and the visitor's per-IP window alone (`Audience`).
+    pub fn billed(
+        balance: Micros,
+        rate: &RateStatus,
+        audience: Audience,
+        timings: &Timings,
+    ) -> Envelope {
+        let (balance, rate_limit) = match audience {
+            Audience::Account => (Some(balance.to_usd()), rate_limit_status(rate)),
+            Audience::Visitor {
+                per_minute,
+                current,
+            } => (None, visitor_window(per_minute, current)),
+        };
         Envelope {
-            balance: balance.to_usd(),
+            balance,
             performance: timings.billed(),
-            rate_limit: rate_limit_status(rate),
+            rate_limit,
             billed: true,
         }
     }
@@ -73,7 +88,7 @@ impl Envelope {
     /// The envelope of a free request (`totalTime` only): the account as it stands.
     pub fn free(account: &AccountStatus, timings: &Timings) -> Envelope {
         Envelope {
-            balance: account.balance.to_usd(),
+            balance: Some(account.balance.to_usd()),
             performance: timings.total_only(),
             rate_limit: rate_limit_status(&account.rate),
             billed: false,
@@ -108,6 +123,16 @@ impl Envelope {
         }
         (!policy.is_empty()).then(|| (policy.join(", "), state.join(", ")))
     }
+}
+
+/// The rate limit a page's visitor is told: its own requests this minute under the key's
+/// per-IP limit, written as an account's minute window is; no hour or day.
+fn visitor_window(per_minute: u32, current: u32) -> RateLimitStatus {
+    rate_limit_status(&RateStatus {
+        enabled: true,
+        per_minute: WindowStatus::new(Some(per_minute.into()), current.into()),
+        ..RateStatus::DISABLED
+    })
 }
 
 fn rate_limit_status(status: &RateStatus) -> RateLimitStatus {

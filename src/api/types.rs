@@ -439,8 +439,12 @@ pub struct RateLimitStatus {
 #[oai(rename_all = "camelCase")]
 #[serde(rename_all = "camelCase")]
 pub struct Envelope {
-    /// Balance in USD, after this request's charge when the operation is billed.
-    pub balance: f64,
+    /// Balance in USD, after this request's charge when the operation is billed. Absent
+    /// from the answers to a publishable key: a page's visitors do not see the account's
+    /// balance (docs/browser.md).
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balance: Option<f64>,
     pub performance: Performance,
     pub rate_limit: RateLimitStatus,
     /// Whether the request was charged (not written: the `RateLimit` headers go on billed
@@ -466,7 +470,7 @@ pub(in crate::api) fn example_performance() -> Performance {
 
 pub(in crate::api) fn example_envelope(balance: f64) -> Envelope {
     Envelope {
-        balance,
+        balance: Some(balance),
         performance: example_performance(),
         rate_limit: example_rate_limit(),
         billed: true,
@@ -476,7 +480,7 @@ pub(in crate::api) fn example_envelope(balance: f64) -> Envelope {
 /// The envelope of a free operation (`totalTime` only).
 pub(in crate::api) fn example_free_envelope() -> Envelope {
     Envelope {
-        balance: 4.999972,
+        balance: Some(4.999972),
         performance: Performance {
             auth_time: None,
             rate_limit_check_time: None,

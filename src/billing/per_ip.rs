@@ -49,14 +49,15 @@ impl Default for PerIpLimiter {
 
 impl PerIpLimiter {
     /// Counts one request of `key_id` from `ip` when the minute has room for it under
-    /// `per_minute`; a refused request is not counted.
+    /// `per_minute`, and tells the minute's count with it; a refused request is not
+    /// counted.
     pub fn admit(
         &self,
         key_id: i64,
         ip: IpAddr,
         per_minute: u32,
         now: SystemTime,
-    ) -> Result<(), PerIpExceeded> {
+    ) -> Result<u32, PerIpExceeded> {
         let minute = Window::Minute.start(now);
         let shard = &self.shards[self.hasher.hash_one((key_id, ip)) as usize % SHARDS];
         let mut counts = shard.lock().unwrap_or_else(|e| e.into_inner());
@@ -73,7 +74,7 @@ impl PerIpLimiter {
             });
         }
         entry.1 += 1;
-        Ok(())
+        Ok(entry.1)
     }
 
     /// Entries held (tests: pruning bounds memory).
@@ -101,8 +102,8 @@ mod tests {
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "2001:db8::1".parse().unwrap();
         let minute = 60 * 1_000_000;
-        for _ in 0..3 {
-            assert_eq!(limiter.admit(1, a, 3, at(minute + 15)), Ok(()));
+        for n in 1..=3 {
+            assert_eq!(limiter.admit(1, a, 3, at(minute + 15)), Ok(n));
         }
         assert_eq!(
             limiter.admit(1, a, 3, at(minute + 15)),
@@ -113,10 +114,10 @@ mod tests {
             limiter.admit(1, a, 3, at(minute + 59)),
             Err(PerIpExceeded { retry_after: 1 })
         );
-        assert_eq!(limiter.admit(1, b, 3, at(minute + 59)), Ok(()));
-        assert_eq!(limiter.admit(2, a, 3, at(minute + 59)), Ok(()));
+        assert_eq!(limiter.admit(1, b, 3, at(minute + 59)), Ok(1));
+        assert_eq!(limiter.admit(2, a, 3, at(minute + 59)), Ok(1));
         // The next minute starts from zero.
-        assert_eq!(limiter.admit(1, a, 3, at(minute + 60)), Ok(()));
+        assert_eq!(limiter.admit(1, a, 3, at(minute + 60)), Ok(1));
     }
 
     #[test]

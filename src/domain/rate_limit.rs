@@ -150,7 +150,8 @@ impl WindowStatus {
         approaching_limit: false,
     };
 
-    fn new(limit: Option<u64>, current: u64) -> WindowStatus {
+    /// A window of `limit` (none: unlimited) holding `current` queries.
+    pub fn new(limit: Option<u64>, current: u64) -> WindowStatus {
         match limit {
             None => WindowStatus::UNLIMITED,
             Some(limit) => WindowStatus {

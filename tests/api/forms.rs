@@ -6,6 +6,9 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, error, spawn_app};
 
+/// The 400 of a secret key sent as a GET's `key=`.
+const SECRET_KEY_IN_URL: &str = "Secret keys cannot be sent in a URL; send the key in the Authorization header, or use a publishable key";
+
 fn place(city: &str, state: &str, st: &str, county: &str, lat: f64, lon: f64) -> Value {
     json!({"city": city, "state": state, "ST": st, "county": county,
            "latitude": lat, "longitude": lon})
@@ -284,6 +287,10 @@ fn verify_bulk_answers_a_thousand_records_in_order_billed_per_record() {
 fn the_reads_of_a_form_answer_get_as_post_and_may_be_kept_by_the_browser() {
     let app = spawn_app();
     let (account, key) = app.create_account();
+    let shop = "https://shop.example";
+    let created = app.cli(&["key", "create", &account, "--publishable", "--origin", shop]);
+    let public = created["apiKey"].as_str().unwrap();
+    let page = [("origin", shop)];
     let before = app.balance_micros(&account);
     let pairs: [(&str, Value, &str); 4] = [
         (
@@ -307,13 +314,40 @@ fn the_reads_of_a_form_answer_get_as_post_and_may_be_kept_by_the_browser() {
             "q=Bever&state=California&limit=2",
         ),
     ];
-    for (path, mut request, query) in pairs {
+    // The page's per-IP count must not be cut by the minute's end.
+    crate::browser::with_seconds_left_in_the_minute(20);
+    for (visited, (path, mut request, query)) in pairs.into_iter().enumerate() {
         request["apiKey"] = json!(key);
         let post = app.post(path, &request);
         assert_eq!(post.status, 200, "{path}: {post:?}");
-        let get = app.get_with(&format!("{path}?{query}&key={key}"), &[]);
+        let get = app.get_with(&format!("{path}?{query}&key={public}"), &page);
         assert_eq!(get.status, 200, "{path}: {}", get.text);
-        let got: Value = serde_json::from_str(&get.text).unwrap();
+        let mut got: Value = serde_json::from_str(&get.text).unwrap();
+        // A page's visitor sees no balance, and as the rate limit its own minute under
+        // the key's per-IP limit (60), this request the n-th of the page's.
+        assert_eq!(got.get("balance"), None, "{path}");
+        let visited = visited + 1;
+        assert_eq!(
+            got["rateLimit"],
+            json!({
+                "enabled": true,
+                "perMinute": {"limit": 60, "current": visited, "approachingLimit": false},
+                "perHour": {"limit": null, "current": null, "approachingLimit": false},
+                "perDay": {"limit": null, "current": null, "approachingLimit": false},
+            }),
+            "{path}"
+        );
+        assert_eq!(
+            get.header("ratelimit-policy"),
+            Some("\"minute\";q=60;w=60"),
+            "{path}"
+        );
+        let left = format!("\"minute\";r={};t=", 60 - visited);
+        assert!(
+            get.header("ratelimit").unwrap().starts_with(&left),
+            "{path}"
+        );
+        got["balance"] = post.body["balance"].clone();
         assert_eq!(answer(got), answer(post.body), "{path}");
         assert_eq!(
             get.header("cache-control"),
@@ -324,8 +358,28 @@ fn the_reads_of_a_form_answer_get_as_post_and_may_be_kept_by_the_browser() {
         let header = format!("Bearer {key}");
         let get = app.get_with(&format!("{path}?{query}"), &[("authorization", &header)]);
         assert_eq!(get.status, 200, "{path}: {}", get.text);
+        // A secret key in the URL (kept by history, proxies' logs, caches): 400 naming
+        // the fix, uncharged, from a page or a server alike; with a header key, the
+        // header's key is the one used.
+        for headers in [&page[..], &[]] {
+            let get = app.get_with(&format!("{path}?{query}&key={key}"), headers);
+            assert_eq!(
+                (
+                    get.status,
+                    serde_json::from_str::<Value>(&get.text).unwrap()
+                ),
+                (400, error(SECRET_KEY_IN_URL)),
+                "{path}"
+            );
+            assert_eq!(get.header("cache-control"), None);
+        }
+        let get = app.get_with(
+            &format!("{path}?{query}&key={key}"),
+            &[("authorization", &header)],
+        );
+        assert_eq!(get.status, 200, "{path}: {}", get.text);
     }
-    assert_eq!(app.balance_micros(&account), before - 12 * 28);
+    assert_eq!(app.balance_micros(&account), before - 16 * 28);
 
     // The contract's errors, not cached, not charged.
     let reply = app.get_with(
@@ -336,12 +390,12 @@ fn the_reads_of_a_form_answer_get_as_post_and_may_be_kept_by_the_browser() {
     );
     assert_eq!(reply.status, 400, "{}", reply.text);
     let reply = app.get_with(
-        &format!("/api/lookup?zipcode=99999&country=DE&key={key}"),
-        &[],
+        &format!("/api/lookup?zipcode=99999&country=DE&key={public}"),
+        &page,
     );
     assert_eq!(reply.status, 404, "{}", reply.text);
     assert_eq!(reply.header("cache-control"), None);
-    let reply = app.get_with(&format!("/api/suggest?q=Bev&limit=x&key={key}"), &[]);
+    let reply = app.get_with(&format!("/api/suggest?q=Bev&limit=x&key={public}"), &page);
     assert_eq!(
         (
             reply.status,
@@ -349,7 +403,7 @@ fn the_reads_of_a_form_answer_get_as_post_and_may_be_kept_by_the_browser() {
         ),
         (400, error("Invalid 'limit'"))
     );
-    assert_eq!(app.balance_micros(&account), before - 12 * 28);
+    assert_eq!(app.balance_micros(&account), before - 16 * 28);
 
     // GET stays refused where a page has no use for it.
     let reply = app.get("/api/validate");

@@ -200,6 +200,7 @@ fn the_hot_path_answers_the_get_of_lookup_exactly_as_the_poem_route_does() {
             "/api/lookup?zipcode=90210&key={secret}",
             vec![("origin", shop)],
         ),
+        ("/api/lookup?zipcode=90210&key={secret}", vec![]),
         ("/api/lookup?zipcode=90210", vec![("x-api-key", "{secret}")]),
         (
             "/api/lookup?zipcode=90210&key={pub}",
