@@ -88,9 +88,9 @@ impl State {
 
     /// The path itself. With `once` (the `Idempotency-Key` header of a bulk operation),
     /// the key is read after the other parameters, then a stored answer is replayed, or
-    /// a conflict refused, before any pre-check (a replay is neither charged nor counted
-    /// in a window, so neither a balance spent since nor a full window refuses it); or
-    /// the key is claimed and the charge held on it.
+    /// a conflict refused, before any pre-check (a replay is not charged, so a balance
+    /// spent since does not refuse it; its queries count in the windows, and a full one
+    /// refuses it); or the key is claimed and the charge held on it.
     pub(super) async fn billed_path<O: Operation>(
         &self,
         body: &ContractJson<O::Request>,
@@ -107,7 +107,17 @@ impl State {
             None => None,
             Some(key) => match self.claim_key(caller, &key, O::ENDPOINT, body).await? {
                 Keyed::Run(claimed) => Some(claimed),
-                Keyed::Replay(stored) => return Ok(Path::Replayed(stored)),
+                Keyed::Replay(stored) if stored.is_empty() => {
+                    return Err(ApiError::unprocessable(super::once::NOT_KEPT));
+                }
+                Keyed::Replay(stored) => {
+                    // Free, but inside the account's windows like the request itself.
+                    let queries = O::queries(&parsed);
+                    self.billing
+                        .count_replay(caller, queries)
+                        .map_err(|e| refused(e, O::ENDPOINT))?;
+                    return Ok(Path::Replayed(stored));
+                }
             },
         };
         let queries = O::queries(&parsed);

@@ -80,8 +80,10 @@ impl poem_openapi::types::Example for InProgressBody {
 #[derive(Debug, Clone, Object)]
 #[oai(example)]
 pub struct KeyReusedBody {
-    /// `Idempotency-Key already used with a different request body`, or `Idempotency-Key
-    /// already used on /api/<operation>`.
+    /// `Idempotency-Key already used with a different request body`, `Idempotency-Key
+    /// already used on /api/<operation>`, or, for the same request whose answer was over
+    /// 2 MiB and not kept, `The answer to this Idempotency-Key was too large to keep and
+    /// cannot be replayed; send the request with a new key to run it again`.
     pub error: String,
 }
 
@@ -143,7 +145,9 @@ enum Status {
     PayloadTooLarge(Json<ErrorBody>),
     /// The `Idempotency-Key` was used in the last 24 hours for another request (`Idempotency-Key
     /// already used with a different request body`, or `Idempotency-Key already used on
-    /// /api/<operation>`); nothing was charged. Send a new key for a new request.
+    /// /api/<operation>`), or its answer was too large to keep (over 2 MiB: it was sent
+    /// once, charged once, and is not replayed); nothing was charged. Send a new key for a
+    /// new request.
     #[oai(status = 422)]
     UnprocessableEntity(Json<KeyReusedBody>),
     /// A rate-limit window of the account is full; nothing was charged.

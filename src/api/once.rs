@@ -5,7 +5,8 @@
 //!
 //! A lost answer to a 1,000-record request is retried with the same key and body: the
 //! retry gets the first answer again (its `balance` is the balance of then), with
-//! `Idempotent-Replayed: true`, charged nothing and counted in no window. The rules (the
+//! `Idempotent-Replayed: true`, charged nothing; its queries count in the account's
+//! windows, so replays are no way around the limits. The rules (the
 //! IETF httpapi draft "The Idempotency-Key HTTP Header Field", as Stripe applies it):
 //! - the key: 1 to 255 visible ASCII characters (`domain::idempotency`), scoped to the
 //!   account; a malformed one (or two headers) is `400 Invalid Idempotency-Key: 1 to 255
@@ -15,7 +16,9 @@
 //!   already used on /api/<operation>`;
 //! - while the first request with the key runs: `409 A request with this Idempotency-Key
 //!   is still in progress; retry shortly` (the retry would otherwise run the work twice);
-//! - only 200s are stored: an error charges nothing, so its retry simply runs again.
+//! - only 200s are stored: an error charges nothing, so its retry simply runs again;
+//! - an answer over [`MAX_STORED_ANSWER`] bytes is sent but not kept: a retry gets
+//!   `422` [`NOT_KEPT`].
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -50,6 +53,16 @@ pub const IN_PROGRESS: &str =
     "A request with this Idempotency-Key is still in progress; retry shortly";
 /// 422: the key was used with another body.
 pub const OTHER_BODY: &str = "Idempotency-Key already used with a different request body";
+/// 422: the answer of the key's request was larger than [`MAX_STORED_ANSWER`] bytes, so
+/// it was not kept (the request was charged once; running it again is a new request).
+pub const NOT_KEPT: &str = "The answer to this Idempotency-Key was too large to keep and cannot be replayed; send the request with a new key to run it again";
+
+/// The largest answer kept for a retry: 2 MiB. A validate-bulk or verify-bulk of 1,000
+/// records is about 0.2 MB; a nearest-bulk of 1,000 points with many neighbours can be
+/// 15 MB, which would sit in memory until its flush and in the file for a day, and make
+/// that flush slow (289 ms seen for 14.4 MB). A larger answer is sent, not kept: its key
+/// keeps an empty body, which a retry reads as [`NOT_KEPT`].
+pub const MAX_STORED_ANSWER: usize = 2 * 1024 * 1024;
 
 /// The `Idempotency-Key` header as sent; read on the billed path, after the API key.
 pub struct IdempotencyHeader(Sent);
@@ -168,8 +181,8 @@ impl<T: ToJSON + Serialize + Enveloped + Send> ApiResponse for Replayable<T> {
                 description: Some(
                     "`true` on a retry's answer: the answer stored for the first request with \
                      this Idempotency-Key and body, byte for byte (its `balance` is the balance \
-                     after that request), charged nothing and counted in no rate-limit window. \
-                     Absent on every other answer."
+                     after that request), charged nothing, its queries counted in the account's \
+                     rate-limit windows (a full window answers 429). Absent on every other answer."
                         .to_string(),
                 ),
                 required: false,
@@ -214,7 +227,12 @@ impl State {
         // Cannot fail for the API's types; if it did, the claim is dropped: the key is
         // free again and the held charge stands, as for a panic after the work.
         let stored = serde_json::to_vec(&answer).map_err(|e| ApiError::internal(e.into()))?;
-        let flush = claimed.answer(Arc::from(stored.as_slice()));
+        let kept: &[u8] = if stored.len() > MAX_STORED_ANSWER {
+            &[]
+        } else {
+            &stored
+        };
+        let flush = claimed.answer(Arc::from(kept));
         if self.billing.options().durable {
             self.billing
                 .flushed_to(flush)

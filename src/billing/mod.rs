@@ -264,6 +264,17 @@ impl Billing {
         verdict.map(|(_, status)| status)
     }
 
+    /// Counts the `queries` of a replayed answer in the caller's windows, uncharged:
+    /// a replay costs no money but is not outside the account's limits (429 when a
+    /// window is full, as for the request itself).
+    pub fn count_replay(&self, caller: Caller, queries: u64) -> Result<(), BillingError> {
+        let verdict = self
+            .books()
+            .count_uncharged(caller, queries, SystemTime::now());
+        self.count(&verdict);
+        verdict
+    }
+
     /// Decides and applies the charge of `queries` of `endpoint` in memory; it is
     /// written by the next flush (`Charged::flush`). When the node's grant is short it
     /// waits for the ledger without blocking the worker.

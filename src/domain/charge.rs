@@ -184,6 +184,17 @@ impl AccountState {
         Ok(cost)
     }
 
+    /// Counts `queries` in every window at `now`, charging nothing (the replay of an
+    /// answer already paid for), when every window has room for them; refused
+    /// (`RateLimited`): nothing changes. The balance is not looked at.
+    pub fn count(&mut self, queries: u64, now: SystemTime) -> Result<(), Refusal> {
+        self.counters
+            .check(&self.limits, queries, now)
+            .map_err(|retry_after_secs| Refusal::RateLimited { retry_after_secs })?;
+        self.counters = self.counters.add(queries, now);
+        Ok(())
+    }
+
     pub fn status(&self, now: SystemTime) -> AccountStatus {
         AccountStatus {
             balance: self.balance,
@@ -206,6 +217,18 @@ mod tests {
             },
             counters: Counters::default(),
         }
+    }
+
+    #[test]
+    fn a_count_takes_nothing_and_is_refused_only_by_a_full_window() {
+        let now = SystemTime::now();
+        let mut a = account(0, Some(5));
+        assert_eq!(a.count(3, now), Ok(()));
+        assert_eq!(a.balance, Micros::ZERO);
+        assert_eq!(a.status(now).rate.per_minute.current, Some(3));
+        assert!(matches!(a.count(3, now), Err(Refusal::RateLimited { .. })));
+        assert_eq!(a.status(now).rate.per_minute.current, Some(3));
+        assert_eq!(a.count(2, now), Ok(()));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::helpers::{Raw, TestApp, error, spawn_app, spawn_app_with, usd_to_micr
 const OTHER_BODY: &str = "Idempotency-Key already used with a different request body";
 const INVALID_KEY: &str = "Invalid Idempotency-Key: 1 to 255 visible ASCII characters";
 const IN_PROGRESS: &str = "A request with this Idempotency-Key is still in progress; retry shortly";
+const NOT_KEPT: &str = "The answer to this Idempotency-Key was too large to keep and cannot be replayed; send the request with a new key to run it again";
 
 fn records() -> Value {
     json!([
@@ -194,20 +195,72 @@ fn an_error_is_not_kept_so_its_retry_runs_and_is_charged_once() {
 }
 
 #[test]
-fn a_replay_counts_nothing_in_the_rate_windows() {
+fn a_replay_is_uncharged_but_counted_in_the_rate_windows() {
     let app = spawn_app();
     let (account, key) = app.create_account();
-    app.cli(&["account", "limits", &account, "--per-minute", "3"]);
+    app.cli(&["account", "limits", &account, "--per-minute", "7"]);
+    // The minute's count must not be cut by the minute's end.
+    crate::browser::with_seconds_left_in_the_minute(20);
     let body = json!({"apiKey": key, "records": records()});
     let first = validate(&app, &body, Some("windowed"));
     assert_eq!(first.status, 200);
     assert_eq!(json(&first)["rateLimit"]["perMinute"]["current"], 3);
-    // The window is full: a new request is refused, the replay is not.
-    let single = json!({"apiKey": key, "records": [records()[0]]});
-    assert_eq!(validate(&app, &single, None).status, 429);
+    // The replay is the stored answer (its window as then), its 3 queries counted now:
+    // 6 of 7 used, so one single record still passes and then the window is full.
     let replay = validate(&app, &body, Some("windowed"));
     assert_eq!(replay.header("ratelimit"), None);
-    assert_eq!((replay.status, replay.text), (200, first.text));
+    assert_eq!((replay.status, &replay.text), (200, &first.text));
+    let single = json!({"apiKey": key, "records": [records()[0]]});
+    let last = validate(&app, &single, None);
+    assert_eq!(json(&last)["rateLimit"]["perMinute"]["current"], 7);
+    // Full: a replay is refused as a new request would be, and charges nothing.
+    let refused = validate(&app, &body, Some("windowed"));
+    assert_eq!(refused.status, 429, "{}", refused.text);
+    assert_eq!(
+        json(&refused)["error"],
+        "Rate limit would be exceeded by this bulk request"
+    );
+    assert_eq!(charged_queries(&app, &account), 4);
+    assert_eq!(app.balance_micros(&account), 28_000 - 4 * 28);
+}
+
+#[test]
+fn an_answer_too_large_to_keep_is_sent_once_and_its_retry_is_a_422() {
+    let app = spawn_app();
+    let (account, key) = app.create_account();
+    // 200 points x 100 neighbours: over 2 MiB of JSON.
+    let points: Vec<Value> = (0..200)
+        .map(|i| json!({"latitude": 40.0 + f64::from(i) * 0.01, "longitude": -100.0}))
+        .collect();
+    let body = json!({"apiKey": key, "records": points, "limit": 100});
+    let first = app.post_with("/api/nearest-bulk", &body, &[("Idempotency-Key", "big")]);
+    assert_eq!(
+        first.status,
+        200,
+        "{}",
+        &first.text[..first.text.len().min(300)]
+    );
+    assert!(first.text.len() > 2 * 1024 * 1024, "{}", first.text.len());
+    assert_eq!(app.balance_micros(&account), 28_000 - 200 * 28);
+    for _ in 0..2 {
+        let retry = app.post_with("/api/nearest-bulk", &body, &[("Idempotency-Key", "big")]);
+        assert_eq!(
+            (retry.status, json(&retry)),
+            (422, error(NOT_KEPT)),
+            "the retry is told, not run"
+        );
+    }
+    // Not kept, but still the key's: another body is refused as ever.
+    let mut other = body.clone();
+    other["limit"] = json!(99);
+    let refused = app.post_with("/api/nearest-bulk", &other, &[("Idempotency-Key", "big")]);
+    assert_eq!((refused.status, json(&refused)), (422, error(OTHER_BODY)));
+    assert_eq!(app.balance_micros(&account), 28_000 - 200 * 28);
+    assert_eq!(charged_queries(&app, &account), 200);
+    // A new key runs it again, charged again.
+    let again = app.post_with("/api/nearest-bulk", &body, &[("Idempotency-Key", "big-2")]);
+    assert_eq!(again.status, 200);
+    assert_eq!(app.balance_micros(&account), 28_000 - 400 * 28);
 }
 
 #[test]

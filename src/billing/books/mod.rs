@@ -199,6 +199,27 @@ impl Books {
         })
     }
 
+    /// Counts `queries` of the replay of a stored answer in the caller's account's
+    /// windows, charging nothing (`AccountState::count`; 429 when a window is full). In
+    /// a cluster they join the node's window admissions (`admit_in_windows`) without
+    /// asking the ledger for a slice first: a replay is checked against the counts this
+    /// node holds.
+    pub(super) fn count_uncharged(
+        &mut self,
+        caller: Caller,
+        queries: u64,
+        now: SystemTime,
+    ) -> Result<(), BillingError> {
+        let account = self
+            .accounts
+            .get_mut(&caller.account_id)
+            .ok_or(Refusal::InvalidKey)?;
+        account.count(queries, now)?;
+        self.pending.counters.insert(caller.account_id);
+        self.admit_in_windows(caller.account_id, queries, now);
+        Ok(())
+    }
+
     /// Queues a request short of its grant or slices for the writer; `Err` (503) while
     /// flushes fail.
     pub(super) fn ask_for_grant(&mut self, request: GrantRequest) -> Result<(), String> {

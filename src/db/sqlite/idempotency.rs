@@ -92,8 +92,8 @@ pub fn body(
 }
 
 /// Most rows one purge deletes: a purge holds the write lock that flushes need (durable
-/// requests wait for them), and a row carries a body of up to 1.5 MB (a nearest-bulk
-/// answer): at most about 150 MB freed in one transaction. A full pass is followed by
+/// requests wait for them), and a row carries a body of up to 2 MiB
+/// (`api::once::MAX_STORED_ANSWER`): at most about 200 MB freed in one transaction. A full pass is followed by
 /// another at once, between flushes (`billing`).
 pub const PURGE_ROWS: usize = 100;
 
