@@ -3,7 +3,7 @@
 //! expired grants, acknowledgements) and what the admin commands do (`accounts`, `keys`,
 //! `reports`, `ledger`: the twins of `db::sqlite`'s files of the same names and functions;
 //! `changes`: the version every change bumps, the nodes' confirmation, the migration from
-//! a file). The SQL of
+//! a file; `connection`: how the ledger is reached, TLS and the password). The SQL of
 //! cluster mode lives here, beside the SQLite file's, because `db` is the one room with SQL
 //! strings; the money rules it applies are `domain::grant`'s.
 //!
