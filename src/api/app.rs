@@ -78,7 +78,7 @@ pub struct Settings {
     pub without_hot_path: bool,
     /// Cluster mode: accounts, keys and the ledger in this PostgreSQL (`--ledger`), the
     /// file holding only the postal data (docs/cluster.md). `None`: the file holds all.
-    pub ledger: Option<String>,
+    pub ledger: Option<crate::db::pg::LedgerConfig>,
     /// A dataset already in memory, loaded from a copy of this file: answered from instead
     /// of loading the file's. The tests start about 150 servers on copies of a few
     /// databases and load each once. Only the generation is checked (a file whose
@@ -109,7 +109,7 @@ impl Dataset {
 /// The books on the file, or on the cluster's ledger.
 fn start_billing(db_path: &Path, settings: &Settings) -> Result<Billing> {
     match &settings.ledger {
-        Some(url) => Billing::start_cluster(db_path, url, settings.billing),
+        Some(ledger) => Billing::start_cluster(db_path, ledger, settings.billing),
         None => Billing::start(db_path, settings.billing),
     }
 }

@@ -168,7 +168,7 @@ impl Billing {
     /// charges through the PostgreSQL ledger at `ledger` (docs/cluster.md).
     pub fn start_cluster(
         path: &Path,
-        ledger: &str,
+        ledger: &crate::db::pg::LedgerConfig,
         options: BillingOptions,
     ) -> anyhow::Result<Billing> {
         let lock = ServeLock::acquire(path)?;

@@ -16,11 +16,11 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 
 use super::lease::LEASE_TTL;
 use super::store::{Applied, Batch, ChargeStore, Grant, Leasing, Snapshot};
-use crate::db::pg::{self, RECALL_CHANNEL, idempotency, node, windows};
+use crate::db::pg::{self, LedgerConfig, RECALL_CHANNEL, idempotency, node, windows};
 use crate::db::rows::{AnswerIndex, Holder, KeyClaim};
 use crate::domain::grant::{SliceAsk, SliceHeld, WindowQueries};
 use crate::domain::idempotency::IdempotencyKey;
@@ -51,7 +51,7 @@ struct Heard {
 /// The ledger in PostgreSQL, as one node sees it.
 pub struct PgStore {
     runtime: tokio::runtime::Runtime,
-    url: String,
+    ledger: LedgerConfig,
     client: Option<Client>,
     /// The task driving `client`'s connection (aborted with a call that timed out).
     connection: Option<tokio::task::JoinHandle<()>>,
@@ -67,9 +67,9 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    /// Connects to the ledger at `url`, migrates its schema, registers this process as a
+    /// Connects to the ledger, migrates its schema, registers this process as a
     /// new node (a random id: a restart is a new node) and starts the listener.
-    pub fn open(url: &str) -> anyhow::Result<PgStore> {
+    pub fn open(ledger: &LedgerConfig) -> anyhow::Result<PgStore> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -78,7 +78,7 @@ impl PgStore {
         let heard = Arc::new(Heard::default());
         let mut store = PgStore {
             runtime,
-            url: url.to_owned(),
+            ledger: ledger.clone(),
             client: None,
             connection: None,
             node_id,
@@ -89,7 +89,7 @@ impl PgStore {
             heard: heard.clone(),
             listener: None,
         };
-        let (mut client, connection) = store.runtime.block_on(pg::connect_task(url))?;
+        let (mut client, connection) = store.runtime.block_on(pg::connect_task(ledger))?;
         store.connection = Some(connection);
         store.runtime.block_on(pg::migrate(&mut client))?;
         store.runtime.block_on(node::register(&client, node_id))?;
@@ -101,14 +101,14 @@ impl PgStore {
             thread::Builder::new()
                 .name("postal-ledger-listen".into())
                 .spawn({
-                    let url = url.to_owned();
-                    move || listen(&url, node_id, &heard)
+                    let ledger = ledger.clone();
+                    move || listen(&ledger, node_id, &heard)
                 })
                 .context("starting the ledger listener")?,
         );
         tracing::info!(
-            "cluster mode: node {node_id} on the ledger {}",
-            pg::redacted(url)
+            "cluster mode: node {node_id} on the ledger {ledger} ({:?})",
+            ledger.security()
         );
         Ok(store)
     }
@@ -122,7 +122,7 @@ impl PgStore {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.drop_connection();
             let (client, connection) = self.runtime.block_on(async {
-                tokio::time::timeout(CALL_TIMEOUT, pg::connect_task(&self.url))
+                tokio::time::timeout(CALL_TIMEOUT, pg::connect_task(&self.ledger))
                     .await
                     .map_err(|_| anyhow::anyhow!("connecting to the ledger timed out"))?
             })?;
@@ -344,7 +344,7 @@ impl Drop for PgStore {
 /// after any failure. After each (re)connection it reports a change, so that the store
 /// reads the version and catches what was notified while it was away (LISTEN first, then
 /// the version: nothing falls between).
-fn listen(url: &str, node_id: i64, heard: &Heard) {
+fn listen(ledger: &LedgerConfig, node_id: i64, heard: &Heard) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -356,7 +356,7 @@ fn listen(url: &str, node_id: i64, heard: &Heard) {
         }
     };
     while !heard.stop.load(Ordering::Acquire) {
-        if let Err(e) = runtime.block_on(listen_once(url, node_id, heard)) {
+        if let Err(e) = runtime.block_on(listen_once(ledger, node_id, heard)) {
             tracing::warn!("ledger listener: {e:#}; reconnecting");
         }
         heard.changed.store(true, Ordering::Release);
@@ -367,11 +367,10 @@ fn listen(url: &str, node_id: i64, heard: &Heard) {
     }
 }
 
-async fn listen_once(url: &str, node_id: i64, heard: &Heard) -> anyhow::Result<()> {
-    let (client, mut connection) =
-        tokio::time::timeout(CALL_TIMEOUT, tokio_postgres::connect(url, NoTls))
-            .await
-            .map_err(|_| anyhow::anyhow!("connecting timed out"))??;
+async fn listen_once(ledger: &LedgerConfig, node_id: i64, heard: &Heard) -> anyhow::Result<()> {
+    let (client, mut connection) = tokio::time::timeout(CALL_TIMEOUT, pg::open(ledger))
+        .await
+        .map_err(|_| anyhow::anyhow!("connecting timed out"))??;
     let (sender, mut notifications) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         let mut messages = std::pin::pin!(futures_util::stream::poll_fn(move |cx| {

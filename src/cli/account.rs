@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Number;
 
 use crate::db::admin::AccountError;
+use crate::db::pg::LedgerConfig;
 use crate::domain::admin::{BalanceChange, LimitsChange};
 use crate::domain::money::Micros;
 
@@ -144,7 +145,7 @@ struct ListedAccount {
 /// same answers; a change holds from the server's (every live node's) next request.
 pub(super) fn run(
     db_path: &Path,
-    ledger: Option<&str>,
+    ledger: Option<&LedgerConfig>,
     command: AccountCommand,
 ) -> anyhow::Result<Verdict> {
     let now = SystemTime::now();

@@ -9,35 +9,36 @@ use anyhow::Context;
 use tokio_postgres::Client;
 
 use crate::billing::admin::{Admin, OPERATOR};
-use crate::db::{self, pg};
+use crate::db;
+use crate::db::pg::{self, LedgerConfig};
 
 /// Runs `work` on the file at `db`, or with `ledger` on the cluster's ledger (connected,
 /// schema migrated).
 pub(super) fn admin<T>(
     db: &Path,
-    ledger: Option<&str>,
+    ledger: Option<&LedgerConfig>,
     work: impl AsyncFnOnce(&mut Admin) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     block_on(async {
         let mut admin = match ledger {
-            Some(url) => Admin::ledger(connect(url).await?, OPERATOR),
+            Some(ledger) => Admin::ledger(connect(ledger).await?, OPERATOR),
             None => Admin::file(db::open(db)?, OPERATOR),
         };
         work(&mut admin).await
     })
 }
 
-/// Runs a command's work against the ledger at `url` (connected, schema migrated).
+/// Runs a command's work against `ledger` (connected, schema migrated).
 pub(super) fn run<T>(
-    url: &str,
+    ledger: &LedgerConfig,
     work: impl AsyncFnOnce(&mut Client) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    block_on(async { work(&mut connect(url).await?).await })
+    block_on(async { work(&mut connect(ledger).await?).await })
 }
 
-/// A connection to the ledger at `url`, its schema migrated.
-pub(super) async fn connect(url: &str) -> anyhow::Result<Client> {
-    let mut client = pg::connect(url).await?;
+/// A connection to `ledger`, its schema migrated.
+pub(super) async fn connect(ledger: &LedgerConfig) -> anyhow::Result<Client> {
+    let mut client = pg::connect(ledger).await?;
     pg::migrate(&mut client).await?;
     Ok(client)
 }

@@ -7,6 +7,7 @@ use clap::Subcommand;
 use serde::Serialize;
 
 use crate::db::admin::AccountError;
+use crate::db::pg::LedgerConfig;
 use crate::domain::api_key::{DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
 use crate::domain::dashboard;
 use crate::domain::origin::OriginPattern;
@@ -118,7 +119,7 @@ struct ListedKey {
 /// new or revoked key holds from the server's (every live node's) next request.
 pub(super) fn run(
     db_path: &Path,
-    ledger: Option<&str>,
+    ledger: Option<&LedgerConfig>,
     command: KeyCommand,
 ) -> anyhow::Result<Verdict> {
     let now = SystemTime::now();

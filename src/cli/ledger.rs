@@ -9,6 +9,7 @@ use serde_json::Number;
 use crate::billing::ServeLock;
 use crate::db::admin::LedgerReport;
 use crate::db::pg;
+use crate::db::pg::LedgerConfig;
 use crate::db::{self, sqlite};
 use crate::domain::date::UtcDate;
 
@@ -90,7 +91,7 @@ struct Offending {
 
 pub(super) fn run(
     db_path: &Path,
-    ledger: Option<&str>,
+    ledger: Option<&LedgerConfig>,
     command: LedgerCommand,
 ) -> anyhow::Result<Verdict> {
     match command {
@@ -103,11 +104,11 @@ pub(super) fn run(
             show(db_path, ledger, account_id, since, format)
         }
         LedgerCommand::Verify => match ledger {
-            Some(url) => verify_cluster(url),
+            Some(ledger) => verify_cluster(ledger),
             None => verify(db_path),
         },
         LedgerCommand::Migrate { from } => match ledger {
-            Some(url) => migrate(&from, url),
+            Some(ledger) => migrate(&from, ledger),
             None => Err(BadInput("ledger migrate needs --ledger (or POSTAL_LEDGER)".into()).into()),
         },
     }
@@ -115,7 +116,7 @@ pub(super) fn run(
 
 fn show(
     db_path: &Path,
-    ledger: Option<&str>,
+    ledger: Option<&LedgerConfig>,
     account_id: String,
     since: Option<UtcDate>,
     format: Format,
@@ -172,13 +173,13 @@ fn verify(db_path: &Path) -> anyhow::Result<Verdict> {
     print_verified(report, Vec::new())
 }
 
-fn verify_cluster(url: &str) -> anyhow::Result<Verdict> {
-    let (report, leases) = cluster::run(url, async |client| pg::ledger::verify(client).await)?;
+fn verify_cluster(ledger: &LedgerConfig) -> anyhow::Result<Verdict> {
+    let (report, leases) = cluster::run(ledger, async |client| pg::ledger::verify(client).await)?;
     print_verified(report, leases)
 }
 
 /// `ledger migrate`: the file checked, moved, and both sides checked.
-fn migrate(file: &Path, url: &str) -> anyhow::Result<Verdict> {
+fn migrate(file: &Path, ledger: &LedgerConfig) -> anyhow::Result<Verdict> {
     if !file.exists() {
         return Err(BadInput(format!("no file {}", file.display())).into());
     }
@@ -193,7 +194,7 @@ fn migrate(file: &Path, url: &str) -> anyhow::Result<Verdict> {
         ))
         .into());
     }
-    let (moved, after, leases) = cluster::run(url, async |client| {
+    let (moved, after, leases) = cluster::run(ledger, async |client| {
         let moved = pg::changes::migrate_from_file(client, &conn).await?;
         let (after, leases) = pg::ledger::verify(client).await?;
         Ok((moved, after, leases))

@@ -14,13 +14,14 @@ mod provider;
 mod serve;
 mod usage;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
 use crate::db::admin::AccountError;
+use crate::db::pg::LedgerConfig;
 use crate::domain::date::DateError;
 use crate::domain::money::{AmountError, Micros};
 use crate::domain::rate_limit::Limits;
@@ -41,9 +42,22 @@ struct Cli {
     )]
     db: PathBuf,
     /// Cluster mode: accounts, keys and the ledger in this PostgreSQL
-    /// (`postgres://user@host:port/db`); the file then holds only the postal data.
+    /// (`postgres://user@host:port/db`); the file then holds only the postal data. Off
+    /// loopback TLS is required and verified (the host's name, a chain to the Mozilla
+    /// roots, or to the CA of `sslrootcert=PATH`); on loopback or a Unix socket, plain
+    /// unless `sslmode=verify-full` or `sslrootcert` asks for TLS. docs/cluster.md, "TLS and
+    /// the password".
     #[arg(long, global = true, env = "POSTAL_LEDGER", hide_env_values = true)]
     ledger: Option<String>,
+    /// The ledger's password, read from this file (mode 0600 or stricter, its trailing
+    /// newline ignored) in place of any in --ledger, which `ps` and the environment show.
+    #[arg(
+        long,
+        global = true,
+        env = "POSTAL_LEDGER_PASSWORD_FILE",
+        value_name = "PATH"
+    )]
+    ledger_password_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -120,17 +134,44 @@ fn is_bad_argument(e: &anyhow::Error) -> bool {
 }
 
 fn run(cli: Cli) -> anyhow::Result<Verdict> {
+    // The file's own commands leave a ledger in the environment alone.
+    let on_file = matches!(
+        cli.command,
+        Command::Backup(_) | Command::Restore(_) | Command::Dataset(_)
+    );
+    let ledger = match on_file {
+        true => None,
+        false => ledger(cli.ledger.as_deref(), cli.ledger_password_file.as_deref())?,
+    };
+    let db = &cli.db;
     match cli.command {
-        Command::Serve(args) => serve::run(&cli.db, cli.ledger, args),
-        Command::Account(command) => account::run(&cli.db, cli.ledger.as_deref(), command),
-        Command::Key(command) => key::run(&cli.db, cli.ledger.as_deref(), command),
-        Command::Ledger(command) => ledger::run(&cli.db, cli.ledger.as_deref(), command),
-        Command::Provider(command) => provider::run(&cli.db, cli.ledger.as_deref(), command),
-        Command::Payments(command) => payments::run(&cli.db, cli.ledger.as_deref(), command),
-        Command::Usage(args) => usage::run(&cli.db, cli.ledger.as_deref(), args),
-        Command::Backup(args) => backup::backup(&cli.db, args),
-        Command::Restore(args) => backup::restore(&cli.db, args),
-        Command::Dataset(command) => dataset::run(&cli.db, command),
+        Command::Serve(args) => serve::run(db, ledger, args),
+        Command::Account(command) => account::run(db, ledger.as_ref(), command),
+        Command::Key(command) => key::run(db, ledger.as_ref(), command),
+        Command::Ledger(command) => ledger::run(db, ledger.as_ref(), command),
+        Command::Provider(command) => provider::run(db, ledger.as_ref(), command),
+        Command::Payments(command) => payments::run(db, ledger.as_ref(), command),
+        Command::Usage(args) => usage::run(db, ledger.as_ref(), args),
+        Command::Backup(args) => backup::backup(db, args),
+        Command::Restore(args) => backup::restore(db, args),
+        Command::Dataset(command) => dataset::run(db, command),
+    }
+}
+
+/// The ledger of `--ledger` with the password of `--ledger-password-file`: a mistake in
+/// either (a connection string that cannot be parsed, clear text off loopback, a password
+/// file missing, empty or open to others, a CA file unreadable) is the operator's.
+fn ledger(url: Option<&str>, password_file: Option<&Path>) -> anyhow::Result<Option<LedgerConfig>> {
+    match (url, password_file) {
+        (Some(url), _) => LedgerConfig::parse(url, password_file)
+            .map(Some)
+            .map_err(|e| BadInput(format!("{e:#}")).into()),
+        (None, Some(_)) => Err(BadInput(
+            "--ledger-password-file is the password of a ledger: give --ledger (or POSTAL_LEDGER)"
+                .into(),
+        )
+        .into()),
+        (None, None) => Ok(None),
     }
 }
 

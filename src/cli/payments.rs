@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Number;
 
 use crate::db::admin::PaymentSettings;
+use crate::db::pg::LedgerConfig;
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::payments::DEFAULT_MAX_TOPUP;
 
@@ -108,7 +109,7 @@ fn secret_from(var: &str) -> Result<String, BadInput> {
 
 pub(super) fn run(
     db_path: &Path,
-    ledger: Option<&str>,
+    ledger: Option<&LedgerConfig>,
     command: PaymentsCommand,
 ) -> anyhow::Result<Verdict> {
     cluster::admin(db_path, ledger, async |admin| {

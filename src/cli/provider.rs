@@ -7,6 +7,7 @@ use clap::Subcommand;
 use serde::Serialize;
 
 use crate::db::admin::{AccountError, Provider};
+use crate::db::pg::LedgerConfig;
 use crate::domain::dashboard;
 
 use super::{BadInput, Verdict, cluster, now_unix, print};
@@ -67,7 +68,7 @@ struct Removed {
 
 pub(super) fn run(
     db_path: &Path,
-    ledger: Option<&str>,
+    ledger: Option<&LedgerConfig>,
     command: ProviderCommand,
 ) -> anyhow::Result<Verdict> {
     cluster::admin(db_path, ledger, async |admin| {

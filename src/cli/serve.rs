@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use crate::api::ops::Operations;
+use crate::db::pg::LedgerConfig;
 use crate::db::{self, sqlite::accounts};
 
 use crate::api::telemetry::AccessLog;
@@ -81,7 +82,7 @@ const LOCAL_DATASET: &str = "../shared/geonames/allCountries.zip";
 /// first account whose key is printed once; then the API runs until Ctrl-C or SIGTERM.
 pub(super) fn run(
     db_path: &Path,
-    ledger: Option<String>,
+    ledger: Option<LedgerConfig>,
     args: ServeArgs,
 ) -> anyhow::Result<Verdict> {
     let (access_log, _flushed_at_exit) = init_logging(args.log_format)?;

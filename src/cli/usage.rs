@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Number;
 
 use crate::db::admin::UsageLine;
+use crate::db::pg::LedgerConfig;
 
 use super::{Format, Verdict, cluster, now_unix, print, print_csv};
 
@@ -38,7 +39,7 @@ struct Line {
 /// The lines of the file at `db_path`, or with `ledger` of the cluster's ledger.
 pub(super) fn run(
     db_path: &Path,
-    ledger: Option<&str>,
+    ledger: Option<&LedgerConfig>,
     args: UsageArgs,
 ) -> anyhow::Result<Verdict> {
     let lines = cluster::admin(db_path, ledger, async |admin| {

@@ -126,6 +126,13 @@ impl PgCluster {
     /// installed, unless `POSTAL_REQUIRE_PG` or `POSTAL_REQUIRE_TOOLS` is set (CI): then
     /// the test fails.
     pub fn start() -> Option<PgCluster> {
+        PgCluster::start_with(|_| {})
+    }
+
+    /// As [`start`](Self::start), with `setup` run on the data directory first (what
+    /// PostgreSQL reads at start: certificates, `pg_hba.conf`, lines appended to
+    /// `postgresql.conf`); its files are then the `postgres` user's.
+    pub fn start_with(setup: impl FnOnce(&Path)) -> Option<PgCluster> {
         let Some(bin) = bindir() else {
             assert!(
                 std::env::var_os("POSTAL_REQUIRE_PG").is_none()
@@ -140,6 +147,15 @@ impl PgCluster {
         let template = data_template(&bin);
         let dir = postgres_dir();
         copy_dir(&template, &dir.path().join("data"));
+        setup(&dir.path().join("data"));
+        if is_root() {
+            let owner = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path().join("data"))
+                .status()
+                .expect("running chown");
+            assert!(owner.success(), "chown to postgres");
+        }
         let mut cluster = PgCluster {
             dir,
             bin,
@@ -181,6 +197,30 @@ impl PgCluster {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
+    }
+
+    /// The loopback port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Runs the statements of `sql` (no answer), on a connection of its own.
+    pub fn execute(&self, sql: &str) {
+        let url = self.url();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connecting to the test's PostgreSQL");
+            tokio::spawn(connection);
+            client
+                .batch_execute(sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        });
     }
 
     pub fn url(&self) -> String {

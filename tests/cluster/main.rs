@@ -31,3 +31,7 @@ mod replay;
 
 /// `Idempotency-Key` across nodes: claimed in the ledger, replayed by every node.
 mod once;
+
+/// The ledger over TLS verified against a throwaway CA, its password from a file, and the
+/// connection strings refused before any connection.
+mod tls;

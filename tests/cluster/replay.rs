@@ -23,7 +23,8 @@ fn a_flush_retried_under_its_number_is_applied_once() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut client = pg::connect(&pg.url()).await.unwrap();
+        let ledger = pg::LedgerConfig::parse(&pg.url(), None).unwrap();
+        let mut client = pg::connect(&ledger).await.unwrap();
         node::register(&client, 42).await.unwrap();
         let m = |v: i64| Micros::new(v).unwrap();
         let ttl = Duration::from_secs(5);

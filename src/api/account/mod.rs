@@ -49,7 +49,7 @@ pub struct DashboardSettings {
 /// What the dashboard's handlers share.
 pub(crate) struct Dashboard {
     db: PathBuf,
-    ledger: Option<String>,
+    ledger: Option<crate::db::pg::LedgerConfig>,
     public_url: String,
     signups_open: bool,
     /// Requests to providers: no redirects (the crate's SSRF warning), bounded in time.
@@ -73,7 +73,7 @@ pub const STARTS_PER_MINUTE: u32 = 20;
 impl Dashboard {
     pub(crate) fn new(
         db: PathBuf,
-        ledger: Option<String>,
+        ledger: Option<crate::db::pg::LedgerConfig>,
         public_url: String,
         settings: &DashboardSettings,
         trusted_proxies: Vec<crate::domain::cidr::Cidr>,
@@ -139,8 +139,8 @@ impl Dashboard {
         tokio::task::spawn_blocking(move || {
             handle.block_on(async move {
                 let mut admin = match ledger {
-                    Some(url) => Admin::ledger(
-                        crate::db::pg::connect(&url)
+                    Some(ledger) => Admin::ledger(
+                        crate::db::pg::connect(&ledger)
                             .await
                             .map_err(AccountError::Unexpected)?,
                         &actor,

@@ -3,7 +3,7 @@
 //! expired grants, acknowledgements) and what the admin commands do (`accounts`, `keys`,
 //! `reports`, `ledger`: the twins of `db::sqlite`'s files of the same names and functions;
 //! `changes`: the version every change bumps, the nodes' confirmation, the migration from
-//! a file). The SQL of
+//! a file; `connection`: how the ledger is reached, TLS and the password). The SQL of
 //! cluster mode lives here, beside the SQLite file's, because `db` is the one room with SQL
 //! strings; the money rules it applies are `domain::grant`'s.
 //!
@@ -15,6 +15,7 @@
 
 pub(crate) mod accounts;
 pub(crate) mod changes;
+mod connection;
 pub(crate) mod dashboard;
 pub(crate) mod decode;
 pub(crate) mod idempotency;
@@ -28,7 +29,9 @@ pub(crate) mod windows;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
+
+pub use connection::{LedgerConfig, LedgerConnection, Security, connect, connect_task, open};
 
 /// The channel admin commands notify on after a change (payload: the new version).
 pub const CHANGES_CHANNEL: &str = "postal_changes";
@@ -251,27 +254,6 @@ CREATE TABLE topups (
 CREATE INDEX topups_by_account ON topups (account_id, id);
 "#,
 ];
-
-/// Connects to `url` (no TLS: the ledger is reached on a trusted network or loopback)
-/// and drives the connection on the current runtime.
-pub async fn connect(url: &str) -> anyhow::Result<Client> {
-    Ok(connect_task(url).await?.0)
-}
-
-/// As [`connect`], with the task that drives the connection: aborting it closes the
-/// socket at once, and the server rolls back whatever transaction the connection had
-/// open (a call given up on must not keep its locks until the server notices).
-pub async fn connect_task(url: &str) -> anyhow::Result<(Client, tokio::task::JoinHandle<()>)> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .with_context(|| format!("connecting to the ledger {}", redacted(url)))?;
-    let task = tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!("ledger connection closed: {e}");
-        }
-    });
-    Ok((client, task))
-}
 
 /// A connection string without its password, for messages: a URL's user info
 /// (`postgres://user:***@host`) and `?password=` parameter, and a `key=value` string's
