@@ -252,6 +252,7 @@ fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
 }
 
 /// The uid of the process at the other end of `stream` (`SO_PEERCRED`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn peer_uid(stream: &UnixStream) -> Option<u32> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
@@ -272,6 +273,18 @@ fn peer_uid(stream: &UnixStream) -> Option<u32> {
         )
     };
     (done == 0).then_some(cred.uid)
+}
+
+/// The uid of the process at the other end of `stream` (`getpeereid`: the BSDs and
+/// macOS, which have no `SO_PEERCRED`).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn peer_uid(stream: &UnixStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let (mut uid, mut gid) = (0, 0);
+    // SAFETY: `uid` and `gid` are valid for writes for the call, and the descriptor is
+    // open for the stream's lifetime.
+    let done = unsafe { libc::getpeereid(stream.as_raw_fd(), &mut uid, &mut gid) };
+    (done == 0).then_some(uid)
 }
 
 fn confirm(stream: UnixStream, billing: &Billing) {

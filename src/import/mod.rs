@@ -363,8 +363,10 @@ fn read_overrides(
     };
     let file = source::fetch(from, staging, options.progress, None)?
         .context("an unconditional download")?;
-    let mut reader =
+    let opened =
         std::fs::File::open(&file.path).with_context(|| format!("opening the overrides {from}"))?;
+    // Read whole: bounded as the other files read whole are (and its lines as every file's).
+    let mut reader = source::Bounded::at_most(opened, from, source::MAX_WHOLE_FILE_BYTES);
     let read = overrides::read(from, &mut reader, known)?;
     sources.extend(source_rows("overrides", &file.origin, &file.path, &[])?);
     let rows = read.iter().map(overrides::Override::row).collect();

@@ -669,6 +669,23 @@ fn overrides_are_applied_by_every_import_until_replaced_and_listed_in_the_proven
     assert_eq!(generation(&db), 2);
     check(&db);
 
+    // A line of 100 KB is refused before it is held, as in every file an import reads.
+    let long = dir.path().join("long.txt");
+    let mut text = "# a comment\n".to_string();
+    text.push_str(&"\t".repeat(100_000));
+    std::fs::write(&long, text).unwrap();
+    let run = import_file(&db, &source, &["--overrides", &long.display().to_string()]);
+    assert_eq!(run.exit_code, Some(1));
+    assert!(
+        run.stderr.contains(&format!(
+            "{}: line 2 is longer than 65536 bytes",
+            long.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(generation(&db), 2);
+
     // An empty file clears them.
     let empty = dir.path().join("empty.txt");
     std::fs::write(&empty, "").unwrap();
