@@ -39,6 +39,10 @@ squared = "\u33af" * 200              # 200 characters that transliterate to 1,2
 mixed = ("Frankfurt am Main " * 11)[:200]
 normal = [{"postalCode": "60311", "countryCode": "DE", "city": "Frankfurt am Main"} for _ in range(1000)]
 records = [{"postalCode": "60311", "countryCode": "DE", "city": squared} for _ in range(1000)]
+kanji = "\u5bcc " * 100                 # 200 characters, 100 words kept as written
+def bulk_of(city):
+    return [{"postalCode": "60311", "countryCode": "DE", "city": city} for _ in range(1000)]
+points = [{"latitude": -60.0 + i * 0.12, "longitude": (i % 360) - 180.0} for i in range(1000)]
 probes = [
     ("lookup 90210 (yardstick)", "/api/lookup", {"apiKey": key, "zipcode": "90210"}),
     ("city: 's2 ' x 66 (198 chars), DE", "/api/city", {"apiKey": key, "city": s2, "country": "DE"}),
@@ -48,7 +52,12 @@ probes = [
     ("verify: U+33AF x 200, 60311 DE", "/api/verify", {"apiKey": key, "zipcode": "60311", "city": squared, "country": "DE"}),
     ("verify: 's2 ' x 66, 60311 DE", "/api/verify", {"apiKey": key, "zipcode": "60311", "city": s2, "country": "DE"}),
     ("verify-bulk: 1,000 records of U+33AF x 200", "/api/verify-bulk", {"apiKey": key, "records": records}),
+    ("verify-bulk: 1,000 records of 's2 ' x 66", "/api/verify-bulk", {"apiKey": key, "records": bulk_of(s2)}),
+    ("verify-bulk: 1,000 records of 'Frankfurt am Main' x 11", "/api/verify-bulk", {"apiKey": key, "records": bulk_of(mixed)}),
+    ("verify-bulk: 1,000 records of '\u5bcc ' x 100", "/api/verify-bulk", {"apiKey": key, "records": bulk_of(kanji)}),
     ("verify-bulk: 1,000 records of 'Frankfurt am Main' (yardstick)", "/api/verify-bulk", {"apiKey": key, "records": normal}),
+    ("nearest-bulk: 1,000 points x 100 nearest (answer not kept)", "/api/nearest-bulk", {"apiKey": key, "records": points, "limit": 100}),
+    ("nearest-bulk: 1,000 points x 10 nearest (yardstick)", "/api/nearest-bulk", {"apiKey": key, "records": points, "limit": 10}),
     ("suggest: 'a' (prefix of everything)", "/api/suggest", {"apiKey": key, "q": "a", "limit": 20}),
     ("city: 201 chars (refused by its limit)", "/api/city", {"apiKey": key, "city": "x" * 201, "country": "DE"}),
 ]

@@ -12,7 +12,14 @@
 /// string (`富山市` Toyama and `福山市` Fukuyama were both `fu shan shi`), and Japan reads
 /// them otherwise anyway. A name in them matches as it is written (issue 34).
 pub fn fold(name: &str) -> String {
-    let mut folded = String::with_capacity(name.len());
+    fold_at_most(name, usize::MAX).unwrap_or_default()
+}
+
+/// `fold(name)` when it is at most `max` bytes long, else `None`, found without folding
+/// the rest: a name that transliterates to far more than it is (`㎯` is `rad s2`) costs
+/// no more than `max` bytes of work.
+pub fn fold_at_most(name: &str, max: usize) -> Option<String> {
+    let mut folded = String::with_capacity(name.len().min(max));
     let mut pending_space = false;
     let letter = |c: char, folded: &mut String, pending_space: &mut bool| {
         if *pending_space && !folded.is_empty() {
@@ -22,6 +29,9 @@ pub fn fold(name: &str) -> String {
         folded.push(c);
     };
     for c in name.chars() {
+        if folded.len() > max {
+            return None;
+        }
         if is_written(c) {
             letter(c, &mut folded, &mut pending_space);
             continue;
@@ -41,7 +51,7 @@ pub fn fold(name: &str) -> String {
             }
         }
     }
-    folded
+    (folded.len() <= max).then_some(folded)
 }
 
 /// Written forms kept by `fold`: CJK ideographs (and `々`), hiragana, katakana with the
@@ -61,7 +71,19 @@ fn is_written(c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::fold;
+    use super::{fold, fold_at_most};
+
+    #[test]
+    fn a_fold_bounded_in_bytes_is_the_fold_or_nothing() {
+        assert_eq!(fold_at_most("München", 7).as_deref(), Some("munchen"));
+        assert_eq!(fold_at_most("München", 6), None);
+        // 200 characters that transliterate to 1,400 bytes: stopped at the bound.
+        let squared = "\u{33AF}".repeat(200);
+        assert_eq!(fold(&squared).len(), 1_400);
+        assert_eq!(fold_at_most(&squared, 600), None);
+        assert_eq!(fold_at_most(&squared, 1_400).map(|f| f.len()), Some(1_400));
+        assert_eq!(fold_at_most("", 0).as_deref(), Some(""));
+    }
 
     #[test]
     fn accents_and_case_are_folded() {

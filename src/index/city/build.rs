@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 mod districts;
 mod municipalities;
 
+use super::codes::{CodeShape, code_text};
 use super::{CountryCities, Kind, Place, Region, Span, encode};
 use crate::db::postal::PlaceRow;
 use crate::domain::CountryCode;
@@ -757,13 +758,16 @@ impl Builder {
         by_skeleton.sort_by_cached_key(|id| skeleton(norm_of(id)));
         let mut lists: HashMap<u32, (u32, Vec<u8>)> = HashMap::new();
         let mut grams = Vec::new();
+        let mut longest_typo_name = 0;
         for (id, place) in places.iter().enumerate() {
             // Typos and /api/suggest's `contains` are matched on the data's own names only.
             if matches!(place.kind, Kind::Alias | Kind::Foreign) {
                 continue;
             }
             let id = id as u32;
-            let plain = skeleton(place.norm.of(&text));
+            let norm = place.norm.of(&text);
+            longest_typo_name = longest_typo_name.max(norm.bytes().filter(|b| *b != b' ').count());
+            let plain = skeleton(norm);
             grams.clear();
             grams.extend(trigrams(&plain));
             grams.sort_unstable();
@@ -786,10 +790,19 @@ impl Builder {
             country_name: self.country_name.into(),
             text,
             regions: self.regions,
+            longest_region_words: region_words
+                .keys()
+                .map(|w| w.split(' ').count())
+                .max()
+                .unwrap_or(0),
             region_words,
             places,
             by_norm,
             by_skeleton,
+            longest_typo_name,
+            code_shape: CodeShape::of(
+                (0..code_starts.len()).map(|i| code_text(&codes_text, &code_starts, i)),
+            ),
             codes_text,
             code_starts,
             place_codes,

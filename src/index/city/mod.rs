@@ -13,6 +13,7 @@
 //! arena, and trigram postings delta-encoded as varints.
 
 mod build;
+mod codes;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -29,20 +30,18 @@ use crate::domain::city_match::{
 };
 use crate::domain::regions;
 use build::{Builder, GazetteerCity};
+use codes::{CodeShape, code_text};
 
 /// Longest folded query that is matched fuzzily (the longest place name of the data has
 /// 192 characters); longer ones match exactly or not at all.
 const FUZZY_MAX_CHARS: usize = 200;
+/// Longest folded query that can name a place, in bytes: the longest place name (192
+/// characters folded), with postal codes at either end (`codes`: at most 16 positions
+/// of a code of at most 3 words) and the country's name, is well under it. A longer
+/// query finds nothing, and is not looked into (verify does not even fold past it).
+pub const LONGEST_MATCHABLE: usize = 600;
 /// Most candidates (best shared-trigram count first) checked by edit distance per query.
 const FUZZY_CANDIDATES: usize = 400;
-/// Most words a postal code is written in (`13273 CEDEX 09`).
-const MAX_CODE_WORDS: usize = 3;
-/// How far from either end of a query `clean` looks for a postal code, in words: forms put
-/// the code before or after the city (`10115 Berlin`, `Chicago IL 60601`). A code search
-/// at every position of a long query (a hostile one: `"s2 " x 66`, or 200 characters that
-/// transliterate to 400 words) cost 0.6 ms a record (issue "Hardening v2"); now at most
-/// twice this many positions are searched, whatever the query.
-const CODE_EDGE_WORDS: usize = 8;
 
 /// A `/api/city` question, its parts folded with `domain::text::fold`.
 #[derive(Debug, Clone)]
@@ -157,15 +156,23 @@ struct CountryCities {
     regions: Vec<Region>,
     /// Folded region name or code -> regions (trailing words of a query).
     region_words: HashMap<Box<str>, Vec<u32>>,
+    /// Words of the longest of them.
+    longest_region_words: usize,
     /// Sorted by folded name, then region.
     places: Vec<Place>,
     /// Place ids sorted by norm (word prefixes).
     by_norm: Vec<u32>,
     /// Place ids sorted by skeleton (norm without spaces).
     by_skeleton: Vec<u32>,
+    /// The longest name a typo may be taken for (`fuzzy`'s candidates), without spaces,
+    /// in bytes: a query too much longer than it is no typo of any name.
+    longest_typo_name: usize,
     /// The country's canonical postal codes, ascending, in one arena.
     codes_text: String,
     code_starts: Vec<u32>,
+    /// What every code of the country looks like, to pass over most word windows of a
+    /// query without a search (`is_code`).
+    code_shape: CodeShape,
     /// Code ids of each place (ascending within a place).
     place_codes: Vec<u32>,
     /// Padded trigram of a skeleton -> place ids, delta-encoded varints.
@@ -235,7 +242,7 @@ impl CityIndex {
             us: query.country == CountryCode::US,
             named: None,
         };
-        if query.city.is_empty() {
+        if query.city.is_empty() || query.city.len() > LONGEST_MATCHABLE {
             return None;
         }
         if let Some(found) = cities.exact(&query.city, &filter, false) {
@@ -385,7 +392,7 @@ impl CountryCities {
     /// finds anything wins (docs/city.md).
     fn closest(&self, folded: &str, filter: &Filter<'_>) -> Option<u32> {
         let words: Vec<&str> = folded.split(' ').collect();
-        let stripped = strip_trailing(&words, |suffix| {
+        let stripped = strip_trailing(&words, self.longest_region_words, |suffix| {
             self.region_words.get(suffix).is_some_and(|ids| {
                 ids.iter()
                     .any(|r| filter.admits(&self.regions[*r as usize]))
@@ -502,6 +509,14 @@ impl CountryCities {
     /// the most padded trigrams with the query.
     fn fuzzy(&self, query: &str, filter: &Filter<'_>) -> Option<Rank> {
         if query.len() < 3 {
+            return None;
+        }
+        // Every candidate is at most `longest_typo_name` long: when that is more edits
+        // away than a name of that length may be, none can be (the check `edits_within`
+        // starts with), and the trigram count is not made (a query of 200 characters of
+        // common trigrams, 'Frankfurt am Main' x 11, cost 50 µs here).
+        let longest = self.longest_typo_name;
+        if query.len() > longest && query.len() - longest > max_edits(query.len(), longest) {
             return None;
         }
         let mut grams: Vec<u32> = trigrams(query).collect();
@@ -709,74 +724,6 @@ impl CountryCities {
         Some(CityMatch { zipcodes, fuzzy })
     }
 
-    /// The query without what forms add to a city: postal codes of the country (`10115
-    /// Berlin`, `Chicago IL 60601`; a code of several words as the data writes it, with its
-    /// spaces or hyphens folded away: `114 49 Stockholm`, `1600-165 Lisbon`, `LV-1067
-    /// Riga`, `13273 CEDEX 09 Marseille`) and the country's name at its end (`Paris,
-    /// France`).
-    fn clean(&self, folded: &str) -> String {
-        let all: Vec<&str> = folded.split(' ').collect();
-        let mut words = Vec::with_capacity(all.len());
-        let mut i = 0;
-        while i < all.len() {
-            let near_an_end = i < CODE_EDGE_WORDS || i + CODE_EDGE_WORDS >= all.len();
-            let code_words = (1..=MAX_CODE_WORDS.min(all.len() - i))
-                .rev()
-                .filter(|_| near_an_end)
-                .find(|&n| self.is_code(&all[i..i + n]));
-            match code_words {
-                Some(n) => i += n,
-                None => {
-                    words.push(all[i]);
-                    i += 1;
-                }
-            }
-        }
-        let country: Vec<&str> = self.country_name.split(' ').collect();
-        if !self.country_name.is_empty() && words.len() > country.len() && words.ends_with(&country)
-        {
-            words.truncate(words.len() - country.len());
-        }
-        words.join(" ")
-    }
-
-    /// Whether `words` (folded), with a digit among them, are one of the country's postal
-    /// codes written with spaces, hyphens or nothing between them.
-    fn is_code(&self, words: &[&str]) -> bool {
-        if !words.iter().any(|w| w.bytes().any(|b| b.is_ascii_digit())) {
-            return false;
-        }
-        if words.len() == 1 {
-            return self.has_code(words[0]);
-        }
-        [" ", "-", ""]
-            .iter()
-            .any(|between| self.has_code(&words.join(between)))
-    }
-
-    /// Whether `word` (folded) is one of the country's postal codes.
-    fn has_code(&self, word: &str) -> bool {
-        let upper = word.to_ascii_uppercase();
-        let code = |i: usize| {
-            let start = self.code_starts[i] as usize;
-            let end = self
-                .code_starts
-                .get(i + 1)
-                .map_or(self.codes_text.len(), |e| *e as usize);
-            &self.codes_text[start..end]
-        };
-        let (mut lo, mut hi) = (0, self.code_starts.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match code(mid).cmp(upper.as_str()) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return true,
-            }
-        }
-        false
-    }
-
     /// The canonical codes of places, unique and ascending.
     fn codes_of(&self, ids: &[u32]) -> Vec<String> {
         let mut code_ids: Vec<u32> = ids
@@ -792,14 +739,7 @@ impl CountryCities {
         code_ids.dedup();
         code_ids
             .into_iter()
-            .map(|c| {
-                let start = self.code_starts[c as usize] as usize;
-                let end = self
-                    .code_starts
-                    .get(c as usize + 1)
-                    .map_or(self.codes_text.len(), |e| *e as usize);
-                self.codes_text[start..end].to_string()
-            })
+            .map(|c| code_text(&self.codes_text, &self.code_starts, c as usize).to_string())
             .collect()
     }
 }
