@@ -378,4 +378,11 @@ CREATE TABLE topups (
 ) STRICT;
 CREATE INDEX topups_by_account ON topups (account_id, id);
 
-PRAGMA user_version = 8;
+-- A publishable key's budget: at most this many requests in a UTC minute, in a UTC day,
+-- over every client IP (NULL: no bound). Counted in memory by each node.
+ALTER TABLE api_keys ADD COLUMN max_per_minute INTEGER
+    CHECK (max_per_minute IS NULL OR max_per_minute > 0);
+ALTER TABLE api_keys ADD COLUMN max_per_day INTEGER
+    CHECK (max_per_day IS NULL OR max_per_day > 0);
+
+PRAGMA user_version = 9;

@@ -1,6 +1,6 @@
 //! Who may use a key, and from where (docs/browser.md): the key read from a header or the
-//! body, a publishable key held to its origins, its operations and its per-IP limit, a
-//! secret key kept out of other sites' pages, and CORS (the preflight, and the
+//! body, a publishable key held to its origins, its operations, its per-IP limit and its
+//! budget, a secret key kept out of other sites' pages, and CORS (the preflight, and the
 //! `Access-Control-*` headers of every `/api/*` answer).
 //!
 //! The decisions of the billed path (`billed`) use what [`RequestMeta`] took from the
@@ -205,8 +205,16 @@ pub fn check(
         .client_ip(trusted)
         .map_or(IpAddr::from([0, 0, 0, 0]), counted_as);
     let per_minute = publishable.per_ip_minute;
+    // The key's budget is checked after the per-IP limit and is not shown to the visitor
+    // (it would tell the shop's traffic): its refusal reads as the per-IP one.
     limiter
-        .admit(key.caller.key_id, ip, per_minute, SystemTime::now())
+        .admit_within(
+            key.caller.key_id,
+            ip,
+            per_minute,
+            publishable.budget,
+            SystemTime::now(),
+        )
         .map(|current| Audience::Visitor {
             per_minute,
             current,

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::db::admin::AccountError;
 use crate::db::pg::LedgerConfig;
-use crate::domain::api_key::{DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
+use crate::domain::api_key::{Budget, DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
 use crate::domain::dashboard;
 use crate::domain::origin::OriginPattern;
 
@@ -41,6 +41,24 @@ pub(super) enum KeyCommand {
             value_parser = clap::value_parser!(u32).range(1..)
         )]
         per_ip_minute: Option<u32>,
+        /// At most N requests in a UTC minute with the publishable key, over every client
+        /// IP (counted by each server node) [default: no bound].
+        #[arg(
+            long,
+            value_name = "N",
+            requires = "publishable",
+            value_parser = clap::value_parser!(u32).range(1..)
+        )]
+        max_per_minute: Option<u32>,
+        /// At most N requests in a UTC day with the publishable key, over every client IP
+        /// (counted by each server node) [default: no bound].
+        #[arg(
+            long,
+            value_name = "N",
+            requires = "publishable",
+            value_parser = clap::value_parser!(u32).range(1..)
+        )]
+        max_per_day: Option<u32>,
         /// A name for the key, shown in listings and the dashboard (1 to 100 characters).
         #[arg(long)]
         name: Option<String>,
@@ -69,6 +87,11 @@ struct NewKey {
 struct Rules {
     origins: Vec<String>,
     per_ip_minute: u32,
+    /// The budget, only when the key has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_per_minute: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_per_day: Option<u32>,
 }
 
 impl Rules {
@@ -76,6 +99,8 @@ impl Rules {
         Rules {
             origins: publishable.origins.iter().map(|o| o.to_string()).collect(),
             per_ip_minute: publishable.per_ip_minute,
+            max_per_minute: publishable.budget.per_minute,
+            max_per_day: publishable.budget.per_day,
         }
     }
 }
@@ -130,13 +155,19 @@ pub(super) fn run(
                 publishable,
                 origins,
                 per_ip_minute,
+                max_per_minute,
+                max_per_day,
                 name,
             } => {
                 let name = dashboard::key_name(name.as_deref())
                     .map_err(|why| AccountError::Invalid(why.to_string()))?;
                 let per_ip_minute = per_ip_minute.unwrap_or(DEFAULT_PER_IP_MINUTE);
+                let budget = Budget {
+                    per_minute: max_per_minute,
+                    per_day: max_per_day,
+                };
                 let publishable = publishable
-                    .then(|| Publishable::new(origins, per_ip_minute))
+                    .then(|| Publishable::new(origins, per_ip_minute, budget))
                     .transpose()
                     .map_err(AccountError::from)?;
                 let key = admin

@@ -43,7 +43,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
 /// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
@@ -306,6 +306,16 @@ const MIGRATION_8: &str = "
     CREATE INDEX topups_by_account ON topups (account_id, id);
     PRAGMA user_version = 8;";
 
+/// Version 8 to 9: a publishable key's budget (as in schema.sql).
+const MIGRATION_9: &str = "
+    -- A publishable key's budget: at most this many requests in a UTC minute, in a UTC day,
+    -- over every client IP (NULL: no bound). Counted in memory by each node.
+    ALTER TABLE api_keys ADD COLUMN max_per_minute INTEGER
+        CHECK (max_per_minute IS NULL OR max_per_minute > 0);
+    ALTER TABLE api_keys ADD COLUMN max_per_day INTEGER
+        CHECK (max_per_day IS NULL OR max_per_day > 0);
+    PRAGMA user_version = 9;";
+
 /// How long a statement waits for another connection's write lock before failing. Every
 /// writer holds it for milliseconds (the import too: `dataset`); this bounds the
 /// pathological cases.
@@ -429,7 +439,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     match version {
         0 => tx.execute_batch(SCHEMA).context("applying schema.sql")?,
-        1..=7 => {
+        1..=8 => {
             if version == 1 {
                 tx.execute_batch(MIGRATION_2)
                     .context("migrating the schema to version 2")?;
@@ -453,8 +463,12 @@ fn migrate(conn: &mut Connection) -> Result<()> {
                 tx.execute_batch(MIGRATION_7)
                     .context("migrating the schema to version 7")?;
             }
-            tx.execute_batch(MIGRATION_8)
-                .context("migrating the schema to version 8")?;
+            if version <= 7 {
+                tx.execute_batch(MIGRATION_8)
+                    .context("migrating the schema to version 8")?;
+            }
+            tx.execute_batch(MIGRATION_9)
+                .context("migrating the schema to version 9")?;
         }
         SCHEMA_VERSION => {}
         other => {
@@ -468,6 +482,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::api_key::Budget;
 
     /// The schema of version 2 (before city search v3).
     const SCHEMA_2: &str = include_str!("../../tests/fixtures/schema-v2.sql");
@@ -630,7 +645,11 @@ mod tests {
         );
     }
 
-    /// What turns a new file into a version 7 file.
+    /// What turns a new file into a version 8 file.
+    const WITHOUT_9: &str = "ALTER TABLE api_keys DROP COLUMN max_per_minute;
+        ALTER TABLE api_keys DROP COLUMN max_per_day;";
+
+    /// What turns a version 8 file into a version 7 file.
     const WITHOUT_8: &str = "DROP TABLE topups; DROP TABLE payment_settings;";
 
     /// What turns a version 7 file into a version 6 file.
@@ -646,7 +665,9 @@ mod tests {
         open(&new).unwrap();
         open(&old)
             .unwrap()
-            .execute_batch(&format!("{WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"))
+            .execute_batch(&format!(
+                "{WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
+            ))
             .unwrap();
         let shape = |path: &Path| -> Vec<String> {
             let conn = open(path).unwrap();
@@ -681,7 +702,7 @@ mod tests {
         open(&new).unwrap();
         open(&old)
             .unwrap()
-            .execute_batch(&format!("{WITHOUT_8} PRAGMA user_version = 7;"))
+            .execute_batch(&format!("{WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"))
             .unwrap();
         let schema = |path: &Path| -> Vec<(String, String)> {
             let conn = open(path).unwrap();
@@ -710,6 +731,55 @@ mod tests {
     }
 
     #[test]
+    fn a_version_8_file_keeps_its_publishable_keys_unbounded_with_the_budget_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v8.db");
+        open(&path)
+            .unwrap()
+            .execute_batch(&format!(
+                "{WITHOUT_9} PRAGMA user_version = 8;
+                 INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
+                 INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
+                                       per_ip_minute)
+                     VALUES ('key_p', zeroblob(32), 1, 0, 'publishable', 'https://shop.example', 7);"
+            ))
+            .unwrap();
+        let conn = open(&path).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let columns = |conn: &Connection| -> Vec<(String, String, bool)> {
+            conn.prepare("SELECT name, type, \"notnull\" FROM pragma_table_info('api_keys')")
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap()
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(columns(&conn), columns(&fresh));
+        let keys = sqlite::keys::load_active(&conn).unwrap();
+        let rules = keys[0].publishable.as_ref().unwrap();
+        assert_eq!((rules.per_ip_minute, rules.budget), (7, Budget::UNLIMITED));
+        // The migrated columns refuse what the new file's refuse.
+        for column in ["max_per_minute", "max_per_day"] {
+            let set = |n: i64| conn.execute(&format!("UPDATE api_keys SET {column} = ?1"), [n]);
+            assert!(set(0).is_err(), "{column}");
+            assert_eq!(set(100).unwrap(), 1);
+        }
+        let keys = sqlite::keys::load_active(&conn).unwrap();
+        let rules = keys[0].publishable.as_ref().unwrap();
+        assert_eq!(
+            rules.budget,
+            Budget {
+                per_minute: Some(100),
+                per_day: Some(100)
+            }
+        );
+    }
+
+    #[test]
     fn a_version_5_file_gets_the_idempotent_answers_table_of_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.db");
@@ -718,7 +788,7 @@ mod tests {
             .unwrap()
             .execute_batch(
                 &format!(
-                    "{WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
+                    "{WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
                      INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);"
                 ),
             )

@@ -5,7 +5,7 @@
 //! `db::pg`) take it already checked and only store it, so each rule is written once,
 //! here.
 
-use crate::domain::api_key::Publishable;
+use crate::domain::api_key::{Budget, Publishable};
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::origin::OriginPattern;
 use crate::domain::rate_limit::Limits;
@@ -31,6 +31,8 @@ pub enum Refused {
     NoOrigin,
     #[error("a publishable key's per-IP limit must be at least 1")]
     ZeroPerIp,
+    #[error("a publishable key's budget must be at least 1 request")]
+    ZeroBudget,
 }
 
 /// A change of balance with its ledger row's kind and note: a top-up (credited in full,
@@ -177,17 +179,25 @@ impl LimitsChange {
 
 impl Publishable {
     /// A publishable key's rules: at least one origin, at least 1 request a minute per
-    /// client IP.
-    pub fn new(origins: Vec<OriginPattern>, per_ip_minute: u32) -> Result<Publishable, Refused> {
+    /// client IP, a budget of at least 1 request where it has one.
+    pub fn new(
+        origins: Vec<OriginPattern>,
+        per_ip_minute: u32,
+        budget: Budget,
+    ) -> Result<Publishable, Refused> {
         if origins.is_empty() {
             return Err(Refused::NoOrigin);
         }
         if per_ip_minute == 0 {
             return Err(Refused::ZeroPerIp);
         }
+        if budget.per_minute == Some(0) || budget.per_day == Some(0) {
+            return Err(Refused::ZeroBudget);
+        }
         Ok(Publishable {
             origins,
             per_ip_minute,
+            budget,
         })
     }
 
@@ -200,11 +210,12 @@ impl Publishable {
             .join("\n")
     }
 
-    /// The rules from their stored columns (`stored_origins` and the per-IP limit); an
-    /// error names what is corrupt.
+    /// The rules from their stored columns (`stored_origins`, the per-IP limit and the
+    /// budget); an error names what is corrupt.
     pub fn from_stored(
         origins: Option<&str>,
         per_ip_minute: Option<u32>,
+        budget: Budget,
     ) -> Result<Publishable, String> {
         let origins = origins
             .unwrap_or("")
@@ -213,10 +224,8 @@ impl Publishable {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("a stored origin: {e}"))?;
         match (origins.is_empty(), per_ip_minute) {
-            (false, Some(per_ip_minute)) => Ok(Publishable {
-                origins,
-                per_ip_minute,
-            }),
+            (false, Some(per_ip_minute)) => Publishable::new(origins, per_ip_minute, budget)
+                .map_err(|why| format!("a stored key: {why}")),
             _ => Err("a publishable key without origins or per-IP limit".to_owned()),
         }
     }
@@ -315,11 +324,41 @@ mod tests {
             OriginPattern::parse("https://shop.example").unwrap(),
             OriginPattern::parse("https://*.example.org").unwrap(),
         ];
-        let rules = Publishable::new(origins, 30).unwrap();
+        let budget = Budget {
+            per_minute: Some(100),
+            per_day: None,
+        };
+        let rules = Publishable::new(origins, 30, budget).unwrap();
         let stored = rules.stored_origins();
-        assert_eq!(Publishable::from_stored(Some(&stored), Some(30)), Ok(rules));
-        assert_eq!(Publishable::new(vec![], 30), Err(Refused::NoOrigin));
-        assert!(Publishable::from_stored(None, Some(30)).is_err());
-        assert!(Publishable::from_stored(Some(&stored), None).is_err());
+        assert_eq!(
+            Publishable::from_stored(Some(&stored), Some(30), budget),
+            Ok(rules)
+        );
+        assert_eq!(Publishable::new(vec![], 30, budget), Err(Refused::NoOrigin));
+        assert!(Publishable::from_stored(None, Some(30), budget).is_err());
+        assert!(Publishable::from_stored(Some(&stored), None, budget).is_err());
+    }
+
+    #[test]
+    fn a_budget_of_zero_requests_is_refused() {
+        let origins = vec![OriginPattern::parse("https://shop.example").unwrap()];
+        for budget in [
+            Budget {
+                per_minute: Some(0),
+                per_day: None,
+            },
+            Budget {
+                per_minute: Some(5),
+                per_day: Some(0),
+            },
+        ] {
+            assert_eq!(
+                Publishable::new(origins.clone(), 30, budget),
+                Err(Refused::ZeroBudget)
+            );
+            assert!(
+                Publishable::from_stored(Some("https://shop.example"), Some(30), budget).is_err()
+            );
+        }
     }
 }

@@ -61,13 +61,35 @@ impl KeyKind {
 /// otherwise.
 pub const DEFAULT_PER_IP_MINUTE: u32 = 60;
 
-/// What binds a publishable key: the origins whose pages may send it and its limit per
-/// client IP. A secret key has none.
+/// What binds a publishable key: the origins whose pages may send it, its limit per
+/// client IP and its budget. A secret key has none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Publishable {
     /// Never empty.
     pub origins: Vec<OriginPattern>,
     pub per_ip_minute: u32,
+    pub budget: Budget,
+}
+
+/// A publishable key's total over every client IP (`--max-per-minute`, `--max-per-day`):
+/// at most `per_minute` requests in a UTC minute and `per_day` in a UTC day, each at
+/// least 1; `None` bounds nothing (the default). The per-IP limit bounds one visitor; a
+/// botnet or an IPv6 range is many, and this is what bounds them all together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Budget {
+    pub per_minute: Option<u32>,
+    pub per_day: Option<u32>,
+}
+
+impl Budget {
+    pub const UNLIMITED: Budget = Budget {
+        per_minute: None,
+        per_day: None,
+    };
+
+    pub fn is_unlimited(&self) -> bool {
+        *self == Budget::UNLIMITED
+    }
 }
 
 impl Publishable {

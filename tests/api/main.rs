@@ -9,6 +9,8 @@ mod account;
 
 /// Pages in browsers: publishable keys, CORS, keys in headers.
 mod browser;
+/// A publishable key's budget over every client IP: CLI, dashboard, the 429.
+mod budgets;
 /// /api/city: folding, fuzzy matches, state filters.
 mod city;
 /// /api/city v3 on allCountries.zip: MX, TR, KR, RU admin cities; 404 in every country.

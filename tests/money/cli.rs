@@ -420,3 +420,95 @@ fn a_publishable_key_without_valid_origins_is_refused_and_nothing_is_stored() {
         .unwrap();
     assert_eq!(stored, 1, "only the account's first key");
 }
+
+#[test]
+fn a_publishable_key_has_a_budget_over_every_ip_when_asked() {
+    let db = TestDb::new();
+    let account = db.create_account();
+    let run = db.postal(&[
+        "key",
+        "create",
+        &account.account_id,
+        "--publishable",
+        "--origin",
+        "https://shop.example",
+        "--max-per-minute",
+        "100",
+        "--max-per-day",
+        "5000",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let created = run.json();
+    assert_eq!(
+        keys(&created),
+        [
+            "apiKey",
+            "keyId",
+            "kind",
+            "maxPerDay",
+            "maxPerMinute",
+            "origins",
+            "perIpMinute"
+        ]
+    );
+    assert_eq!(
+        (&created["maxPerMinute"], &created["maxPerDay"]),
+        (&json!(100), &json!(5000))
+    );
+    let stored: (Option<i64>, Option<i64>) = db
+        .conn()
+        .query_row(
+            "SELECT max_per_minute, max_per_day FROM api_keys WHERE public_id = ?1",
+            [created["keyId"].as_str().unwrap()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(stored, (Some(100), Some(5000)));
+    // One of the two; `key list` shows what is set.
+    db.postal(&[
+        "key",
+        "create",
+        &account.account_id,
+        "--publishable",
+        "--origin",
+        "https://shop.example",
+        "--max-per-day",
+        "7",
+    ])
+    .json();
+    let listed = db.postal(&["key", "list", &account.account_id]).json();
+    let listed = listed["keys"].as_array().unwrap();
+    assert_eq!(listed[1]["maxPerMinute"], 100);
+    assert_eq!(listed[1]["maxPerDay"], 5000);
+    assert_eq!(listed[2].get("maxPerMinute"), None);
+    assert_eq!(listed[2]["maxPerDay"], 7);
+}
+
+#[test]
+fn a_budget_of_zero_or_without_publishable_is_refused_and_nothing_is_stored() {
+    let db = TestDb::new();
+    let account = db.create_account();
+    let id = account.account_id.as_str();
+    let publishable = ["--publishable", "--origin", "https://a.example"];
+    let cases: [(&[&str], &[&str], &str); 5] = [
+        (&[], &["--max-per-minute", "5"], "--publishable"),
+        (&[], &["--max-per-day", "5"], "--publishable"),
+        (&publishable, &["--max-per-minute", "0"], "--max-per-minute"),
+        (&publishable, &["--max-per-day", "0"], "--max-per-day"),
+        (&publishable, &["--max-per-day=-3"], "--max-per-day"),
+    ];
+    for (first, extra, says) in cases {
+        let mut args = vec!["key", "create", id];
+        args.extend_from_slice(first);
+        args.extend_from_slice(extra);
+        let run = db.postal(&args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
+    }
+    let stored: i64 = db
+        .conn()
+        .query_row("SELECT count(*) FROM api_keys", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, 1, "only the account's first key");
+}

@@ -18,7 +18,7 @@ use super::{Dashboard, now_unix};
 use crate::api::{ApiError, ApiTags};
 use crate::db::admin::{AccountError, KeyLine};
 use crate::domain::admin::LimitsChange;
-use crate::domain::api_key::{DEFAULT_PER_IP_MINUTE, Publishable};
+use crate::domain::api_key::{Budget, DEFAULT_PER_IP_MINUTE, Publishable};
 use crate::domain::dashboard;
 use crate::domain::origin::OriginPattern;
 use crate::domain::rate_limit::Limits;
@@ -107,6 +107,12 @@ pub struct KeyBody {
     /// A publishable key's requests a minute per client IP.
     #[oai(rename = "perIpMinute", skip_serializing_if_is_none)]
     pub per_ip_minute: Option<u32>,
+    /// A publishable key's budget: its requests in a UTC minute over every client IP.
+    #[oai(rename = "maxPerMinute", skip_serializing_if_is_none)]
+    pub max_per_minute: Option<u32>,
+    /// A publishable key's budget: its requests in a UTC day over every client IP.
+    #[oai(rename = "maxPerDay", skip_serializing_if_is_none)]
+    pub max_per_day: Option<u32>,
     /// The key itself: only when it was just made.
     #[oai(rename = "apiKey", skip_serializing_if_is_none)]
     pub api_key: Option<String>,
@@ -132,6 +138,8 @@ impl KeyBody {
                 .as_ref()
                 .map(|p| p.origins.iter().map(|o| o.to_string()).collect()),
             per_ip_minute: k.publishable.as_ref().map(|p| p.per_ip_minute),
+            max_per_minute: k.publishable.as_ref().and_then(|p| p.budget.per_minute),
+            max_per_day: k.publishable.as_ref().and_then(|p| p.budget.per_day),
             api_key: None,
         }
     }
@@ -163,6 +171,12 @@ pub struct NewKeyRequest {
     /// A publishable key's requests a minute per client IP (default 60).
     #[oai(rename = "perIpMinute", validator(minimum(value = "1")))]
     pub per_ip_minute: Option<u32>,
+    /// A publishable key's requests in a UTC minute over every client IP (default: none).
+    #[oai(rename = "maxPerMinute", validator(minimum(value = "1")))]
+    pub max_per_minute: Option<u32>,
+    /// A publishable key's requests in a UTC day over every client IP (default: none).
+    #[oai(rename = "maxPerDay", validator(minimum(value = "1")))]
+    pub max_per_day: Option<u32>,
 }
 
 #[derive(Debug, Object)]
@@ -338,6 +352,20 @@ fn text_field<'a>(body: &'a Map<String, Value>, name: &str) -> Result<Option<&'a
     }
 }
 
+/// A count of requests in the body (a key's rules): absent or `null`, else a whole
+/// number from 1 to 2^32 - 1.
+fn count_field(body: &Map<String, Value>, name: &str) -> Result<Option<u32>, ApiError> {
+    match body.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .map(Some)
+            .ok_or_else(|| ApiError::bad_request(format!("Invalid '{name}'"))),
+    }
+}
+
 fn refused(why: impl ToString) -> ApiError {
     ApiError::bad_request(why.to_string())
 }
@@ -452,15 +480,12 @@ impl AccountApi {
                     None | Some(Value::Null) => Vec::new(),
                     Some(_) => return Err(ApiError::bad_request("Invalid 'origins'")),
                 };
-                let per_ip = match body.get("perIpMinute") {
-                    None | Some(Value::Null) => DEFAULT_PER_IP_MINUTE,
-                    Some(v) => v
-                        .as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .filter(|n| *n >= 1)
-                        .ok_or_else(|| ApiError::bad_request("Invalid 'perIpMinute'"))?,
+                let per_ip = count_field(&body, "perIpMinute")?.unwrap_or(DEFAULT_PER_IP_MINUTE);
+                let budget = Budget {
+                    per_minute: count_field(&body, "maxPerMinute")?,
+                    per_day: count_field(&body, "maxPerDay")?,
                 };
-                Some(Publishable::new(origins, per_ip).map_err(refused)?)
+                Some(Publishable::new(origins, per_ip, budget).map_err(refused)?)
             }
             _ => return Err(ApiError::bad_request("Invalid 'kind'")),
         };

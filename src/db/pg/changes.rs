@@ -134,7 +134,7 @@ pub async fn migrate_from_file(
     }
     let mut stmt = file.prepare(
         "SELECT id, public_id, key_hash, account_id, created_at, revoked_at, kind, origins,
-                per_ip_minute FROM api_keys ORDER BY id",
+                per_ip_minute, max_per_minute, max_per_day FROM api_keys ORDER BY id",
     )?;
     type KeyRow = (
         i64,
@@ -145,6 +145,8 @@ pub async fn migrate_from_file(
         Option<i64>,
         String,
         Option<String>,
+        Option<i32>,
+        Option<i32>,
         Option<i32>,
     );
     let keys: Vec<KeyRow> = stmt
@@ -159,15 +161,19 @@ pub async fn migrate_from_file(
                 r.get(6)?,
                 r.get(7)?,
                 r.get(8)?,
+                r.get(9)?,
+                r.get(10)?,
             ))
         })?
         .collect::<rusqlite::Result<_>>()?;
     for k in &keys {
         tx.execute(
             "INSERT INTO api_keys (id, public_id, key_hash, account_id, created_at, revoked_at,
-                                   kind, origins, per_ip_minute)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            &[&k.0, &k.1, &k.2, &k.3, &k.4, &k.5, &k.6, &k.7, &k.8],
+                                   kind, origins, per_ip_minute, max_per_minute, max_per_day)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            &[
+                &k.0, &k.1, &k.2, &k.3, &k.4, &k.5, &k.6, &k.7, &k.8, &k.9, &k.10,
+            ],
         )
         .await?;
         moved.keys += 1;

@@ -9,7 +9,7 @@ use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Row, Transaction};
 
 use crate::db::admin::AccountError;
-use crate::domain::api_key::Publishable;
+use crate::domain::api_key::{Budget, Publishable};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Limits;
 
@@ -64,13 +64,25 @@ pub(crate) fn stored_limits(limits: Limits) -> [Option<i64>; 3] {
     [limits.per_minute, limits.per_hour, limits.per_day].map(|l| l.map(stored_count))
 }
 
-/// A publishable key's rules from its stored origins and per-IP limit.
+/// A publishable key's rules from its stored origins, per-IP limit and budget
+/// (`max_per_minute`, `max_per_day`).
 pub(crate) fn publishable_rules(
     origins: Option<String>,
     per_ip_minute: Option<i32>,
+    (max_per_minute, max_per_day): (Option<i32>, Option<i32>),
 ) -> anyhow::Result<Publishable> {
-    let per_ip_minute = per_ip_minute.map(|n| u32::try_from(n).unwrap_or(0));
-    Publishable::from_stored(origins.as_deref(), per_ip_minute).map_err(anyhow::Error::msg)
+    let stored = |n: Option<i32>| n.map(|n| u32::try_from(n).unwrap_or(0));
+    let budget = Budget {
+        per_minute: stored(max_per_minute),
+        per_day: stored(max_per_day),
+    };
+    Publishable::from_stored(origins.as_deref(), stored(per_ip_minute), budget)
+        .map_err(anyhow::Error::msg)
+}
+
+/// A count of a key's rules as the ledger stores it (`integer`).
+pub(crate) fn stored_rule(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 /// The row id, balance and leased amount of the account `public_id`, locked.

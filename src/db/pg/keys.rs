@@ -12,7 +12,7 @@ use crate::domain::api_key::{self, ApiKey, KeyKind, Publishable};
 use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS};
 
 use super::changes::bump;
-use super::decode::{lock_account, publishable_rules};
+use super::decode::{lock_account, publishable_rules, stored_rule};
 
 /// Inserts a key of the account: secret, or publishable with its rules.
 pub(super) async fn insert_key(
@@ -24,11 +24,13 @@ pub(super) async fn insert_key(
 ) -> Result<(String, ApiKey), AccountError> {
     let (key_id, kind, api_key) = api_key::fresh_key(publishable);
     let origins = publishable.map(Publishable::stored_origins);
-    let per_ip = publishable.map(|p| i32::try_from(p.per_ip_minute).unwrap_or(i32::MAX));
+    let per_ip = publishable.map(|p| stored_rule(p.per_ip_minute));
+    let max_per_minute = publishable.and_then(|p| p.budget.per_minute.map(stored_rule));
+    let max_per_day = publishable.and_then(|p| p.budget.per_day.map(stored_rule));
     tx.execute(
         "INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
-                               per_ip_minute, name, hint)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                               per_ip_minute, name, hint, max_per_minute, max_per_day)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         &[
             &key_id,
             &&api_key.hash()[..],
@@ -39,6 +41,8 @@ pub(super) async fn insert_key(
             &per_ip,
             &name,
             &api_key.hint(),
+            &max_per_minute,
+            &max_per_day,
         ],
     )
     .await?;
@@ -86,7 +90,8 @@ pub async fn roll_key(
     let old = tx
         .query_opt(
             "SELECT kind, origins, per_ip_minute, name,
-                    revoked_at IS NOT NULL OR coalesce(expires_at <= $3, false)
+                    revoked_at IS NOT NULL OR coalesce(expires_at <= $3, false),
+                    max_per_minute, max_per_day
              FROM api_keys WHERE account_id = $1 AND public_id = $2",
             &[&rowid, &key_public_id, &unix_secs(now)],
         )
@@ -100,7 +105,7 @@ pub async fn roll_key(
     let kind: String = old.get(0);
     let publishable = match KeyKind::from_stored(&kind) {
         Some(KeyKind::Publishable) => Some(
-            publishable_rules(old.get(1), old.get(2))
+            publishable_rules(old.get(1), old.get(2), (old.get(5), old.get(6)))
                 .map_err(|why| AccountError::Unexpected(anyhow::anyhow!("{why}")))?,
         ),
         _ => None,

@@ -253,6 +253,12 @@ CREATE TABLE topups (
 );
 CREATE INDEX topups_by_account ON topups (account_id, id);
 "#,
+    r#"
+ALTER TABLE api_keys ADD COLUMN max_per_minute integer
+    CHECK (max_per_minute IS NULL OR max_per_minute > 0);
+ALTER TABLE api_keys ADD COLUMN max_per_day integer
+    CHECK (max_per_day IS NULL OR max_per_day > 0);
+"#,
 ];
 
 /// A connection string without its password, for messages: a URL's user info

@@ -110,7 +110,8 @@ pub async fn load(
     let mut keys = Vec::new();
     for r in tx
         .query(
-            "SELECT key_hash, account_id, id, kind, origins, per_ip_minute, expires_at
+            "SELECT key_hash, account_id, id, kind, origins, per_ip_minute, expires_at,
+                    max_per_minute, max_per_day
              FROM api_keys WHERE revoked_at IS NULL",
             &[],
         )
@@ -123,7 +124,9 @@ pub async fn load(
         let kind: String = r.get(3);
         let publishable = match KeyKind::from_stored(&kind) {
             Some(KeyKind::Secret) => None,
-            Some(KeyKind::Publishable) => Some(publishable_rules(r.get(4), r.get(5))?),
+            Some(KeyKind::Publishable) => {
+                Some(publishable_rules(r.get(4), r.get(5), (r.get(7), r.get(8)))?)
+            }
             None => anyhow::bail!("unknown key kind {kind:?}"),
         };
         keys.push(ActiveKey {

@@ -125,7 +125,8 @@ pub async fn keys(client: &Client, public_id: &str) -> Result<Vec<KeyLine>, Acco
                         kind = 'publishable', origins, per_ip_minute, name, hint,
                         CASE WHEN revoked_at IS NULL AND expires_at > extract(epoch FROM now())
                              THEN to_char(to_timestamp(expires_at) AT TIME ZONE 'UTC', {UTC_SECONDS})
-                        END
+                        END,
+                        max_per_minute, max_per_day
                  FROM api_keys WHERE account_id = $1 ORDER BY id"
             ),
             &[&rowid],
@@ -142,7 +143,11 @@ pub async fn keys(client: &Client, public_id: &str) -> Result<Vec<KeyLine>, Acco
                 created_at: r.get(1),
                 revoked_at: r.get(2),
                 publishable: match publishable {
-                    true => Some(publishable_rules(r.get(4), r.get(5))?),
+                    true => Some(publishable_rules(
+                        r.get(4),
+                        r.get(5),
+                        (r.get(9), r.get(10)),
+                    )?),
                     false => None,
                 },
             })

@@ -6,7 +6,7 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, 
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::db::admin::AccountError;
-use crate::domain::api_key::Publishable;
+use crate::domain::api_key::{Budget, Publishable};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Limits;
 
@@ -51,13 +51,20 @@ pub(crate) fn stored_limits(limits: Limits) -> [Option<i64>; 3] {
     [limits.per_minute, limits.per_hour, limits.per_day].map(|l| l.map(stored_count))
 }
 
-/// A publishable key's rules from its origins (column `column`) and per-IP limit.
+/// A publishable key's rules from its origins (column `column`), per-IP limit and
+/// budget (`max_per_minute`, `max_per_day`).
 pub(crate) fn publishable_rules(
     origins: Option<String>,
     per_ip_minute: Option<u32>,
+    (max_per_minute, max_per_day): (Option<u32>, Option<u32>),
     column: usize,
 ) -> rusqlite::Result<Publishable> {
-    Publishable::from_stored(origins.as_deref(), per_ip_minute).map_err(|why| corrupt(column, why))
+    let budget = Budget {
+        per_minute: max_per_minute,
+        per_day: max_per_day,
+    };
+    Publishable::from_stored(origins.as_deref(), per_ip_minute, budget)
+        .map_err(|why| corrupt(column, why))
 }
 
 pub(crate) fn corrupt(column: usize, why: String) -> rusqlite::Error {

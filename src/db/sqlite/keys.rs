@@ -24,8 +24,8 @@ pub(crate) fn insert_key(
     let origins = publishable.map(Publishable::stored_origins);
     conn.execute(
         "INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
-                               per_ip_minute, name, hint)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                               per_ip_minute, name, hint, max_per_minute, max_per_day)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         params![
             key_id,
             &api_key.hash()[..],
@@ -35,7 +35,9 @@ pub(crate) fn insert_key(
             origins,
             publishable.map(|p| p.per_ip_minute),
             name,
-            api_key.hint()
+            api_key.hint(),
+            publishable.and_then(|p| p.budget.per_minute),
+            publishable.and_then(|p| p.budget.per_day),
         ],
     )?;
     Ok((key_id, api_key))
@@ -82,7 +84,7 @@ pub fn roll_key(
     let old = tx
         .query_row(
             "SELECT kind, origins, per_ip_minute, name, revoked_at IS NOT NULL
-                    OR coalesce(expires_at <= ?3, 0)
+                    OR coalesce(expires_at <= ?3, 0), max_per_minute, max_per_day
              FROM api_keys WHERE account_id = ?1 AND public_id = ?2",
             params![rowid, key_public_id, unix_secs(now)],
             |r| {
@@ -92,12 +94,13 @@ pub fn roll_key(
                     r.get::<_, Option<u32>>(2)?,
                     r.get::<_, Option<String>>(3)?,
                     r.get::<_, bool>(4)?,
+                    (r.get::<_, Option<u32>>(5)?, r.get::<_, Option<u32>>(6)?),
                 ))
             },
         )
         .optional()?
         .ok_or_else(|| AccountError::UnknownKey(key_public_id.to_owned()))?;
-    let (kind, origins, per_ip, name, revoked) = old;
+    let (kind, origins, per_ip, name, revoked, budget) = old;
     if revoked {
         return Err(AccountError::Invalid(
             DashboardRefused::RollRevoked.to_string(),
@@ -105,7 +108,7 @@ pub fn roll_key(
     }
     let publishable = match KeyKind::from_stored(&kind) {
         Some(KeyKind::Publishable) => Some(
-            Publishable::from_stored(origins.as_deref(), per_ip)
+            publishable_rules(origins, per_ip, budget, 1)
                 .map_err(|why| AccountError::Unexpected(anyhow::anyhow!(why)))?,
         ),
         _ => None,
@@ -154,7 +157,8 @@ pub fn revoke_key(
 /// Every active key (the server's books).
 pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<ActiveKey>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT key_hash, account_id, id, kind, origins, per_ip_minute, expires_at
+        "SELECT key_hash, account_id, id, kind, origins, per_ip_minute, expires_at,
+                max_per_minute, max_per_day
          FROM api_keys WHERE revoked_at IS NULL",
     )?;
     stmt.query_map([], |r| {
@@ -165,7 +169,12 @@ pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<ActiveKey>> {
         let kind: String = r.get(3)?;
         let publishable = match KeyKind::from_stored(&kind) {
             Some(KeyKind::Secret) => None,
-            Some(KeyKind::Publishable) => Some(publishable_rules(r.get(4)?, r.get(5)?, 4)?),
+            Some(KeyKind::Publishable) => Some(publishable_rules(
+                r.get(4)?,
+                r.get(5)?,
+                (r.get(7)?, r.get(8)?),
+                4,
+            )?),
             None => return Err(corrupt(3, format!("unknown key kind {kind:?}"))),
         };
         Ok(ActiveKey {

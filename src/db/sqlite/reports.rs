@@ -124,7 +124,8 @@ pub fn keys(conn: &mut Connection, public_id: &str) -> Result<Vec<KeyLine>, Acco
                         CASE WHEN expires_at <= unixepoch() THEN expires_at END), 'unixepoch'),
                     kind = 'publishable', origins, per_ip_minute, name, hint,
                     CASE WHEN revoked_at IS NULL AND expires_at > unixepoch()
-                         THEN strftime('%Y-%m-%dT%H:%M:%SZ', expires_at, 'unixepoch') END
+                         THEN strftime('%Y-%m-%dT%H:%M:%SZ', expires_at, 'unixepoch') END,
+                    max_per_minute, max_per_day
              FROM api_keys WHERE account_id = ?1 ORDER BY id",
         )?;
         stmt.query_map([rowid], |r| {
@@ -137,7 +138,12 @@ pub fn keys(conn: &mut Connection, public_id: &str) -> Result<Vec<KeyLine>, Acco
                 created_at: r.get(1)?,
                 revoked_at: r.get(2)?,
                 publishable: match publishable {
-                    true => Some(publishable_rules(r.get(4)?, r.get(5)?, 4)?),
+                    true => Some(publishable_rules(
+                        r.get(4)?,
+                        r.get(5)?,
+                        (r.get(9)?, r.get(10)?),
+                        4,
+                    )?),
                     false => None,
                 },
             })
