@@ -46,6 +46,11 @@ account_id=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["accountId"
 export POSTAL_API_KEY
 POSTAL_API_KEY=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])' <<<"$account")
 target/debug/postal --db "$db" account topup "$account_id" --usd 1000 >/dev/null
+# The GET forms take only a publishable key as `key=` (docs/browser.md), from its page.
+export POSTAL_PUBLISHABLE_KEY POSTAL_PAGE_ORIGIN=https://schemathesis.example
+publishable=$(target/debug/postal --db "$db" key create "$account_id" --publishable \
+    --origin "$POSTAL_PAGE_ORIGIN" --per-ip-minute 2147483647)
+POSTAL_PUBLISHABLE_KEY=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])' <<<"$publishable")
 
 target/debug/postal --db "$db" serve --listen 127.0.0.1:0 2>"$tmp/server.log" &
 server=$!

@@ -185,7 +185,9 @@ pub fn check(
     trusted: &[Cidr],
 ) -> Result<Audience, ApiError> {
     let Some(publishable) = &key.publishable else {
-        if meta.key_in_url && meta.header_key.is_none() {
+        // The key used came from the URL unless a header gave one (an empty or
+        // malformed header gives none: `header_key`).
+        if meta.key_in_url && meta.header_key().is_none() {
             return Err(ApiError::bad_request(SECRET_KEY_IN_URL));
         }
         if meta.is_cross_site() {

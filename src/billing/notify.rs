@@ -277,7 +277,13 @@ fn peer_uid(stream: &UnixStream) -> Option<u32> {
 
 /// The uid of the process at the other end of `stream` (`getpeereid`: the BSDs and
 /// macOS, which have no `SO_PEERCRED`).
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(any(
+    target_vendor = "apple",
+    target_os = "freebsd",
+    target_os = "openbsd",
+    target_os = "netbsd",
+    target_os = "dragonfly"
+))]
 fn peer_uid(stream: &UnixStream) -> Option<u32> {
     use std::os::fd::AsRawFd;
     let (mut uid, mut gid) = (0, 0);
@@ -285,6 +291,20 @@ fn peer_uid(stream: &UnixStream) -> Option<u32> {
     // open for the stream's lifetime.
     let done = unsafe { libc::getpeereid(stream.as_raw_fd(), &mut uid, &mut gid) };
     (done == 0).then_some(uid)
+}
+
+/// Elsewhere the peer is not known: every connection is refused.
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd",
+    target_os = "openbsd",
+    target_os = "netbsd",
+    target_os = "dragonfly"
+)))]
+fn peer_uid(_stream: &UnixStream) -> Option<u32> {
+    None
 }
 
 fn confirm(stream: UnixStream, billing: &Billing) {

@@ -33,7 +33,13 @@ pub enum Refused {
     ZeroPerIp,
     #[error("a publishable key's budget must be at least 1 request")]
     ZeroBudget,
+    #[error("a publishable key's limits and budgets are at most {MAX_KEY_RULE}")]
+    RuleTooLarge,
 }
+
+/// The largest per-IP limit or budget a publishable key may have: what both ledgers
+/// store (PostgreSQL's `integer`).
+pub const MAX_KEY_RULE: u32 = i32::MAX as u32;
 
 /// A change of balance with its ledger row's kind and note: a top-up (credited in full,
 /// by the operator or paid by card) or an adjustment (signed, with its reason; a card
@@ -194,6 +200,10 @@ impl Publishable {
         if budget.per_minute == Some(0) || budget.per_day == Some(0) {
             return Err(Refused::ZeroBudget);
         }
+        let rules = [Some(per_ip_minute), budget.per_minute, budget.per_day];
+        if rules.into_iter().flatten().any(|n| n > MAX_KEY_RULE) {
+            return Err(Refused::RuleTooLarge);
+        }
         Ok(Publishable {
             origins,
             per_ip_minute,
@@ -337,6 +347,33 @@ mod tests {
         assert_eq!(Publishable::new(vec![], 30, budget), Err(Refused::NoOrigin));
         assert!(Publishable::from_stored(None, Some(30), budget).is_err());
         assert!(Publishable::from_stored(Some(&stored), None, budget).is_err());
+    }
+
+    #[test]
+    fn a_rule_beyond_what_the_ledgers_store_is_refused() {
+        let origins = vec![OriginPattern::parse("https://shop.example").unwrap()];
+        let none = Budget {
+            per_minute: None,
+            per_day: None,
+        };
+        let over = MAX_KEY_RULE + 1;
+        assert_eq!(
+            Publishable::new(origins.clone(), over, none),
+            Err(Refused::RuleTooLarge)
+        );
+        let day = Budget {
+            per_day: Some(over),
+            ..none
+        };
+        assert_eq!(
+            Publishable::new(origins.clone(), 60, day),
+            Err(Refused::RuleTooLarge)
+        );
+        let most = Budget {
+            per_minute: Some(MAX_KEY_RULE),
+            per_day: Some(MAX_KEY_RULE),
+        };
+        assert!(Publishable::new(origins, MAX_KEY_RULE, most).is_ok());
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //!    `fuzzy_match` naming that place;
 //! 6. else `conflict`.
 
-use super::city::{CityQuery, LONGEST_MATCHABLE, MatchedPlace};
+use super::city::{CityQuery, MatchedPlace};
 use super::postal::{CodePlace, PostalIndex};
 use crate::domain::CountryCode;
 use crate::domain::city_match::{edits_within, max_edits};
@@ -59,7 +59,8 @@ impl PostalIndex {
         // Longer than any name a place has, with codes and the country around it: no
         // step can match it, so it is not folded further (a hostile record of 200 `㎯`
         // is 1,400 bytes folded).
-        let Some(city) = fold_at_most(typed.city, LONGEST_MATCHABLE) else {
+        let longest = self.city().longest_matchable(country);
+        let Some(city) = fold_at_most(typed.city, longest) else {
             return Verification::Conflict(code.places);
         };
         let state = typed.state.map(fold);

@@ -159,6 +159,14 @@ fn codes_are_cut_near_either_end_of_a_query_not_deep_inside_a_long_one() {
     let deep = format!("{} Berlin", codes(20));
     let (status, ..) = city(&app, &key, json!({"city": deep, "country": "DE"}));
     assert_eq!(status, 404, "{deep}");
+    // A name of several words and the country between 8 codes on either side: the
+    // country's name is taken off the end of what is left, however long the query.
+    let haslach = codes_where(&app.db, "DE", "place_name = 'Haslach im Kinzigtal'", &[]);
+    assert!(!haslach.is_empty());
+    let codes = |n: usize| vec!["77716"; n].join(" ");
+    let query = format!("{} Haslach im Kinzigtal Germany {}", codes(8), codes(8));
+    let (status, found, ..) = city(&app, &key, json!({"city": query, "country": "DE"}));
+    assert_eq!((status, &found), (200, &haslach), "{query}");
 }
 
 #[test]

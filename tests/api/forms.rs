@@ -384,6 +384,14 @@ fn the_reads_of_a_form_answer_get_as_post_and_may_be_kept_by_the_browser() {
             &[("authorization", &header)],
         );
         assert_eq!(get.status, 200, "{path}: {}", get.text);
+        // A header that gives no key (empty, or another scheme) leaves the URL's in use.
+        for empty in [
+            &[("x-api-key", "")][..],
+            &[("authorization", "Basic dXNlcg==")],
+        ] {
+            let get = app.get_with(&format!("{path}?{query}&key={key}"), empty);
+            assert_eq!(get.status, 400, "{path} {empty:?}: {}", get.text);
+        }
     }
     assert_eq!(app.balance_micros(&account), before - 16 * 28);
 

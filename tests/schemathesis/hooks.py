@@ -1,5 +1,6 @@
 """Schemathesis hooks for tests/schemathesis.sh: a real API key in every generated body
-and GET query, and a new Idempotency-Key for every case that sends a valid one.
+(secret) and GET query (publishable, with its page's Origin), and a new Idempotency-Key
+for every case that sends a valid one.
 
 A `before_call` hook, so that every phase's cases carry the key (a `map_body` hook
 reaches only the fuzzing phase's: the examples and coverage phases then met 401 on
@@ -22,6 +23,9 @@ import uuid
 import schemathesis
 
 API_KEY = os.environ["POSTAL_API_KEY"]
+# A URL's `key=` takes publishable keys only, sent from a page of their origin.
+PUBLISHABLE_KEY = os.environ["POSTAL_PUBLISHABLE_KEY"]
+PAGE_ORIGIN = os.environ["POSTAL_PAGE_ORIGIN"]
 IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,255}")
 
 
@@ -33,7 +37,10 @@ def before_call(ctx, case, **kwargs):
     # The GET forms carry the key as the `key` query parameter.
     query = case.query
     if isinstance(query, dict) and isinstance(query.get("key"), str) and query["key"]:
-        query["key"] = API_KEY
+        query["key"] = PUBLISHABLE_KEY
+        if case.headers is None:
+            case.headers = {}
+        case.headers["Origin"] = PAGE_ORIGIN
     headers = case.headers  # a case-insensitive mapping, not a dict
     if headers is not None:
         for name, value in list(headers.items()):

@@ -276,18 +276,16 @@ pub fn redacted(url: &str) -> String {
         return KEY_VALUE.replace_all(url, "${1}***").into_owned();
     };
     let (head, rest) = url.split_at(scheme + 3);
-    let (before_query, query) = rest.split_at(rest.find('?').unwrap_or(rest.len()));
-    let before_query = match before_query.rfind('@') {
+    // The user info ends at the first `@`, wherever it is (tokio-postgres reads it so: a
+    // password may hold `?` or `/`).
+    let (user_info, after) = match rest.find('@') {
         Some(at) => {
-            let user = before_query[..at].split(':').next().unwrap_or("");
-            format!("{user}:***{}", &before_query[at..])
+            let user = rest[..at].split(':').next().unwrap_or("");
+            (format!("{user}:***"), &rest[at..])
         }
-        None => before_query.to_owned(),
+        None => (String::new(), rest),
     };
-    format!(
-        "{head}{before_query}{}",
-        QUERY.replace_all(query, "${1}***")
-    )
+    format!("{head}{user_info}{}", QUERY.replace_all(after, "${1}***"))
 }
 
 /// Brings the schema to the newest version; idempotent.
@@ -384,6 +382,12 @@ mod tests {
         assert_eq!(
             redacted("host=db.example password = 'se cr\\'et' user=postal"),
             "host=db.example password = *** user=postal"
+        );
+        // A password holding `?` or `/`: the user info ends at the first `@`, as
+        // tokio-postgres reads it.
+        assert_eq!(
+            redacted("postgres://u:p?w/x@db.example/postal"),
+            "postgres://u:***@db.example/postal"
         );
     }
 }

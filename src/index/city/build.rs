@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 mod districts;
 mod municipalities;
 
-use super::codes::{CodeShape, code_text};
+use super::codes::{CODE_EDGE_WORDS, CodeShape, MAX_CODE_WORDS, code_text};
 use super::{CountryCities, Kind, Place, Region, Span, encode};
 use crate::db::postal::PlaceRow;
 use crate::domain::CountryCode;
@@ -785,6 +785,13 @@ impl Builder {
         text.shrink_to_fit();
         codes_text.shrink_to_fit();
         place_codes.shrink_to_fit();
+        let code_shape =
+            CodeShape::of((0..code_starts.len()).map(|i| code_text(&codes_text, &code_starts, i)));
+        let longest_name = places.iter().map(|p| p.folded.len as usize).max();
+        let longest_matchable = longest_name.unwrap_or(0).max(super::FUZZY_MAX_CHARS)
+            + 2 * CODE_EDGE_WORDS * (code_shape.longest + MAX_CODE_WORDS)
+            + self.country_name.len()
+            + 1;
         CountryCities {
             language,
             country_name: self.country_name.into(),
@@ -800,9 +807,8 @@ impl Builder {
             by_norm,
             by_skeleton,
             longest_typo_name,
-            code_shape: CodeShape::of(
-                (0..code_starts.len()).map(|i| code_text(&codes_text, &code_starts, i)),
-            ),
+            longest_matchable,
+            code_shape,
             codes_text,
             code_starts,
             place_codes,

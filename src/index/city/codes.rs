@@ -12,15 +12,15 @@ pub(super) const MAX_CODE_WORDS: usize = 3;
 /// transliterate to 400 words) cost 0.6 ms a record (issue "Hardening v2"); now at most
 /// twice this many positions are searched, whatever the query.
 pub(super) const CODE_EDGE_WORDS: usize = 8;
-/// The longest postal code a country may have to be searched for in a query (GeoNames'
-/// are at most 10 bytes); a country with a longer one has none searched (`CodeShape`).
+/// The longest postal code searched for in a query (GeoNames' are at most 10 bytes): a
+/// code longer than this is not found in a query (`CodeShape`), the others are.
 pub(super) const MAX_CODE_BYTES: usize = 32;
 
 /// The lengths and first characters of a country's codes.
 #[derive(Debug, Clone, Default)]
 pub(super) struct CodeShape {
     shortest: usize,
-    longest: usize,
+    pub(super) longest: usize,
     /// Bit b: some code starts with byte b.
     first_bytes: [u64; 4],
 }
@@ -114,12 +114,18 @@ impl CountryCities {
                 }
             }
         }
-        let country: Vec<&str> = self.country_name.split(' ').collect();
-        if !self.country_name.is_empty() && words.len() > country.len() && words.ends_with(&country)
+        let mut joined = words.join(" ");
+        // The country's name as the query's last words, with a word before it (on the
+        // text: a long query's middle is one of `words`, and may hold its first words).
+        let country = &*self.country_name;
+        if !country.is_empty()
+            && let Some(before) = joined.strip_suffix(country)
+            && before.len() > 1
+            && before.ends_with(' ')
         {
-            words.truncate(words.len() - country.len());
+            joined.truncate(before.len() - 1);
         }
-        words.join(" ")
+        joined
     }
 
     /// Whether `words` (folded), with a digit among them, are one of the country's postal

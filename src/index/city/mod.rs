@@ -34,12 +34,7 @@ use codes::{CodeShape, code_text};
 
 /// Longest folded query that is matched fuzzily (the longest place name of the data has
 /// 192 characters); longer ones match exactly or not at all.
-const FUZZY_MAX_CHARS: usize = 200;
-/// Longest folded query that can name a place, in bytes: the longest place name (192
-/// characters folded), with postal codes at either end (`codes`: at most 16 positions
-/// of a code of at most 3 words) and the country's name, is well under it. A longer
-/// query finds nothing, and is not looked into (verify does not even fold past it).
-pub const LONGEST_MATCHABLE: usize = 600;
+pub(super) const FUZZY_MAX_CHARS: usize = 200;
 /// Most candidates (best shared-trigram count first) checked by edit distance per query.
 const FUZZY_CANDIDATES: usize = 400;
 
@@ -158,6 +153,11 @@ struct CountryCities {
     region_words: HashMap<Box<str>, Vec<u32>>,
     /// Words of the longest of them.
     longest_region_words: usize,
+    /// The longest folded query that can find a place, in bytes: the longest folded name
+    /// (or what the typo steps take, `FUZZY_MAX_CHARS`), with what `clean` may take off
+    /// around it (a code at each of its positions, the country's name). A longer query
+    /// finds nothing and is not looked into (verify does not even fold past it).
+    longest_matchable: usize,
     /// Sorted by folded name, then region.
     places: Vec<Place>,
     /// Place ids sorted by norm (word prefixes).
@@ -242,7 +242,7 @@ impl CityIndex {
             us: query.country == CountryCode::US,
             named: None,
         };
-        if query.city.is_empty() || query.city.len() > LONGEST_MATCHABLE {
+        if query.city.is_empty() || query.city.len() > cities.longest_matchable {
             return None;
         }
         if let Some(found) = cities.exact(&query.city, &filter, false) {
@@ -279,6 +279,14 @@ impl CityIndex {
             zipcodes: cities.codes_of(&[id]),
             fuzzy: Some(cities.matched(id)),
         })
+    }
+
+    /// The longest folded query of `country` that can find a place (`find` answers `None`
+    /// to longer ones): no bound for a country without places.
+    pub fn longest_matchable(&self, country: CountryCode) -> usize {
+        self.countries
+            .get(&country)
+            .map_or(usize::MAX, |c| c.longest_matchable)
     }
 
     /// Places whose folded name starts with `prefix` (folded), then those containing it,
