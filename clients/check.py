@@ -30,7 +30,7 @@ from postal_client.models import (
 )
 from postal_client.types import Unset
 
-base, key = sys.argv[1], sys.argv[2]
+base, key, publishable, origin = sys.argv[1:5]
 client = Client(base_url=base, raise_on_unexpected_status=True)
 
 
@@ -142,7 +142,9 @@ checked = call(
 assert [str(r.result) for r in checked.results] == ["match", "conflict"], checked
 assert len(checked.results[1].places) == 3, checked.results[1]
 
-got = lookup_get.sync_detailed(client=client, zipcode="90210", key=key)
+# A page's GET: its publishable key in the URL, its Origin (a secret key there is a 400).
+page = client.with_headers({"Origin": origin})
+got = lookup_get.sync_detailed(client=page, zipcode="90210", key=publishable)
 assert got.status_code == 200 and got.parsed.city == "Beverly Hills", got
 untyped(got.parsed, "lookup_get")
 

@@ -6,7 +6,7 @@ import createClient from "openapi-fetch";
 import type { paths } from "./generated/schema";
 
 declare const process: { argv: string[] };
-const [base, key] = process.argv.slice(2);
+const [base, key, publishable, origin] = process.argv.slice(2);
 const client = createClient<paths>({ baseUrl: base });
 const document = (await (await fetch(`${base}/openapi.json`)).json()) as any;
 
@@ -153,7 +153,11 @@ const checked = await client.POST("/api/verify-bulk", {
 check("/api/verify-bulk", 200, checked.response, checked.data, 200);
 assert(checked.data?.results.map((r) => r.result).join() === "match,conflict", "verify-bulk");
 
-const got = await client.GET("/api/lookup", { params: { query: { zipcode: "90210", key } } });
+// A page's GET: its publishable key in the URL, its Origin (a secret key there is a 400).
+const got = await client.GET("/api/lookup", {
+  params: { query: { zipcode: "90210", key: publishable } },
+  headers: { Origin: origin },
+});
 check("/api/lookup", 200, got.response, got.data, 200, "get");
 assert(got.data?.city === "Beverly Hills", "GET lookup");
 

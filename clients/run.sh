@@ -34,7 +34,13 @@ echo "== server on the sample data"
 cargo test --quiet --no-run --lib --bins --tests
 db="$work/postal.db"
 target/debug/postal-import --db "$db" "$shared/sample.zip" >/dev/null
-key=$(target/debug/postal --db "$db" account create --name clients |
+account=$(target/debug/postal --db "$db" account create --name clients)
+key=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])' <<<"$account")
+# The GET forms take a publishable key in the URL (docs/browser.md), sent from its page.
+origin=https://clients.example
+publishable=$(target/debug/postal --db "$db" key create \
+  "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["accountId"])' <<<"$account")" \
+  --publishable --origin "$origin" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 target/debug/postal --db "$db" serve --listen "127.0.0.1:$port" 2>"$work/server.log" &
@@ -48,10 +54,10 @@ done
 echo "== Python client (openapi-python-client)"
 "$here/.venv/bin/openapi-python-client" generate --path "$root/openapi.yaml" \
   --config "$here/python-config.yaml" --output-path "$work/py/postal_client" --meta none --overwrite --fail-on-warning
-PYTHONPATH="$work/py" "$here/.venv/bin/python" "$here/check.py" "$base" "$key"
+PYTHONPATH="$work/py" "$here/.venv/bin/python" "$here/check.py" "$base" "$key" "$publishable" "$origin"
 
 echo "== TypeScript client (openapi-typescript + openapi-fetch)"
 (cd "$here" && npx --no-install openapi-typescript "$root/openapi.yaml" -o generated/schema.d.ts >/dev/null \
   && npx --no-install tsc --noEmit -p tsconfig.json \
-  && npx --no-install tsx check.ts "$base" "$key")
+  && npx --no-install tsx check.ts "$base" "$key" "$publishable" "$origin")
 echo "clients: all checks passed"

@@ -206,6 +206,17 @@ impl PgCluster {
 
     /// Runs the statements of `sql` (no answer), on a connection of its own.
     pub fn execute(&self, sql: &str) {
+        self.on_connection(async |client| {
+            client.batch_execute(sql).await.map_err(|e| e.to_string())
+        })
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// `work` on a connection of its own to this PostgreSQL, in a runtime of its own.
+    fn on_connection<T>(
+        &self,
+        work: impl AsyncFnOnce(&tokio_postgres::Client) -> Result<T, String>,
+    ) -> Result<T, String> {
         let url = self.url();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -214,13 +225,10 @@ impl PgCluster {
         runtime.block_on(async move {
             let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
                 .await
-                .expect("connecting to the test's PostgreSQL");
+                .map_err(|e| e.to_string())?;
             tokio::spawn(connection);
-            client
-                .batch_execute(sql)
-                .await
-                .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        });
+            work(&client).await
+        })
     }
 
     pub fn url(&self) -> String {
@@ -249,19 +257,9 @@ impl PgCluster {
 
     /// One number from `sql` (e.g. a balance), on a connection of its own.
     pub fn query_i64(&self, sql: &str) -> Result<i64, String> {
-        let url = self.url();
-        let sql = sql.to_owned();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async move {
-            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                .await
-                .map_err(|e| e.to_string())?;
-            tokio::spawn(connection);
+        self.on_connection(async |client| {
             let row = client
-                .query_one(&sql, &[])
+                .query_one(sql, &[])
                 .await
                 .map_err(|e| e.to_string())?;
             row.try_get::<_, i64>(0)
