@@ -72,7 +72,7 @@ api_key=$(echo "$account" | python3 -c 'import json,sys; print(json.load(sys.std
 $POSTAL --db "$DB" account topup "$account_id" --usd 1000000 >/dev/null
 # Row g: a page's GET with a publishable key and its Origin (one client IP: no per-IP cap).
 pub_key=$($POSTAL --db "$DB" key create "$account_id" --publishable --origin https://shop.example \
-  --per-ip-minute 4000000000 | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
+  --per-ip-minute 2000000000 | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
 # Durable mode runs on its own copy: one server per file.
 rm -f "$DURABLE_DB" "$DURABLE_DB-wal" "$DURABLE_DB-shm"
 sqlite_copy() { python3 -c 'import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)' "$1" "$2"; }

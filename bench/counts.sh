@@ -24,7 +24,7 @@ account_id=$(echo "$account" | python3 -c 'import json,sys; print(json.load(sys.
 api_key=$(echo "$account" | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
 $POSTAL --db "$DB" account topup "$account_id" --usd 100000 >/dev/null
 pub_key=$($POSTAL --db "$DB" key create "$account_id" --publishable --origin https://shop.example \
-  --per-ip-minute 4000000000 | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
+  --per-ip-minute 2000000000 | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
 echo "postal $(git rev-parse --short HEAD), N=$N, $(valgrind --version), $(strace -V | head -1)"
 python3 bench/counts.py --postal "$POSTAL" --bare target/release/examples/bare --db "$DB" \
   --key "$api_key" --pub "$pub_key" --n "$N" --out "$OUT"

@@ -233,8 +233,15 @@ impl Publishable {
             .map(OriginPattern::parse)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("a stored origin: {e}"))?;
+        // A file of an earlier version may hold a rule up to 4,294,967,295 (before
+        // `MAX_KEY_RULE`): it loads as the most there is now, which bounds nothing either.
+        let most = |n: u32| n.min(MAX_KEY_RULE);
+        let budget = Budget {
+            per_minute: budget.per_minute.map(most),
+            per_day: budget.per_day.map(most),
+        };
         match (origins.is_empty(), per_ip_minute) {
-            (false, Some(per_ip_minute)) => Publishable::new(origins, per_ip_minute, budget)
+            (false, Some(per_ip_minute)) => Publishable::new(origins, most(per_ip_minute), budget)
                 .map_err(|why| format!("a stored key: {why}")),
             _ => Err("a publishable key without origins or per-IP limit".to_owned()),
         }
@@ -374,6 +381,11 @@ mod tests {
             per_day: Some(MAX_KEY_RULE),
         };
         assert!(Publishable::new(origins, MAX_KEY_RULE, most).is_ok());
+        // What an earlier version stored above it still loads, as the most there is.
+        let stored =
+            Publishable::from_stored(Some("https://shop.example"), Some(over), day).unwrap();
+        assert_eq!(stored.per_ip_minute, MAX_KEY_RULE);
+        assert_eq!(stored.budget.per_day, Some(MAX_KEY_RULE));
     }
 
     #[test]
