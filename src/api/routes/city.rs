@@ -73,7 +73,7 @@ impl CityApi {
         st: Query<get::FreeText>,
         /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
         country: Query<get::Country>,
-        /// Your API key (a publishable key, from a page).
+        /// A publishable API key, sent from a page of its origins (a secret key here is a 400: send it as `Authorization: Bearer` instead).
         key: Query<get::Required>,
     ) -> Result<Cached<CityResponse>, ApiError> {
         let body = ContractJson::from_query(

@@ -65,7 +65,7 @@ impl LookupApi {
         zipcode: Query<get::Required>,
         /// ISO 3166-1 alpha-2 code, case-insensitive; default `US`.
         country: Query<get::Country>,
-        /// Your API key (a publishable key, from a page).
+        /// A publishable API key, sent from a page of its origins (a secret key here is a 400: send it as `Authorization: Bearer` instead).
         key: Query<get::Required>,
     ) -> Result<Cached<LookupResponse>, ApiError> {
         let body = get::code_body(request, zipcode, country, key);

@@ -118,7 +118,7 @@ impl SuggestApi {
         st: Query<get::FreeText>,
         /// How many results at most: 1 to 50, default 10.
         limit: Query<Limit>,
-        /// Your API key (a publishable key, from a page).
+        /// A publishable API key, sent from a page of its origins (a secret key here is a 400: send it as `Authorization: Bearer` instead).
         key: Query<get::Required>,
     ) -> Result<Cached<SuggestResponse>, ApiError> {
         // A number as the body would carry it; anything else stays text (400 Invalid 'limit').
