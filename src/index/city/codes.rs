@@ -31,25 +31,13 @@ pub(super) struct CodeShape {
 /// bytes into its 400 words, twice per record of a verify-bulk, was most of its cost.
 fn edge_words(folded: &str) -> Vec<&str> {
     let head = CODE_EDGE_WORDS + MAX_CODE_WORDS - 1;
-    let spaces = |from_start: bool, n: usize| {
-        let mut found = None;
-        let mut rest = folded;
-        for _ in 0..n {
-            let at = if from_start {
-                rest.find(' ').map(|i| i + (folded.len() - rest.len()))
-            } else {
-                rest.rfind(' ')
-            }?;
-            found = Some(at);
-            rest = if from_start {
-                &folded[at + 1..]
-            } else {
-                &folded[..at]
-            };
-        }
-        found
-    };
-    match (spaces(true, head), spaces(false, CODE_EDGE_WORDS)) {
+    // The space after the first `head` words, and the one before the last 8.
+    let after_head = folded.match_indices(' ').nth(head - 1).map(|(at, _)| at);
+    let before_tail = folded
+        .rmatch_indices(' ')
+        .nth(CODE_EDGE_WORDS - 1)
+        .map(|(at, _)| at);
+    match (after_head, before_tail) {
         (Some(h), Some(t)) if h + 1 < t => folded[..h]
             .split(' ')
             .chain(std::iter::once(&folded[h + 1..t]))
