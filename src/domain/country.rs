@@ -31,6 +31,7 @@ pub struct CountryCode([u8; 2]);
 
 impl CountryCode {
     pub const US: CountryCode = CountryCode(*b"US");
+    pub const JP: CountryCode = CountryCode(*b"JP");
 
     /// Trims and upper-cases `input`; `None` unless it is one of [`ISO_CODES`].
     pub fn parse(input: &str) -> Option<CountryCode> {

@@ -13,6 +13,8 @@ use super::text::fold;
 /// JP: each prefecture as Japan writes it (kanji) and without its suffix (`Aichi`, and
 /// `Gunma`, which GeoNames spells `Gumma`); the data's own `Aichi Ken` already matches.
 /// MX: SEPOMEX's names (`Ciudad de México`) and the short forms of the long official names.
+/// DE, PL, IT, ES, NL, CH, BE, AT: the official names, in each official language, and the
+/// English ones, where the dataset writes another (docs/city.md, "State names").
 pub const REGION_NAMES: &[(&str, &str, &str)] = &[
     ("JP", "北海道", "Hokkaido"),
     ("JP", "青森県", "Aomori Ken"),
@@ -119,6 +121,128 @@ pub const REGION_NAMES: &[(&str, &str, &str)] = &[
     ("MX", "Estado de México", "México"),
     ("MX", "Edomex", "México"),
     ("MX", "Querétaro de Arteaga", "Querétaro"),
+    // The dataset writes some of DE's Länder twice, in German and in English (`Bayern` and
+    // `Bavaria`, each with codes of its own): both, and the English names, are the one
+    // Land.
+    ("DE", "Bavaria", "Bayern"),
+    ("DE", "Lower Saxony", "Niedersachsen"),
+    ("DE", "Saxony", "Sachsen"),
+    ("DE", "Saxony-Anhalt", "Sachsen-Anhalt"),
+    ("DE", "Thuringia", "Thüringen"),
+    ("DE", "Land Berlin", "Berlin"),
+    (
+        "DE",
+        "Mecklenburg-Western Pomerania",
+        "Mecklenburg-Vorpommern",
+    ),
+    ("DE", "Hesse", "Hessen"),
+    ("DE", "North Rhine-Westphalia", "Nordrhein-Westfalen"),
+    ("DE", "Rhineland-Palatinate", "Rheinland-Pfalz"),
+    // PL: the voivodeships as Poland names them (the dataset writes English names).
+    ("PL", "Wielkopolskie", "Greater Poland"),
+    ("PL", "Kuyavia-Pomerania", "Kujawsko-Pomorskie"),
+    ("PL", "Małopolskie", "Lesser Poland"),
+    ("PL", "Dolnośląskie", "Lower Silesia"),
+    ("PL", "Lubelskie", "Lublin"),
+    ("PL", "Lubuskie", "Lubusz"),
+    ("PL", "Mazowieckie", "Mazovia"),
+    ("PL", "Opolskie", "Opole Voivodeship"),
+    ("PL", "Podlaskie", "Podlasie"),
+    ("PL", "Pomorskie", "Pomerania"),
+    ("PL", "Śląskie", "Silesia"),
+    ("PL", "Podkarpackie", "Subcarpathia"),
+    ("PL", "Warmińsko-Mazurskie", "Warmia-Masuria"),
+    ("PL", "Zachodniopomorskie", "West Pomerania"),
+    ("PL", "Łódzkie", "Łódź Voivodeship"),
+    // IT: the official names and the English ones.
+    ("IT", "Abruzzo", "Abruzzi"),
+    ("IT", "Lombardy", "Lombardia"),
+    ("IT", "Piedmont", "Piemonte"),
+    ("IT", "Apulia", "Puglia"),
+    ("IT", "Sardinia", "Sardegna"),
+    ("IT", "Sicily", "Sicilia"),
+    ("IT", "Tuscany", "Toscana"),
+    ("IT", "Aosta Valley", "Valle D'Aosta"),
+    ("IT", "Trentino-South Tyrol", "Trentino-Alto Adige"),
+    // ES: the official names (the dataset writes them without accents or articles) and
+    // the English ones.
+    ("ES", "Andalusia", "Andalucia"),
+    ("ES", "Balearic Islands", "Baleares"),
+    ("ES", "Illes Balears", "Baleares"),
+    ("ES", "Canary Islands", "Canarias"),
+    ("ES", "Castilla y León", "Castilla - Leon"),
+    ("ES", "Castile and León", "Castilla - Leon"),
+    ("ES", "Castile-La Mancha", "Castilla - La Mancha"),
+    ("ES", "Catalonia", "Cataluna"),
+    ("ES", "Catalunya", "Cataluna"),
+    ("ES", "Comunitat Valenciana", "Comunidad Valenciana"),
+    ("ES", "Valencian Community", "Comunidad Valenciana"),
+    ("ES", "Comunidad de Madrid", "Madrid"),
+    ("ES", "Región de Murcia", "Murcia"),
+    ("ES", "Navarre", "Navarra"),
+    ("ES", "Basque Country", "Pais Vasco"),
+    ("ES", "Euskadi", "Pais Vasco"),
+    // NL: the provinces as the Netherlands names them (the dataset writes English).
+    ("NL", "Gelderland", "Guelders"),
+    ("NL", "Noord-Brabant", "North Brabant"),
+    ("NL", "Noord-Holland", "North Holland"),
+    ("NL", "Zuid-Holland", "South Holland"),
+    ("NL", "Fryslân", "Friesland"),
+    // CH: the cantons without `Kanton`/`Canton de`, in their languages and English.
+    ("CH", "Aargau", "Kanton Aargau"),
+    (
+        "CH",
+        "Appenzell Ausserrhoden",
+        "Kanton Appenzell Ausserrhoden",
+    ),
+    (
+        "CH",
+        "Appenzell Innerrhoden",
+        "Kanton Appenzell Innerrhoden",
+    ),
+    ("CH", "Basel-Landschaft", "Kanton Basel-Landschaft"),
+    ("CH", "Basel-Stadt", "Kanton Basel-Stadt"),
+    ("CH", "Bern", "Canton de Berne"),
+    ("CH", "Berne", "Canton de Berne"),
+    ("CH", "Fribourg", "Canton de Fribourg"),
+    ("CH", "Freiburg", "Canton de Fribourg"),
+    ("CH", "Geneva", "Genève"),
+    ("CH", "Genf", "Genève"),
+    ("CH", "Glarus", "Kanton Glarus"),
+    ("CH", "Graubünden", "Kanton Graubünden"),
+    ("CH", "Grisons", "Kanton Graubünden"),
+    ("CH", "Luzern", "Kanton Luzern"),
+    ("CH", "Lucerne", "Kanton Luzern"),
+    ("CH", "Nidwalden", "Kanton Nidwalden"),
+    ("CH", "Obwalden", "Kanton Obwalden"),
+    ("CH", "Schaffhausen", "Kanton Schaffhausen"),
+    ("CH", "Schwyz", "Kanton Schwyz"),
+    ("CH", "Solothurn", "Kanton Solothurn"),
+    ("CH", "St. Gallen", "Kanton St. Gallen"),
+    ("CH", "Thurgau", "Kanton Thurgau"),
+    ("CH", "Tessin", "Ticino"),
+    ("CH", "Uri", "Kanton Uri"),
+    ("CH", "Valais", "Canton du Valais"),
+    ("CH", "Wallis", "Canton du Valais"),
+    ("CH", "Vaud", "Canton de Vaud"),
+    ("CH", "Waadt", "Canton de Vaud"),
+    ("CH", "Zug", "Kanton Zug"),
+    ("CH", "Zürich", "Kanton Zürich"),
+    // BE: the regions in Dutch, French and English.
+    ("BE", "Brussels", "Bruxelles-Capitale"),
+    ("BE", "Brussel", "Bruxelles-Capitale"),
+    ("BE", "Bruxelles", "Bruxelles-Capitale"),
+    ("BE", "Brussels-Capital Region", "Bruxelles-Capitale"),
+    ("BE", "Flanders", "Vlaanderen"),
+    ("BE", "Flandre", "Vlaanderen"),
+    ("BE", "Wallonia", "Wallonie"),
+    // AT: the Länder in English.
+    ("AT", "Carinthia", "Kärnten"),
+    ("AT", "Lower Austria", "Niederösterreich"),
+    ("AT", "Upper Austria", "Oberösterreich"),
+    ("AT", "Styria", "Steiermark"),
+    ("AT", "Tyrol", "Tirol"),
+    ("AT", "Vienna", "Wien"),
 ];
 
 /// Country -> folded other name -> folded admin name1 of the dataset.
@@ -156,6 +280,11 @@ mod tests {
             "distrito federal"
         );
         assert_eq!(data_name("MX", &fold("CDMX")), "distrito federal");
+        // One Land the dataset writes twice, and a name in each language.
+        assert_eq!(data_name("DE", &fold("Bavaria")), "bayern");
+        assert_eq!(data_name("PL", &fold("Mazowieckie")), "mazovia");
+        assert_eq!(data_name("CH", &fold("Genf")), "geneve");
+        assert_eq!(data_name("BE", &fold("Flanders")), "vlaanderen");
         // Unknown names and other countries are left as asked.
         assert_eq!(data_name("JP", "tokyo to"), "tokyo to");
         assert_eq!(data_name("US", "tokyo"), "tokyo");

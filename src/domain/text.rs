@@ -54,6 +54,15 @@ pub fn fold_at_most(name: &str, max: usize) -> Option<String> {
     (folded.len() <= max).then_some(folded)
 }
 
+/// Every letter of `text` is of the Latin alphabet (accents and all): `Lviv`, `Łódź`,
+/// not `Львів`. A name found through another script's transliteration is another
+/// language's name of its place, and the answer names the place (issue 34).
+pub fn written_in_latin(text: &str) -> bool {
+    text.chars()
+        .filter(|c| c.is_alphabetic())
+        .all(|c| (c as u32) < 0x250 || ('\u{1E00}'..='\u{1EFF}').contains(&c))
+}
+
 /// Written forms kept by `fold`: CJK ideographs (and `々`), hiragana, katakana with the
 /// prolonged sound mark (not the middle dot `・`, punctuation).
 fn is_written(c: char) -> bool {
@@ -71,7 +80,7 @@ fn is_written(c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{fold, fold_at_most};
+    use super::{fold, fold_at_most, written_in_latin};
 
     #[test]
     fn a_fold_bounded_in_bytes_is_the_fold_or_nothing() {
@@ -106,6 +115,15 @@ mod tests {
         assert_eq!(fold("Winston-Salem"), "winston salem");
         assert_eq!(fold("O'Fallon"), "ofallon");
         assert_eq!(fold("Coeur d’Alene"), "coeur dalene");
+    }
+
+    #[test]
+    fn latin_letters_are_told_from_other_scripts() {
+        assert!(written_in_latin("Łódź, Ærøskøbing-Ẩm 12"));
+        assert!(written_in_latin("1-2"));
+        assert!(!written_in_latin("Львів"));
+        assert!(!written_in_latin("Lviv Львів"));
+        assert!(!written_in_latin("東京"));
     }
 
     #[test]

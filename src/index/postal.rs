@@ -81,7 +81,8 @@ pub struct CodePlaces {
 /// The fields of a code's first record the geography endpoints show, borrowed.
 pub struct PlaceView<'a> {
     pub postal_code: &'a str,
-    pub place_name: &'a str,
+    /// The place name, or the municipality of a JP office code (`PostalIndex::city_name`).
+    pub city: &'a str,
     /// "" when absent.
     pub admin_name1: &'a str,
     /// "" when absent.
@@ -381,7 +382,7 @@ impl<'a> RecordRef<'a> {
         };
         PlaceView {
             postal_code: next(),
-            place_name: next(),
+            city: next(),
             admin_name1: next(),
             admin_code1: next(),
             latitude: coordinate(self.stored.latitude),
@@ -585,13 +586,38 @@ impl PostalIndex {
 
     /// The first record of the code stored under `key` (a compact key).
     pub fn place(&self, country: CountryCode, key: &str) -> Option<PlaceView<'_>> {
-        self.first.get(&country)?.get(key).map(RecordRef::place)
+        let record = self.first.get(&country)?.get(key)?;
+        Some(self.with_city(country, record.place()))
     }
 
     /// The first record of the code of `rank` (`Nearby::rank`: its place among the
     /// country's compact keys in byte order, as the geography index sorts them).
     pub fn place_at(&self, country: CountryCode, rank: u32) -> Option<PlaceView<'_>> {
-        self.first.get(&country)?.at(rank).map(RecordRef::place)
+        let record = self.first.get(&country)?.at(rank)?;
+        Some(self.with_city(country, record.place()))
+    }
+
+    fn with_city<'a>(&'a self, country: CountryCode, mut view: PlaceView<'a>) -> PlaceView<'a> {
+        view.city = self.city_name(country, view.postal_code, view.city);
+        view
+    }
+
+    /// The city a code's answers name (`/api/lookup`, `/api/distance`, the geography
+    /// endpoints): its first record's place name, except for a JP office code, whose place
+    /// name is a company or an office (`東映太秦映画村`): its municipality (`Kyoto Shi`;
+    /// `index::city`'s `place_jp_offices`, issue 34). `/api/metacode` keeps the place name.
+    pub fn city_name<'a>(
+        &'a self,
+        country: CountryCode,
+        postal_code: &str,
+        place_name: &'a str,
+    ) -> &'a str {
+        if country != CountryCode::JP || place_name.is_ascii() {
+            return place_name;
+        }
+        self.city
+            .office_city(country, &canonical(country, postal_code))
+            .unwrap_or(place_name)
     }
 
     /// The first record (in source order) of a postal code, after normalisation.

@@ -19,7 +19,8 @@ use super::postal::{CodePlace, PostalIndex};
 use crate::domain::CountryCode;
 use crate::domain::city_match::{edits_within, max_edits};
 use crate::domain::postal_code::ZipInput;
-use crate::domain::text::{fold, fold_at_most};
+use crate::domain::regions;
+use crate::domain::text::{fold, fold_at_most, written_in_latin};
 
 /// A typed address line to check: the city, and the region if the form has one.
 #[derive(Debug, Clone)]
@@ -63,13 +64,15 @@ impl PostalIndex {
         let Some(city) = fold_at_most(typed.city, longest) else {
             return Verification::Conflict(code.places);
         };
-        let state = typed.state.map(fold);
+        // A region by any name the region table knows (`Bavaria` is `Bayern`).
+        let state = typed
+            .state
+            .map(|s| regions::data_name(country.as_str(), &fold(s)).to_string());
         let st = typed.st.map(fold);
         let in_region = |p: &CodePlace| {
-            state
-                .as_deref()
-                .is_none_or(|s| fold(&p.state) == s || fold(&p.st) == s)
-                && st.as_deref().is_none_or(|s| fold(&p.st) == s)
+            state.as_deref().is_none_or(|s| {
+                regions::data_name(country.as_str(), &fold(&p.state)) == s || fold(&p.st) == s
+            }) && st.as_deref().is_none_or(|s| fold(&p.st) == s)
         };
         let places: Vec<&CodePlace> = code.places.iter().filter(|p| in_region(p)).collect();
         if city.is_empty() {
@@ -92,6 +95,7 @@ impl PostalIndex {
             city: city.clone(),
             state: region,
             st: st.clone(),
+            latin: written_in_latin(typed.city),
         };
         let found = self.city().find(&asked);
         let here = found
@@ -107,6 +111,7 @@ impl PostalIndex {
             city: city.clone(),
             state: None,
             st: None,
+            latin: written_in_latin(typed.city),
         };
         let exact_elsewhere = match &found {
             Some(found) if found.fuzzy.is_none() => true,

@@ -17,6 +17,7 @@ mod city;
 mod city_full;
 /// /api/city v3 on the sample with the gazetteer: admin cities, other languages, forms.
 mod city_v3;
+mod city_v4;
 /// gzip of answers over 1 KiB, read off the wire.
 mod compression;
 /// The dataset's history: retired codes on every operation after a live import,

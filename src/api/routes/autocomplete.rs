@@ -104,7 +104,7 @@ pub fn suggestions(postal: &PostalIndex, query: &AutocompleteQuery) -> Vec<Sugge
             let place = postal.place(query.country, key)?;
             Some(Suggestion {
                 zipcode: canonical(query.country, place.postal_code),
-                city: place.place_name.to_string(),
+                city: place.city.to_string(),
             })
         })
         .collect()

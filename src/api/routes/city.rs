@@ -20,7 +20,7 @@ use crate::api::types::*;
 use crate::api::{ApiTags, State};
 use crate::domain::CountryCode;
 use crate::domain::charge::Endpoint;
-use crate::domain::text::fold;
+use crate::domain::text::{fold, written_in_latin};
 use crate::index::city::{CityMatch, CityQuery};
 use crate::index::postal::PostalIndex;
 
@@ -139,6 +139,7 @@ impl Operation for City {
             city: fold(city),
             state: state.map(fold),
             st: st.map(fold),
+            latin: written_in_latin(city),
         })
     }
 

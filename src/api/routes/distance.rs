@@ -113,7 +113,9 @@ pub fn distance_between(
         Ok(Place {
             zipcode: canonical(*country, &record.postal_code),
             country: country.to_string(),
-            city: record.place_name,
+            city: postal
+                .city_name(*country, &record.postal_code, &record.place_name)
+                .to_string(),
             state: record.admin_name1.unwrap_or_default(),
             st: record.admin_code1.unwrap_or_default(),
             latitude: at.latitude(),

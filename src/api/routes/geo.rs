@@ -153,7 +153,7 @@ impl Place {
         Place {
             zipcode: canonical(country, view.postal_code),
             country: country.to_string(),
-            city: view.place_name.to_string(),
+            city: view.city.to_string(),
             state: view.admin_name1.to_string(),
             st: view.admin_code1.to_string(),
             latitude: view.latitude.unwrap_or_default(),

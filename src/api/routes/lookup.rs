@@ -81,7 +81,11 @@ pub(crate) async fn lookup_answer(
     let Billed {
         answer, envelope, ..
     } = state.billed::<Lookup>(body).await?;
-    let FirstRecord { country, record } = answer;
+    let FirstRecord {
+        country,
+        record,
+        city,
+    } = answer;
     let us = country == CountryCode::US;
     let region = |v: Option<String>| {
         if us {
@@ -91,7 +95,7 @@ pub(crate) async fn lookup_answer(
         }
     };
     Ok(LookupResponse {
-        city: record.place_name,
+        city,
         state: region(record.admin_name1),
         st: region(record.admin_code1),
         latitude: record.latitude,
@@ -106,10 +110,12 @@ pub struct CodeQuery {
     pub zipcode: ZipInput,
 }
 
-/// The first record of a code, and its country.
+/// The first record of a code, its country, and the city its answers name
+/// (`PostalIndex::city_name`: the municipality of a JP office code).
 pub struct FirstRecord {
     pub country: CountryCode,
     pub record: PlaceRecord,
+    pub city: String,
 }
 
 pub(super) fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiError> {
@@ -128,9 +134,13 @@ pub(super) fn first_record(
     let record = postal
         .lookup(query.country, &query.zipcode)
         .ok_or_else(|| ApiError::zip_not_found(postal.retired(query.country, &query.zipcode)))?;
+    let city = postal
+        .city_name(query.country, &record.postal_code, &record.place_name)
+        .to_string();
     Ok(FirstRecord {
         country: query.country,
         record,
+        city,
     })
 }
 

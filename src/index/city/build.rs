@@ -3,7 +3,11 @@
 //! population and alternate names (docs/city.md).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
+use regex::Regex;
+
+mod cover;
 mod districts;
 mod municipalities;
 
@@ -16,6 +20,7 @@ use crate::domain::city_match::{
 };
 use crate::domain::geo::haversine_km;
 use crate::domain::postal_code::canonical;
+use crate::domain::regions;
 use crate::domain::text::fold;
 
 /// Fewest distinct district numbers that make `<name> <n>` places a city's districts.
@@ -31,6 +36,8 @@ const JOIN_FAR_KM: f64 = 25.0;
 /// The shortest city name that may begin the names of a city's post offices
 /// (`Karachi Gpo`, `Karachi Nazimabad`).
 const MIN_PREFIX_CHARS: usize = 4;
+/// The shortest other name of a city that a typo may be taken for (`typo_alias`).
+const TYPO_ALIAS_CHARS: usize = 5;
 /// Alternate names longer than this are descriptions, not names people type.
 const MAX_NAME_CHARS: usize = 60;
 /// Words the gazetteer appends to a name that the postal data leaves out.
@@ -135,8 +142,11 @@ struct AdminUnit {
 
 pub(super) struct Builder {
     country: CountryCode,
-    /// The country's name, folded (`Paris, France`).
-    country_name: String,
+    /// The country's names, folded, longest first (`Paris, France`, `Roma, Italia`).
+    country_names: Vec<String>,
+    /// What the country's postal codes look like (countryInfo's regex): a code the data
+    /// lacks is still taken out of a query (`00-950 Warszawa`, `London SW1A 1AA`).
+    code_regex: Option<Arc<Regex>>,
     /// The admin levels whose units may be joined to a gazetteer city: the country's city
     /// levels, or all three where it has none (`admins_as_fallback`).
     levels: &'static [u8],
@@ -166,13 +176,32 @@ pub(super) struct Builder {
     /// name3, longest first: an office code the data leaves without name3 is its ward's or
     /// town's when its name begins with one (`札幌市白石区役所`, `七飯町役場`).
     jp_offices: HashMap<(String, String), Vec<(String, String)>>,
+    /// JP: (admin name1, name2) -> the point and admin name3 of its ordinary records
+    /// (`place_jp_offices`).
+    jp_points: HashMap<(String, String), Vec<JpPoint>>,
+    /// JP: office codes placed in no ward or town yet: admin name1, name2, point, region,
+    /// code.
+    jp_unplaced: Vec<JpOffice>,
+    /// JP: each office code's municipality, as `/api/lookup` names it (by code id).
+    office_cities: Vec<(u32, String)>,
 }
 
+/// Where an ordinary JP record lies, and its admin name3 (its ward or town).
+type JpPoint = (f32, f32, String);
+
+/// A JP office code waiting for its ward or town: admin name1, name2, point, region, code.
+type JpOffice = (String, String, Option<(f32, f32)>, u32, u32);
+
 impl Builder {
-    pub fn new(country: CountryCode, country_name: &str) -> Builder {
+    pub fn new(
+        country: CountryCode,
+        country_name: &str,
+        code_regex: Option<Arc<Regex>>,
+    ) -> Builder {
         Builder {
             country,
-            country_name: fold(country_name),
+            country_names: country_names(country, country_name),
+            code_regex,
             levels: match city_levels(country.as_str()) {
                 [] => &[1, 2, 3],
                 levels => levels,
@@ -195,6 +224,9 @@ impl Builder {
             } else {
                 HashMap::new()
             },
+            jp_points: HashMap::new(),
+            jp_unplaced: Vec::new(),
+            office_cities: Vec::new(),
         }
     }
 
@@ -208,6 +240,7 @@ impl Builder {
             None => {
                 let id = self.regions.len() as u32;
                 self.regions.push(Region {
+                    key: regions::data_name(self.country.as_str(), &fold(&key.0)).into(),
                     name_folded: fold(&key.0).into(),
                     code_folded: fold(&key.1).into(),
                     name: key.0.clone().into(),
@@ -284,96 +317,6 @@ impl Builder {
         }
     }
 
-    /// How well `codes` cover a gazetteer place: `None` when their median point is farther
-    /// than [`JOIN_REACH_KM`] or fewer than half of them lie that close; else the codes
-    /// within [`JOIN_NEAR_KM`] less those beyond [`JOIN_FAR_KM`] (higher is better); where
-    /// none lies that near (IN's centroids), the codes within reach less twice those beyond.
-    fn cover(&self, codes: &[u32], city: &GazetteerCity) -> Option<(bool, i64)> {
-        let mut lats = Vec::with_capacity(codes.len());
-        let mut lons = Vec::with_capacity(codes.len());
-        let (mut near, mut far, mut within, mut beyond) = (0i64, 0i64, 0i64, 0i64);
-        for code in codes {
-            let Some((lat, lon)) = self.point(*code) else {
-                continue;
-            };
-            lats.push(lat);
-            lons.push(lon);
-            let km = haversine_km(lat, lon, city.latitude, city.longitude);
-            near += i64::from(km <= JOIN_NEAR_KM);
-            far += i64::from(km > JOIN_FAR_KM);
-            if km <= JOIN_REACH_KM {
-                within += 1;
-            } else {
-                beyond += 1;
-            }
-        }
-        if within <= beyond {
-            return None;
-        }
-        let median = |v: &mut Vec<f64>| {
-            let mid = v.len() / 2;
-            *v.select_nth_unstable_by(mid, f64::total_cmp).1
-        };
-        let (lat, lon) = (median(&mut lats), median(&mut lons));
-        let score = if near > 0 {
-            (true, near - far)
-        } else {
-            (false, within - 2 * beyond)
-        };
-        (haversine_km(lat, lon, city.latitude, city.longitude) <= JOIN_REACH_KM).then_some(score)
-    }
-
-    fn point(&self, code: u32) -> Option<(f64, f64)> {
-        let (lat, lon) = self.points.get(code as usize).copied().flatten()?;
-        Some((f64::from(lat), f64::from(lon)))
-    }
-
-    /// The codes of `codes` within [`JOIN_FAR_KM`] of `city`: the city's part of a
-    /// province named like it (`Ankara`, `Buenos Aires`).
-    fn clip(&self, codes: &[u32], city: &GazetteerCity) -> Vec<u32> {
-        codes
-            .iter()
-            .copied()
-            .filter(|c| {
-                self.point(*c).is_some_and(|(lat, lon)| {
-                    haversine_km(lat, lon, city.latitude, city.longitude) <= JOIN_FAR_KM
-                })
-            })
-            .collect()
-    }
-
-    /// The codes around a gazetteer city that joins no unit (`AREA_MIN_POPULATION`), and
-    /// the region most of them lie in; `None` when it is smaller or no code lies that near.
-    fn area(&self, city: &GazetteerCity, code_regions: &[u32]) -> Option<(Vec<u32>, u32)> {
-        if city.population < AREA_MIN_POPULATION {
-            return None;
-        }
-        let radius = (city.population as f64 / (std::f64::consts::PI * AREA_PEOPLE_PER_KM2))
-            .sqrt()
-            .clamp(AREA_MIN_KM, JOIN_FAR_KM);
-        // A box around the disc first: one degree of latitude is 111 km.
-        let dlat = radius / 111.0;
-        let dlon = radius / (111.0 * city.latitude.to_radians().cos().max(0.01));
-        let codes: Vec<u32> = (0..self.points.len() as u32)
-            .filter(|c| {
-                self.point(*c).is_some_and(|(lat, lon)| {
-                    (lat - city.latitude).abs() <= dlat
-                        && (lon - city.longitude).abs() <= dlon
-                        && haversine_km(lat, lon, city.latitude, city.longitude) <= radius
-                })
-            })
-            .collect();
-        let mut counts: HashMap<u32, usize> = HashMap::new();
-        for c in &codes {
-            *counts.entry(code_regions[*c as usize]).or_default() += 1;
-        }
-        let region = counts
-            .into_iter()
-            .max_by_key(|(region, n)| (*n, std::cmp::Reverse(*region)))?
-            .0;
-        Some((codes, region))
-    }
-
     /// Joins each gazetteer city to the unit of the postal data that is that city, when
     /// there is one: a place, an admin unit of a city level, or the places whose names
     /// begin with the city's (its post offices), named like the city and covering it best
@@ -405,22 +348,25 @@ impl Builder {
         // are cities only as a fallback, a unit named like a place stands in for it only
         // with `DOMINANT` times its codes (`Toronto`: admin name2 Toronto's 41 FSAs, not
         // the one place named Toronto; `München`, `Hagen` stay their places, not the
-        // `Kreisfreie Stadt`).
+        // `Kreisfreie Stadt`), and never when it holds other towns (`holding_other_towns`:
+        // `Leuven` is the town, not its arrondissement).
         let distinct = |codes: &[u32]| codes.iter().collect::<HashSet<_>>().len();
         let mut place_codes: HashMap<&str, usize> = HashMap::new();
         for p in &self.places {
             let n = place_codes.entry(p.folded.as_str()).or_default();
             *n = (*n).max(distinct(&p.codes));
         }
+        let districts = self.holding_other_towns(cities);
         let shadowed: Vec<bool> = self
             .admins
             .iter()
-            .map(|a| {
+            .zip(districts)
+            .map(|(a, district)| {
                 let core = fold(&admin_core(self.country.as_str(), &a.name));
                 self.admins_as_fallback
                     && place_codes
                         .get(core.as_str())
-                        .is_some_and(|n| distinct(&a.codes) < DOMINANT as usize * n)
+                        .is_some_and(|n| district || distinct(&a.codes) < DOMINANT as usize * n)
             })
             .collect();
         drop(place_codes);
@@ -647,6 +593,7 @@ impl Builder {
 
     pub fn finish(mut self, cities: &[GazetteerCity]) -> CountryCities {
         self.merge_districts();
+        self.place_jp_offices();
         self.add_municipalities();
         self.join(cities);
         self.inherit_population();
@@ -672,6 +619,12 @@ impl Builder {
             code_starts.push(codes_text.len() as u32);
             codes_text.push_str(&code);
         }
+        let mut office_cities: Vec<(u32, Box<str>)> = std::mem::take(&mut self.office_cities)
+            .into_iter()
+            .map(|(code, city)| (renumber[code as usize], city.into()))
+            .collect();
+        office_cities.sort_unstable();
+        office_cities.dedup_by_key(|(code, _)| *code);
         let mut order: Vec<usize> = (0..self.places.len()).collect();
         order.sort_by(|a, b| {
             let (a, b) = (&self.places[*a], &self.places[*b]);
@@ -760,8 +713,15 @@ impl Builder {
         let mut grams = Vec::new();
         let mut longest_typo_name = 0;
         for (id, place) in places.iter().enumerate() {
-            // Typos and /api/suggest's `contains` are matched on the data's own names only.
-            if matches!(place.kind, Kind::Alias | Kind::Foreign) {
+            // Typos are matched on the data's own names and the other Latin names of cities
+            // of [`CITY_POPULATION`] people (`Corunna`: A Coruña's `Coruna`, not the
+            // hamlet Coruña of Las Palmas, one edit away too; more codes win a tie), of
+            // [`TYPO_ALIAS_CHARS`] letters or more (not `FRA`, Frankfurt's airport code,
+            // which `Fr a.M.` was one edit from).
+            let typo_alias = place.kind == Kind::Alias
+                && u64::from(place.population) >= super::CITY_POPULATION
+                && place.folded.len as usize >= TYPO_ALIAS_CHARS;
+            if matches!(place.kind, Kind::Alias | Kind::Foreign) && !typo_alias {
                 continue;
             }
             let id = id as u32;
@@ -790,11 +750,13 @@ impl Builder {
         let longest_name = places.iter().map(|p| p.folded.len as usize).max();
         let longest_matchable = longest_name.unwrap_or(0).max(super::FUZZY_MAX_CHARS)
             + 2 * CODE_EDGE_WORDS * (code_shape.longest + MAX_CODE_WORDS)
-            + self.country_name.len()
+            + self.country_names.first().map_or(0, String::len)
             + 1;
         CountryCities {
             language,
-            country_name: self.country_name.into(),
+            country_names: self.country_names.into_iter().map(Into::into).collect(),
+            code_regex: self.code_regex,
+            office_cities,
             text,
             regions: self.regions,
             longest_region_words: region_words
@@ -815,6 +777,29 @@ impl Builder {
             postings,
         }
     }
+}
+
+/// Each country's names in its own languages and in English (ISO 3166's, as the
+/// iso-codes project translates them, and a few short forms): written by
+/// `bench/city/country_names.py`.
+const COUNTRY_NAMES: &str = include_str!("country_names.tsv");
+
+/// The folded names of `country` a query may end with, longest first: the dataset's
+/// (`country_name`) and the table's.
+fn country_names(country: CountryCode, country_name: &str) -> Vec<String> {
+    let listed = COUNTRY_NAMES
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .find(|(code, _)| *code == country.as_str())
+        .map_or("", |(_, names)| names);
+    let mut names: Vec<String> = std::iter::once(country_name)
+        .chain(listed.split(','))
+        .map(fold)
+        .filter(|n| !n.is_empty())
+        .collect();
+    names.sort_unstable_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+    names.dedup();
+    names
 }
 
 /// A unit of the postal data a gazetteer city may join.

@@ -15,6 +15,9 @@ pub(super) const CODE_EDGE_WORDS: usize = 8;
 /// The longest postal code searched for in a query (GeoNames' are at most 10 bytes): a
 /// code longer than this is not found in a query (`CodeShape`), the others are.
 pub(super) const MAX_CODE_BYTES: usize = 32;
+/// The longest code matched by shape alone (`is_code_shaped`): countryInfo's formats are
+/// at most 10 characters (`#####-####`).
+const MAX_SHAPED_BYTES: usize = 12;
 
 /// The lengths and first characters of a country's codes.
 #[derive(Debug, Clone, Default)]
@@ -93,7 +96,11 @@ impl CountryCities {
             let code_words = (1..=MAX_CODE_WORDS.min(all.len() - i))
                 .rev()
                 .filter(|_| near_an_end)
-                .find(|&n| self.is_code(&all[i..i + n]));
+                .find(|&n| {
+                    let window = &all[i..i + n];
+                    self.is_code(window)
+                        || (i == 0 || i + n == all.len()) && self.is_code_shaped(window)
+                });
             match code_words {
                 Some(n) => i += n,
                 None => {
@@ -103,15 +110,15 @@ impl CountryCities {
             }
         }
         let mut joined = words.join(" ");
-        // The country's name as the query's last words, with a word before it (on the
-        // text: a long query's middle is one of `words`, and may hold its first words).
-        let country = &*self.country_name;
-        if !country.is_empty()
-            && let Some(before) = joined.strip_suffix(country)
-            && before.len() > 1
-            && before.ends_with(' ')
-        {
-            joined.truncate(before.len() - 1);
+        // One of the country's names as the query's last words, with a word before it (on
+        // the text: a long query's middle is one of `words`, and may hold its first words).
+        if let Some(before) = self.country_names.iter().find_map(|country| {
+            joined
+                .strip_suffix(&**country)
+                .filter(|before| before.len() > 1 && before.ends_with(' '))
+                .map(str::len)
+        }) {
+            joined.truncate(before - 1);
         }
         joined
     }
@@ -154,19 +161,44 @@ impl CountryCities {
             })
     }
 
+    /// Whether `words`, joined by a space or a hyphen, match the country's postal code
+    /// regex (countryInfo's): a code the data lacks (GeoNames has only GB's outward codes,
+    /// and few of PL's post-office codes: `SW1A 1AA`, `00-950`). At most
+    /// [`MAX_SHAPED_BYTES`] long, with a digit, and only at either end of the query
+    /// (`clean`), where forms put it.
+    fn is_code_shaped(&self, words: &[&str]) -> bool {
+        let Some(regex) = &self.code_regex else {
+            return false;
+        };
+        let len = words.iter().map(|w| w.len() + 1).sum::<usize>() - 1;
+        if len > MAX_SHAPED_BYTES || !words.iter().any(|w| w.bytes().any(|b| b.is_ascii_digit())) {
+            return false;
+        }
+        [" ", "-"].iter().any(|between| {
+            let text = words.join(between).to_ascii_uppercase();
+            regex.is_match(&text)
+        })
+    }
+
     /// Whether `upper` (folded, upper-cased) is one of the country's postal codes.
     fn has_code(&self, upper: &[u8]) -> bool {
-        let code = |i: usize| code_text(&self.codes_text, &self.code_starts, i).as_bytes();
+        self.code_id(upper).is_some()
+    }
+
+    /// The id of a canonical postal code of the country (its rank among them).
+    pub(super) fn code_id(&self, code: impl AsRef<[u8]>) -> Option<u32> {
+        let code = code.as_ref();
+        let text = |i: usize| code_text(&self.codes_text, &self.code_starts, i).as_bytes();
         let (mut lo, mut hi) = (0, self.code_starts.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match code(mid).cmp(upper) {
+            match text(mid).cmp(code) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return true,
+                std::cmp::Ordering::Equal => return Some(mid as u32),
             }
         }
-        false
+        None
     }
 }
 

@@ -18,8 +18,10 @@ mod codes;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use anyhow::Result;
+use regex::Regex;
 use rusqlite::Connection;
 
 use crate::db;
@@ -29,6 +31,7 @@ use crate::domain::city_match::{
     skeleton_cmp, strip_trailing, trigrams,
 };
 use crate::domain::regions;
+use crate::domain::text::written_in_latin;
 use build::{Builder, GazetteerCity};
 use codes::{CodeShape, code_text};
 
@@ -37,6 +40,9 @@ use codes::{CodeShape, code_text};
 pub(super) const FUZZY_MAX_CHARS: usize = 200;
 /// Most candidates (best shared-trigram count first) checked by edit distance per query.
 const FUZZY_CANDIDATES: usize = 400;
+/// GeoNames' own threshold of a city (cities15000): another name of a city this large and
+/// [`DOMINANT`] times any place of the name read the same is the one meant (`best`).
+pub(super) const CITY_POPULATION: u64 = 15_000;
 
 /// A `/api/city` question, its parts folded with `domain::text::fold`.
 #[derive(Debug, Clone)]
@@ -47,6 +53,10 @@ pub struct CityQuery {
     pub state: Option<String>,
     /// Matches admin code1.
     pub st: Option<String>,
+    /// The city was typed in the Latin alphabet (`text::written_in_latin`): a place whose
+    /// name is written otherwise, found through its transliteration (`Lviv` -> `Львів`),
+    /// is named in the answer.
+    pub latin: bool,
 }
 
 /// The answer to a `/api/city` question.
@@ -94,6 +104,10 @@ impl Span {
 }
 
 struct Region {
+    /// `name_folded` as the region table writes it (`regions::data_name`): what a `state`
+    /// filter compares, so that `Bayern` admits the codes GeoNames files under `Bavaria`
+    /// too.
+    key: Box<str>,
     name: Box<str>,
     code: Box<str>,
     name_folded: Box<str>,
@@ -145,8 +159,14 @@ impl Place {
 
 struct CountryCities {
     language: Language,
-    /// The country's name, folded: dropped from the end of a query (`Paris, France`).
-    country_name: Box<str>,
+    /// The country's names, folded, longest first: dropped from the end of a query
+    /// (`Paris, France`, `Roma, Italia`).
+    country_names: Vec<Box<str>>,
+    /// countryInfo's regex of the country's postal codes (`clean`).
+    code_regex: Option<Arc<Regex>>,
+    /// JP: the municipality of each office code (by code id, ascending), the `city` of its
+    /// lookup (`CityIndex::office_city`).
+    office_cities: Vec<(u32, Box<str>)>,
     text: String,
     regions: Vec<Region>,
     /// Folded region name or code -> regions (trailing words of a query).
@@ -194,7 +214,7 @@ impl Filter<'_> {
     fn admits(&self, r: &Region) -> bool {
         let state_ok = self
             .state
-            .is_none_or(|s| *s == *r.name_folded || (self.us && *s == *r.code_folded));
+            .is_none_or(|s| *s == *r.key || (self.us && *s == *r.code_folded));
         let st_ok = self.st.is_none_or(|s| *s == *r.code_folded);
         let named_ok = self
             .named
@@ -212,7 +232,7 @@ impl CityIndex {
             let Some(country) = CountryCode::parse(&row.code) else {
                 continue;
             };
-            let mut builder = Builder::new(country, &row.name);
+            let mut builder = Builder::new(country, &row.name, row.data.postal_regex.clone());
             db::postal::for_each_place(conn, country.as_str(), |r| builder.add(r))?;
             let mut cities = Vec::new();
             db::gazetteer::for_each_place(conn, country.as_str(), |g| {
@@ -245,14 +265,14 @@ impl CityIndex {
         if query.city.is_empty() || query.city.len() > cities.longest_matchable {
             return None;
         }
-        if let Some(found) = cities.exact(&query.city, &filter, false) {
+        if let Some(found) = cities.exact(&query.city, &filter, false, query.latin) {
             return Some(found);
         }
         // What forms add to a city: a postal code, the country's name.
         let cleaned = cities.clean(&query.city);
         if cleaned != query.city
             && !cleaned.is_empty()
-            && let Some(found) = cities.exact(&cleaned, &filter, true)
+            && let Some(found) = cities.exact(&cleaned, &filter, true, query.latin)
         {
             return Some(found);
         }
@@ -279,6 +299,22 @@ impl CityIndex {
             zipcodes: cities.codes_of(&[id]),
             fuzzy: Some(cities.matched(id)),
         })
+    }
+
+    /// The municipality of a JP office code (a company or office in the place-name
+    /// column: 616-8586 `東映太秦映画村` is in `Kyoto Shi`), which `/api/lookup` answers as
+    /// its city (issue 34); `None` for every other code. `code` is canonical.
+    pub fn office_city(&self, country: CountryCode, code: &str) -> Option<&str> {
+        let cities = self.countries.get(&country)?;
+        if cities.office_cities.is_empty() {
+            return None;
+        }
+        let id = cities.code_id(code)?;
+        let at = cities
+            .office_cities
+            .binary_search_by_key(&id, |(c, _)| *c)
+            .ok()?;
+        Some(&cities.office_cities[at].1)
     }
 
     /// The longest folded query of `country` that can find a place (`find` answers `None`
@@ -481,16 +517,31 @@ impl CountryCities {
         self.best(self.prefix_range(&prefix).filter(fits), filter)
     }
 
+    /// The data's own names first, unless another name is that of a city the gazetteer
+    /// counts [`DOMINANT`] times as many people as any of them and at least
+    /// [`CITY_POPULATION`] (`Corunna`, read as `Coruna`: A Coruña's other name, 245,468
+    /// people, not the hamlet Coruña of Las Palmas, a place of that name).
     fn best(&self, ids: impl Iterator<Item = u32>, filter: &Filter<'_>) -> Option<u32> {
-        ids.filter(|id| filter.admits(self.region(*id)))
-            .min_by_key(|id| Rank {
-                edits: 0,
-                alias: self.places[*id as usize].is_alias(),
-                population: u64::from(self.places[*id as usize].population),
-                codes: self.code_count(*id),
-                name_len: self.places[*id as usize].folded.len as usize,
-                order: *id,
-            })
+        let ids: Vec<u32> = ids.filter(|id| filter.admits(self.region(*id))).collect();
+        let place_people = ids
+            .iter()
+            .map(|id| &self.places[*id as usize])
+            .filter(|p| !p.is_alias())
+            .map(|p| u64::from(p.population))
+            .max()
+            .unwrap_or(0);
+        let outweighed = |p: &Place| {
+            let people = u64::from(p.population);
+            people >= CITY_POPULATION && people >= DOMINANT * place_people
+        };
+        ids.into_iter().min_by_key(|id| Rank {
+            edits: 0,
+            alias: self.places[*id as usize].is_alias() && !outweighed(&self.places[*id as usize]),
+            population: u64::from(self.places[*id as usize].population),
+            codes: self.code_count(*id),
+            name_len: self.places[*id as usize].folded.len as usize,
+            order: *id,
+        })
     }
 
     fn skeleton_range(&self, skeleton: &str) -> impl Iterator<Item = u32> + '_ {
@@ -605,7 +656,8 @@ impl CountryCities {
         })
     }
 
-    /// Places whose folded name contains `text` (3 characters or more).
+    /// Places whose folded name contains `text` (3 characters or more): the data's own
+    /// names (the postings hold some cities' other names too, for typos).
     fn containing(&self, text: &str) -> Vec<u32> {
         let plain = skeleton(text);
         let mut lists: Vec<&[u8]> = inner_trigrams(&plain)
@@ -616,7 +668,7 @@ impl CountryCities {
             return Vec::new();
         };
         decode(rarest)
-            .filter(|id| self.folded(*id).contains(text))
+            .filter(|id| !self.places[*id as usize].is_alias() && self.folded(*id).contains(text))
             .collect()
     }
 
@@ -672,8 +724,15 @@ impl CountryCities {
     /// gazetteer counts [`DOMINANT`] times as many people as any other, or only names that
     /// are not place names match (a city of the admin columns, another name of a place),
     /// the one place answers and is named. `named`: the query was not the name as typed
-    /// (`10115 Berlin`), so the answer names its place in any case.
-    fn exact(&self, folded: &str, filter: &Filter<'_>, named: bool) -> Option<CityMatch> {
+    /// (`10115 Berlin`), so the answer names its place in any case; so does a query typed
+    /// in another script than the place's name (`latin`: `Lviv` finds `Львів`, named).
+    fn exact(
+        &self,
+        folded: &str,
+        filter: &Filter<'_>,
+        named: bool,
+        latin: bool,
+    ) -> Option<CityMatch> {
         let mut ids: Vec<u32> = self
             .folded_range(folded)
             .filter(|id| filter.admits(self.region(*id)))
@@ -728,7 +787,10 @@ impl CountryCities {
             Some(codes) if !dominant => codes.clone(),
             _ => self.codes_of(&[best]),
         };
-        let fuzzy = (named || every_place.as_ref() != Some(&zipcodes)).then(|| self.matched(best));
+        let transliterated =
+            written_in_latin(self.places[best as usize].name.of(&self.text)) != latin;
+        let fuzzy = (named || transliterated || every_place.as_ref() != Some(&zipcodes))
+            .then(|| self.matched(best));
         Some(CityMatch { zipcodes, fuzzy })
     }
 

@@ -3,7 +3,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Builder, Kind, MIN_DISTRICTS, PlaceBuild};
+use super::{Builder, GazetteerCity, JOIN_NEAR_KM, Kind, MIN_DISTRICTS, PlaceBuild};
+use crate::domain::city_match::admin_core;
+use crate::domain::geo::haversine_km;
+use crate::domain::text::fold;
+
+/// The fewest people that make a gazetteer place a town of its own inside an admin unit
+/// (`holding_other_towns`).
+const TOWN_POPULATION: u64 = 1_000;
 
 impl Builder {
     /// Districts: places named `<city> <n>` (n of one or two digits) with at least
@@ -76,5 +83,57 @@ impl Builder {
             };
             self.places[at].codes.extend(codes);
         }
+    }
+}
+
+impl Builder {
+    /// Per admin unit: a district named after its chief town, which holds other towns
+    /// (`Politischer Bezirk Mödling` holds Perchtoldsdorf, BE's arrondissement `Leuven`
+    /// Tienen and Aarschot, DE's `Gießen` (the Landkreis) Linden, `Biel/Bienne District`
+    /// Nidau): a place of its codes, named otherwise than the unit, that the gazetteer
+    /// counts as a town of at least [`TOWN_POPULATION`] people within [`JOIN_NEAR_KM`] of
+    /// that place's point. Where admin units are cities only as a fallback, such a unit is
+    /// never a city: its town is (issue 34, "a city is never answered with the larger unit
+    /// that shares its name"). `Toronto` (admin name2, 41 FSAs) holds no other town.
+    pub(super) fn holding_other_towns(&self, cities: &[GazetteerCity]) -> Vec<bool> {
+        let mut held = vec![false; self.admins.len()];
+        if !self.admins_as_fallback {
+            return held;
+        }
+        let mut towns: HashMap<&str, Vec<&GazetteerCity>> = HashMap::new();
+        for city in cities.iter().filter(|c| c.population >= TOWN_POPULATION) {
+            towns.entry(city.names[0].as_str()).or_default().push(city);
+        }
+        // Each code's places that the gazetteer knows as towns.
+        let mut town_places: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (i, p) in self.places.iter().enumerate() {
+            if p.alias_of.is_some() || !towns.contains_key(p.folded.as_str()) {
+                continue;
+            }
+            for code in &p.codes {
+                town_places.entry(*code).or_default().push(i);
+            }
+        }
+        let is_town = |i: usize| {
+            let p = &self.places[i];
+            towns[p.folded.as_str()].iter().any(|t| {
+                p.codes
+                    .iter()
+                    .filter_map(|c| self.point(*c))
+                    .any(|(lat, lon)| {
+                        haversine_km(lat, lon, t.latitude, t.longitude) <= JOIN_NEAR_KM
+                    })
+            })
+        };
+        for (a, unit) in self.admins.iter().enumerate() {
+            let core = fold(&admin_core(self.country.as_str(), &unit.name));
+            held[a] = unit
+                .codes
+                .iter()
+                .filter_map(|c| town_places.get(c))
+                .flatten()
+                .any(|i| self.places[*i].folded != core && is_town(*i));
+        }
+        held
     }
 }
