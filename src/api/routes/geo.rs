@@ -132,7 +132,7 @@ pub struct Place {
     pub zipcode: String,
     /// ISO 3166-1 alpha-2 code.
     pub country: String,
-    /// Place name.
+    /// Place name (for a JP office code, its municipality, as /api/lookup).
     pub city: String,
     /// Admin name 1 (state, region), "" when the record has none.
     pub state: String,

@@ -166,7 +166,8 @@ impl Operation for Lookup {
 #[oai(rename_all = "camelCase", example)]
 #[serde(rename_all = "camelCase")]
 pub struct LookupResponse {
-    /// City or place name.
+    /// City or place name. For a JP office code, whose place name is a company or an
+    /// office, its municipality (`Kyoto Shi`); /api/metacode's `placeName` has the company.
     pub city: String,
     /// Full state name; "" outside the US.
     pub state: String,

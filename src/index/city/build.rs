@@ -36,6 +36,10 @@ const JOIN_FAR_KM: f64 = 25.0;
 /// The shortest city name that may begin the names of a city's post offices
 /// (`Karachi Gpo`, `Karachi Nazimabad`).
 const MIN_PREFIX_CHARS: usize = 4;
+/// A city of this many people is what the admin unit of its name holds, suburbs and all,
+/// even when the gazetteer lists those as towns of their own (`join`; a district named
+/// after a smaller town is not that town).
+const METROPOLIS: u64 = 1_000_000;
 /// The shortest other name of a city that a typo may be taken for (`typo_alias`).
 const TYPO_ALIAS_CHARS: usize = 5;
 /// Alternate names longer than this are descriptions, not names people type.
@@ -356,19 +360,23 @@ impl Builder {
             let n = place_codes.entry(p.folded.as_str()).or_default();
             *n = (*n).max(distinct(&p.codes));
         }
-        let districts = self.holding_other_towns(cities);
-        let shadowed: Vec<bool> = self
+        let towns = self.holding_other_towns(cities);
+        // (unit named like a place, and with too few codes; a district of other towns)
+        let (shadowed, districts): (Vec<bool>, Vec<bool>) = self
             .admins
             .iter()
-            .zip(districts)
-            .map(|(a, district)| {
+            .zip(towns)
+            .map(|(a, towns)| {
                 let core = fold(&admin_core(self.country.as_str(), &a.name));
-                self.admins_as_fallback
-                    && place_codes
-                        .get(core.as_str())
-                        .is_some_and(|n| district || distinct(&a.codes) < DOMINANT as usize * n)
+                let place = place_codes
+                    .get(core.as_str())
+                    .filter(|_| self.admins_as_fallback);
+                (
+                    place.is_some_and(|n| distinct(&a.codes) < DOMINANT as usize * n),
+                    place.is_some() && towns,
+                )
             })
-            .collect();
+            .unzip();
         drop(place_codes);
         let mut sorted: Vec<usize> = (0..self.places.len())
             .filter(|i| self.places[*i].alias_of.is_none())
@@ -419,6 +427,11 @@ impl Builder {
                 let (codes, clipped) = match unit {
                     Unit::Place(i) => (&self.places[i].codes, None),
                     Unit::Admin(i) if shadowed[i] => continue,
+                    // A district named after a town of fewer than a million people is not
+                    // that town (`Leuven`); a larger city's unit holds its suburbs, which
+                    // the gazetteer lists as towns (`Brisbane`, `Lima`, `Bruxelles (19
+                    // communes)`).
+                    Unit::Admin(i) if districts[i] && city.population < METROPOLIS => continue,
                     Unit::Admin(i) => {
                         let codes = &self.admins[i].codes;
                         (codes, Some(Unit::Clipped(i)))

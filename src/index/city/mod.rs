@@ -40,9 +40,12 @@ use codes::{CodeShape, code_text};
 pub(super) const FUZZY_MAX_CHARS: usize = 200;
 /// Most candidates (best shared-trigram count first) checked by edit distance per query.
 const FUZZY_CANDIDATES: usize = 400;
-/// GeoNames' own threshold of a city (cities15000): another name of a city this large and
-/// [`DOMINANT`] times any place of the name read the same is the one meant (`best`).
+/// GeoNames' own threshold of a city (cities15000): the other Latin names of cities this
+/// large are candidates of the typo step too (`fuzzy`; `Colone` finds Köln's `Cologne`).
 pub(super) const CITY_POPULATION: u64 = 15_000;
+/// A city this large is meant by one of its other names before places of that name that
+/// the gazetteer does not know (`fuzzy`).
+const LARGE_CITY: u64 = 100_000;
 
 /// A `/api/city` question, its parts folded with `domain::text::fold`.
 #[derive(Debug, Clone)]
@@ -517,31 +520,16 @@ impl CountryCities {
         self.best(self.prefix_range(&prefix).filter(fits), filter)
     }
 
-    /// The data's own names first, unless another name is that of a city the gazetteer
-    /// counts [`DOMINANT`] times as many people as any of them and at least
-    /// [`CITY_POPULATION`] (`Corunna`, read as `Coruna`: A Coruña's other name, 245,468
-    /// people, not the hamlet Coruña of Las Palmas, a place of that name).
     fn best(&self, ids: impl Iterator<Item = u32>, filter: &Filter<'_>) -> Option<u32> {
-        let ids: Vec<u32> = ids.filter(|id| filter.admits(self.region(*id))).collect();
-        let place_people = ids
-            .iter()
-            .map(|id| &self.places[*id as usize])
-            .filter(|p| !p.is_alias())
-            .map(|p| u64::from(p.population))
-            .max()
-            .unwrap_or(0);
-        let outweighed = |p: &Place| {
-            let people = u64::from(p.population);
-            people >= CITY_POPULATION && people >= DOMINANT * place_people
-        };
-        ids.into_iter().min_by_key(|id| Rank {
-            edits: 0,
-            alias: self.places[*id as usize].is_alias() && !outweighed(&self.places[*id as usize]),
-            population: u64::from(self.places[*id as usize].population),
-            codes: self.code_count(*id),
-            name_len: self.places[*id as usize].folded.len as usize,
-            order: *id,
-        })
+        ids.filter(|id| filter.admits(self.region(*id)))
+            .min_by_key(|id| Rank {
+                edits: 0,
+                alias: self.places[*id as usize].is_alias(),
+                population: u64::from(self.places[*id as usize].population),
+                codes: self.code_count(*id),
+                name_len: self.places[*id as usize].folded.len as usize,
+                order: *id,
+            })
     }
 
     fn skeleton_range(&self, skeleton: &str) -> impl Iterator<Item = u32> + '_ {
@@ -618,6 +606,10 @@ impl CountryCities {
             // least `distinct - 3d` of the query's distinct trigrams.
             let n = grams.len();
             let mut best: Option<Rank> = None;
+            // The best of the cities' other names, and the most people of a place of the
+            // data's own name among the closest ones (edits, people).
+            let mut best_alias: Option<Rank> = None;
+            let mut people: Option<(usize, u64)> = None;
             let mut checked = 0;
             let mut buffer = Vec::with_capacity(64);
             for (shared, ids) in by_count[..=top].iter().enumerate().rev() {
@@ -640,19 +632,46 @@ impl CountryCities {
                     if let Some(edits) = edits_within(query.as_bytes(), &buffer, limit) {
                         let rank = Rank {
                             edits,
-                            alias: false,
+                            alias: place.is_alias(),
                             population: u64::from(place.population),
                             codes: place.codes.len as usize,
                             name_len: buffer.len(),
                             order: *id,
                         };
+                        if rank.alias {
+                            if best_alias.is_none_or(|b| rank < b) {
+                                best_alias = Some(rank);
+                            }
+                        } else {
+                            people = match people {
+                                Some((e, p)) if e == edits => Some((e, p.max(rank.population))),
+                                Some((e, _)) if e < edits => people,
+                                _ => Some((edits, rank.population)),
+                            };
+                        }
                         if best.is_none_or(|b| rank < b) {
                             best = Some(rank);
                         }
                     }
                 }
             }
-            best
+            // The data's own names first among names equally close, unless another name
+            // is a city of [`LARGE_CITY`] people and the gazetteer knows no place of those
+            // names (`Corunna`: A Coruña's `Coruna`, 245,468 people, not the hamlet
+            // `Coruña`; `Aflredo Chaves` stays the town Alfredo Chaves, not Veranópolis,
+            // once so named; `Pnelem` the villages Pelem, not Kertosono, 60,782 people,
+            // also called Pelem; `Gdualur` the towns Gudalur, not Cuddalore).
+            match (best, best_alias) {
+                (Some(b), Some(a)) if !b.alias && a.edits == b.edits => {
+                    let known = people.is_some_and(|(_, p)| p > 0);
+                    Some(if !known && a.population >= LARGE_CITY {
+                        a
+                    } else {
+                        b
+                    })
+                }
+                _ => best,
+            }
         })
     }
 

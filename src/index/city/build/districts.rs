@@ -94,7 +94,9 @@ impl Builder {
     /// counts as a town of at least [`TOWN_POPULATION`] people within [`JOIN_NEAR_KM`] of
     /// that place's point. Where admin units are cities only as a fallback, such a unit is
     /// never a city: its town is (issue 34, "a city is never answered with the larger unit
-    /// that shares its name"). `Toronto` (admin name2, 41 FSAs) holds no other town.
+    /// that shares its name"), unless that town is a city of a million people (`join`:
+    /// `Brisbane`'s unit holds its suburbs). `Toronto` (admin name2, 41 FSAs) holds no
+    /// other town.
     pub(super) fn holding_other_towns(&self, cities: &[GazetteerCity]) -> Vec<bool> {
         let mut held = vec![false; self.admins.len()];
         if !self.admins_as_fallback {
