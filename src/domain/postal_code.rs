@@ -260,15 +260,13 @@ impl ShortQuery {
         ShortParse::Query(ShortQuery { bytes, end, key })
     }
 
-    /// As [`PostalQuery::candidates`]: the full compact code when the rule changed it,
-    /// then the rule's key.
-    pub fn candidates(&self) -> impl Iterator<Item = &str> {
-        let text =
-            |range: Range<usize>| std::str::from_utf8(&self.bytes[range]).unwrap_or_default();
+    /// As [`PostalQuery::candidates`], as bytes (ASCII letters and digits): the full
+    /// compact code when the rule changed it, then the rule's key.
+    pub fn candidates(&self) -> impl Iterator<Item = &[u8]> {
         let compact = 2..self.end;
-        let full = (self.key != compact).then(|| text(compact));
+        let full = (self.key != compact).then(|| &self.bytes[compact]);
         full.into_iter()
-            .chain(std::iter::once(text(self.key.clone())))
+            .chain(std::iter::once(&self.bytes[self.key.clone()]))
     }
 }
 
@@ -437,8 +435,8 @@ mod tests {
                 match ShortQuery::parse(country, input) {
                     ShortParse::Query(short) => {
                         let slow = slow.expect("the same input is valid");
-                        let keys: Vec<&str> = short.candidates().collect();
-                        let expected: Vec<&str> = slow.candidates().collect();
+                        let keys: Vec<&[u8]> = short.candidates().collect();
+                        let expected: Vec<&[u8]> = slow.candidates().map(str::as_bytes).collect();
                         assert_eq!(keys, expected, "{country:?} {input:?}");
                     }
                     ShortParse::Invalid => assert!(slow.is_none(), "{country:?} {input:?}"),

@@ -224,10 +224,10 @@ impl CountryCodes {
             codes.ends.push(codes.keys.len() as u32);
             let record = records[at as usize].take().expect("each record once");
             codes.records.push(record);
-            let hash = codes.hasher.hash_one(&*key);
+            let hash = codes.hasher.hash_one(key.as_bytes());
             let (keys, ends, hasher) = (&codes.keys, &codes.ends, &codes.hasher);
             codes.table.insert_unique(hash, rank as u32, |r| {
-                hasher.hash_one(key_at(keys, ends, *r))
+                hasher.hash_one(key_at(keys, ends, *r).as_bytes())
             });
         }
         codes
@@ -238,12 +238,24 @@ impl CountryCodes {
     }
 
     fn get(&self, key: &str) -> Option<RecordRef<'_>> {
-        self.rank(key).and_then(|r| self.at(r))
+        self.get_bytes(key.as_bytes())
+    }
+
+    /// [`CountryCodes::get`] of a key as bytes (`ShortQuery`'s, which are ASCII).
+    fn get_bytes(&self, key: &[u8]) -> Option<RecordRef<'_>> {
+        self.rank_bytes(key).and_then(|r| self.at(r))
     }
 
     fn rank(&self, key: &str) -> Option<u32> {
+        self.rank_bytes(key.as_bytes())
+    }
+
+    /// Keys are hashed as bytes, so that a key on the stack needs no UTF-8 check.
+    fn rank_bytes(&self, key: &[u8]) -> Option<u32> {
         self.table
-            .find(self.hasher.hash_one(key), |r| self.key(*r) == key)
+            .find(self.hasher.hash_one(key), |r| {
+                self.key(*r).as_bytes() == key
+            })
             .copied()
     }
 
@@ -636,7 +648,7 @@ impl PostalIndex {
                 let found = self
                     .first
                     .get(&country)
-                    .and_then(|codes| short.candidates().find_map(|key| codes.get(key)));
+                    .and_then(|codes| short.candidates().find_map(|key| codes.get_bytes(key)));
                 if let Some(record) = found {
                     return Verdict::Valid(canonical(country, record.postal_code()));
                 }
