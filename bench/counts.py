@@ -6,8 +6,9 @@ and not, /proc/PID/task/*/status, in a window without strace).
 Every thread of the server counts: the billing writer, the log writer, the timers.
 System calls and switches are counted per thread, and an idle window as long as the
 requests' (measured the same way, right after) is subtracted: what idle workers and timers
-do meanwhile is not the requests'. The threads that made most of the calls are the
-serving ones; the rest ("other threads") are those a request wakes.
+do meanwhile is not the requests'. The threads that read or write the client's socket
+are the serving ones (tokio's workers; the connection may move between them); the rest
+("other threads": billing writer, log writer) are those the requests wake.
 
 validate-bulk's instructions are also split by phase, per record, from the callgrind dump
 of its window: the inclusive cost of the functions that bound each phase (`PHASES`), the
@@ -272,7 +273,7 @@ def strace_window(pid, client, reqs, out_dir):
     """System calls per thread while `reqs` are served, less those of an idle window as
     long right after, both within one attachment of `strace -f -ttt` (an attachment
     interrupts each thread's blocking call once; it settles before the first window)."""
-    out = f"{out_dir}/strace-{pid}.txt"
+    out = f"{out_dir}/strace-{pid}-{len(glob.glob(f'{out_dir}/strace-{pid}-*'))}.txt"
     tracer = subprocess.Popen(["strace", "-f", "-ttt", "-p", str(pid), "-o", out],
                               stderr=subprocess.PIPE, text=True)
     # strace says it is attached on stderr, once per thread.
@@ -287,7 +288,7 @@ def strace_window(pid, client, reqs, out_dir):
     time.sleep(end - start + 0.5)
     tracer.send_signal(signal.SIGINT)
     tracer.wait()
-    served, idle = {}, {}
+    served, idle, serving = {}, {}, set()
     with open(out) as f:
         for line in f:
             # "TID SECONDS.MICROS name(args..." or "TID SECONDS.MICROS <... name resumed>..."
@@ -297,9 +298,13 @@ def strace_window(pid, client, reqs, out_dir):
             tid, at = int(parts[0]), float(parts[1])
             if start <= at < end:
                 served[tid] = served.get(tid, 0) + 1
+                # The threads that read or write the client's socket serve it.
+                if parts[2].startswith(("recvfrom(", "sendto(", "recvmsg(", "sendmsg(")):
+                    serving.add(tid)
             elif end + 0.25 <= at < 2 * end - start + 0.25:
                 idle[tid] = idle.get(tid, 0) + 1
-    return {t: served.get(t, 0) - idle.get(t, 0) for t in set(served) | set(idle)}
+    calls = {t: served.get(t, 0) - idle.get(t, 0) for t in set(served) | set(idle)}
+    return calls, serving
 
 
 def per_request(by_thread, serving, n):
@@ -347,16 +352,13 @@ def measure(name, cmd_of, kinds, out_dir, warm, dumps, others):
                 client.send(r)
             time.sleep(1)
             switches = switches_window(proc.pid, client, reqs)
-            calls = strace_window(proc.pid, client, reqs, out_dir)
-            # The serving threads: those that made most of the calls (a tokio worker
-            # takes the connection; it may move between workers).
-            busiest = max(calls.values())
-            serving = {t for t, c in calls.items() if c >= busiest / 4}
+            calls, serving = strace_window(proc.pid, client, reqs, out_dir)
             results[kind] += [per_request(calls, serving, len(reqs)),
                               per_request(switches, serving, len(reqs))]
             names = thread_names(proc.pid)
-            others[kind] = sorted((names.get(t, "?"), c / len(reqs)) for t, c in calls.items()
-                                  if t not in serving and abs(c) / len(reqs) >= 0.05)
+            others[kind] = sorted(
+                (names.get(t, "?"), c / len(reqs), switches.get(t, 0) / len(reqs))
+                for t, c in calls.items() if t not in serving and abs(c) / len(reqs) >= 0.05)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait()
@@ -395,10 +397,11 @@ def main():
               f"| {ratio(calls[0], base[1][0])} | {calls[1]:.2f} | {switches[0]:.2f} "
               f"| {ratio(switches[0], base[2][0])} | {switches[1]:.2f} |")
     print()
-    print("System calls a request of the threads other than the serving ones, by name "
-          "(0.05 or more):")
+    print("Threads other than the serving ones, by name: system calls / context switches "
+          "a request (0.05 calls or more):")
     for kind, threads in others.items():
-        print(f"- {kind}: " + (", ".join(f"{name} {c:.2f}" for name, c in threads) or "none"))
+        print(f"- {kind}: " + (", ".join(f"{name} {c:.2f} / {w:.2f}" for name, c, w in threads)
+                               or "none"))
     path, total, requests = dumps[BULK]
     print()
     print(f"{BULK}, instructions per record by phase (callgrind, inclusive):")
