@@ -1,8 +1,8 @@
 """Counted, not timed (bench/counts.sh, issue 37): per request, the instructions the server
 executes (valgrind's callgrind, counting only while the requests of one kind are served:
 `--instr-atstart=no`, then `callgrind_control -i on`, `-d` (a dump zeroes the counters),
-the requests, `-d`, `-i off`), its system calls (`strace -f -ttt`, by timestamp) and its context switches (voluntary
-and not, /proc/PID/task/*/status, in a window without strace).
+the requests, `-d`, `-i off`), its system calls (`strace -f -ttt`, by timestamp) and its
+context switches (voluntary and not, /proc/PID/task/*/status, in a window without strace).
 Every thread of the server counts: the billing writer, the log writer, the timers.
 System calls and switches are counted per thread, and an idle window as long as the
 requests' (measured the same way, right after) is subtracted: what idle workers and timers
