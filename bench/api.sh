@@ -23,11 +23,13 @@
 # each one's ratio to nginx (n) and to nginx with its access log (l) (medians of the
 # paired ratios); and how many billing flushes took 100 ms or more (the "slow billing
 # flush" warnings in the logs of this version's two servers, warm-ups included: port
-# 18080 serves rows w, m and g and the bulk requests, 18083 row d), so that a durable p99 of
+# PORT (18080) serves rows w, m and g and the bulk requests, PORT+3 row d), so that a durable p99 of
 # that order shows whether its flushes were slow.
 # With PIN=1 every server runs on core 0 and wrk (one thread) on core 1 (`taskset`), so
 # that wrk's CPU cannot blur the servers' figures (issue 21's second figure).
-# Usage: [ROUNDS=3] [BASE=<commit>] [PIN=1] bench/api.sh [seconds per run, default 8] [connections, default 64]
+# The servers listen on PORT (default 18080) to PORT+5: w, a, n, d, p, l; another PORT lets
+# it run beside a server already on 18080.
+# Usage: [ROUNDS=3] [BASE=<commit>] [PIN=1] [PORT=18080] bench/api.sh [seconds per run, default 8] [connections, default 64]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${1:-8}
@@ -36,6 +38,9 @@ OUT=$PWD/bench/out
 DB=$OUT/bench.db
 DURABLE_DB=$OUT/bench-durable.db
 mkdir -p "$OUT"
+PORT=${PORT:-18080}
+P_WB=$PORT P_BARE=$((PORT + 1)) P_NGINX=$((PORT + 2)) P_DURABLE=$((PORT + 3))
+P_BASE=$((PORT + 4)) P_NGINX_LOG=$((PORT + 5))
 
 for tool in wrk nginx; do
   if ! command -v $tool >/dev/null; then
@@ -167,11 +172,11 @@ http {
   keepalive_requests 1000000;
   types { application/json json; }
   server {
-    listen 127.0.0.1:18082;
+    listen 127.0.0.1:$P_NGINX;
     root $OUT/nginx-root;
   }
   server {
-    listen 127.0.0.1:18085;
+    listen 127.0.0.1:$P_NGINX_LOG;
     root $OUT/nginx-root;
     access_log $OUT/nginx-access.log combined buffer=64k flush=1s;
   }
@@ -179,20 +184,27 @@ http {
 CONF
 rm -f "$OUT/nginx-access.log"
 
-"${SERVE_ON[@]}" $POSTAL --db "$DB" serve --listen 127.0.0.1:18080 >"$OUT/server.log" 2>&1 &
+# A port already served would be benchmarked as ours (and loaded with our requests).
+for port in $P_WB $P_BARE $P_NGINX $P_DURABLE $P_BASE $P_NGINX_LOG; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "port $port is already in use: choose another PORT" >&2
+    exit 1
+  fi
+done
+"${SERVE_ON[@]}" $POSTAL --db "$DB" serve --listen 127.0.0.1:$P_WB >"$OUT/server.log" 2>&1 &
 server=$!
-"${SERVE_ON[@]}" $POSTAL --db "$DURABLE_DB" serve --durable-charges --listen 127.0.0.1:18083 >"$OUT/server-durable.log" 2>&1 &
+"${SERVE_ON[@]}" $POSTAL --db "$DURABLE_DB" serve --durable-charges --listen 127.0.0.1:$P_DURABLE >"$OUT/server-durable.log" 2>&1 &
 durable=$!
-"${SERVE_ON[@]}" target/release/examples/bare 127.0.0.1:18081 &
+"${SERVE_ON[@]}" target/release/examples/bare 127.0.0.1:$P_BARE &
 bare=$!
 "${SERVE_ON[@]}" "$NGINX" -c "$OUT/nginx.conf" -p "$OUT" &
 nginx=$!
 base=
-ports="18080 18081 18082 18083 18085"
+ports="$P_WB $P_BARE $P_NGINX $P_DURABLE $P_NGINX_LOG"
 if [ -n "$BASE" ]; then
-  "${SERVE_ON[@]}" "$OUT/postal-$BASE" --db "$BASE_DB" serve --listen 127.0.0.1:18084 >"$OUT/server-base.log" 2>&1 &
+  "${SERVE_ON[@]}" "$OUT/postal-$BASE" --db "$BASE_DB" serve --listen 127.0.0.1:$P_BASE >"$OUT/server-base.log" 2>&1 &
   base=$!
-  ports="$ports 18084"
+  ports="$ports $P_BASE"
 fi
 trap 'kill $server $durable $bare $nginx $base 2>/dev/null || true' EXIT
 for port in $ports; do
@@ -238,40 +250,39 @@ PY
 # Warm-up, then ROUNDS rounds of every server back to back; the machine is shared and
 # noisy, so the figures are medians and the ratios medians of the paired ratios.
 ROUNDS=${ROUNDS:-3}
-for port in ${ports/18081 18082 /}; do
-  [ "$port" = 18085 ] && continue
+for port in $P_WB $P_DURABLE ${BASE:+$P_BASE}; do
   "${WRK_ON[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d2s -s "$OUT/us-post.lua" "http://127.0.0.1:$port" >/dev/null
 done
-for port in 18082 18085; do
+for port in $P_NGINX $P_NGINX_LOG; do
   "${WRK_ON[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d2s -s "$OUT/us-get.lua" http://127.0.0.1:$port >/dev/null
 done
 # nginx's CPU is its workers' (the master only starts them).
 nginx_workers=$(pgrep -P "$nginx" | tr '\n' ' ')
 : >"$OUT/rounds.txt"
 for round in $(seq "$ROUNDS"); do
-  n=$(run_wrk http://127.0.0.1:18082 "$OUT/us-get.lua" $nginx_workers)
-  l=$(run_wrk http://127.0.0.1:18085 "$OUT/us-get.lua" $nginx_workers)
-  a=$(run_wrk http://127.0.0.1:18081 "$OUT/us-post.lua" $bare)
-  w=$(run_wrk http://127.0.0.1:18080 "$OUT/us-post.lua" $server)
-  d=$(run_wrk http://127.0.0.1:18083 "$OUT/us-post.lua" $durable)
-  m=$(run_wrk http://127.0.0.1:18080 "$OUT/lookup.lua" $server)
-  g=$(run_wrk http://127.0.0.1:18080 "$OUT/us-get-pub.lua" $server)
+  n=$(run_wrk http://127.0.0.1:$P_NGINX "$OUT/us-get.lua" $nginx_workers)
+  l=$(run_wrk http://127.0.0.1:$P_NGINX_LOG "$OUT/us-get.lua" $nginx_workers)
+  a=$(run_wrk http://127.0.0.1:$P_BARE "$OUT/us-post.lua" $bare)
+  w=$(run_wrk http://127.0.0.1:$P_WB "$OUT/us-post.lua" $server)
+  d=$(run_wrk http://127.0.0.1:$P_DURABLE "$OUT/us-post.lua" $durable)
+  m=$(run_wrk http://127.0.0.1:$P_WB "$OUT/lookup.lua" $server)
+  g=$(run_wrk http://127.0.0.1:$P_WB "$OUT/us-get-pub.lua" $server)
   p=
-  [ -n "$BASE" ] && p=$(run_wrk http://127.0.0.1:18084 "$OUT/us-post.lua" $base)
+  [ -n "$BASE" ] && p=$(run_wrk http://127.0.0.1:$P_BASE "$OUT/us-post.lua" $base)
   echo "$n $l $a $w $d $m $g $p" >>"$OUT/rounds.txt"
   echo "round $round: nginx $n | nginx+log $l | bare $a | write-behind $w | durable $d | mixed $m | GET pub $g${p:+ | $BASE $p} (rps p50 p99 non-2xx cpu-us/req)"
 done
 
 # (c): bulk requests one after the other on one keep-alive connection, without and with
 # gzip: median totalTime, bytes on the wire per answer, server CPU per request.
-bulk_rows=$(python3 - "$server" "${BULK_REQUESTS:-300}" "$OUT" "$TICKS_PER_SECOND" <<'PY'
+bulk_rows=$(python3 - "$server" "${BULK_REQUESTS:-300}" "$OUT" "$TICKS_PER_SECOND" "$P_WB" <<'PY'
 import gzip, json, socket, statistics, sys
-pid, n, out, ticks_per_second = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+pid, n, out, ticks_per_second, port = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
 def cpu_ticks():
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15)
 def run(path, body, encoding):
-    conn = socket.create_connection(("127.0.0.1", 18080))
+    conn = socket.create_connection(("127.0.0.1", int(port)))
     stream = conn.makefile("rb")
     head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n" + (f"Accept-Encoding: {encoding}\r\n" if encoding else "")

@@ -1,9 +1,18 @@
 """Counted, not timed (bench/counts.sh, issue 37): per request, the instructions the server
 executes (valgrind's callgrind, counting only while the requests of one kind are served:
 `--instr-atstart=no`, then `callgrind_control -i on`, `-d` (a dump zeroes the counters),
-the requests, `-d`, `-i off`), its system calls (`strace -f -c` attached for the window) and its context switches
-(voluntary and not, summed over /proc/PID/task/*/status, in a window without strace).
+the requests, `-d`, `-i off`), its system calls (`strace -f -ttt`, by timestamp) and its
+context switches (voluntary and not, /proc/PID/task/*/status, in a window without strace).
 Every thread of the server counts: the billing writer, the log writer, the timers.
+System calls and switches are counted per thread, and an idle window as long as the
+requests' (measured the same way, right after) is subtracted: what idle workers and timers
+do meanwhile is not the requests'. The threads that read or write the client's socket
+are the serving ones (tokio's workers; the connection may move between them); the rest
+("other threads": billing writer, log writer) are those the requests wake.
+
+validate-bulk's instructions are also split by phase, per record, from the callgrind dump
+of its window: the inclusive cost of the functions that bound each phase (`PHASES`), the
+rest of the request (HTTP, key, billing, envelope) being the difference.
 
 One keep-alive connection, requests one after another, the same N of each kind; a warm-up
 of each kind first (not counted).
@@ -27,6 +36,7 @@ import tempfile
 import time
 
 ORIGIN = "https://shop.example"
+BULK = "validate-bulk, 1,000 records"
 
 
 def free_port():
@@ -99,7 +109,7 @@ def requests_of(db, key, pub, n, rng):
         ("GET", f"/api/lookup?zipcode={c}&country=US&key={pub}", {"Origin": ORIGIN}, None)
         for c in rng.choices(us_codes, k=n)]))
     records = [{"postalCode": c, "countryCode": cc} for cc, c in rng.choices(codes, k=1000)]
-    kinds.append(("validate-bulk, 1,000 records", [
+    kinds.append((BULK, [
         post("/api/validate-bulk", {"records": records}) for _ in range(max(1, n // 20))]))
     kinds.append(("city", [
         post("/api/city", {"city": name, "country": cc})
@@ -114,17 +124,119 @@ def bare_requests(n):
     return [("POST", "/api/lookup", {"Content-Type": "application/json"}, "{}")] * n
 
 
-def ctx_switches(pid):
-    total = 0
+# validate-bulk's phases: (name, functions whose inclusive costs sum to it). Names as
+# callgrind writes them; a phase whose functions are all missing from the dump (renamed,
+# inlined) stops the run rather than print a zero.
+PHASES = [
+    ("JSON parse", [
+        # body text -> serde_json::Value (ContractJson::from_bytes)
+        "serde_json::de::from_trait",
+        # Value -> the records (Operation::parse)
+        "postal::api::contract::ContractJson<T>::bulk_records",
+        # the Value tree freed
+        "core::ptr::drop_in_place<serde_json::value::Value>",
+    ]),
+    ("work", [
+        # each record against the index (Operation::work)
+        "<postal::api::routes::validate_bulk::ValidateBulk as postal::api::billed::Operation>::work",
+    ]),
+    ("JSON write", [
+        # the answer -> its bytes, and the answer freed
+        "<postal::api::reply::Reply<T,_> as poem::web::IntoResponse>::into_response",
+    ]),
+]
+
+
+def inclusive_costs(path):
+    """{function: inclusive Ir} of a callgrind dump: the costs of the calls made to each
+    function by any other function (positions: line, events: Ir, compressed names)."""
+    names = {}
+
+    def name(kind, text):
+        m = re.match(r"\((\d+)\)(?: (.*))?$", text)
+        if not m:
+            return text
+        if m.group(2) is not None:
+            names[kind, m.group(1)] = m.group(2)
+        return names.get((kind, m.group(1)), text)
+
+    inclusive = {}
+    fn = cfn = called = None
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("fn="):
+                fn = name("fn", line[3:])
+            elif line.startswith("cfn="):
+                cfn = name("fn", line[4:])
+            elif line.startswith(("fl=", "fi=", "fe=")):
+                name("fl", line[3:])
+            elif line.startswith(("cfi=", "cfl=")):
+                name("fl", line[4:])
+            elif line.startswith("calls="):
+                called = cfn
+            elif called is not None and line[:1] in "0123456789+-*" and line:
+                if called != fn:
+                    inclusive[called] = inclusive.get(called, 0) + int(line.split()[1])
+                called = None
+    return inclusive
+
+
+def phases_of(path, total, records):
+    """[(phase, Ir per record)] of validate-bulk's window, the rest last."""
+    inclusive = inclusive_costs(path)
+    split = []
+    for phase, functions in PHASES:
+        found = [inclusive[f] for f in functions if f in inclusive]
+        if not found:
+            raise RuntimeError(f"{phase}: none of {functions} in {path}")
+        split.append((phase, sum(found) / records))
+    split.append(("rest of the request", total / records - sum(c for _, c in split)))
+    return split
+
+
+def thread_switches(pid):
+    """{thread id: voluntary + involuntary context switches so far} of every thread."""
+    counts = {}
     for status in glob.glob(f"/proc/{pid}/task/*/status"):
+        tid = int(status.split("/")[4])
         try:
             with open(status) as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                        total += int(line.split()[1])
+                counts[tid] = sum(int(line.split()[1]) for line in f if line.startswith(
+                    ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
         except FileNotFoundError:
             pass
-    return total
+    return counts
+
+
+def thread_names(pid):
+    names = {}
+    for comm in glob.glob(f"/proc/{pid}/task/*/comm"):
+        try:
+            with open(comm) as f:
+                names[int(comm.split("/")[4])] = f.read().strip()
+        except FileNotFoundError:
+            pass
+    return names
+
+
+def diff(after, before):
+    return {t: after[t] - before.get(t, 0) for t in after if after[t] != before.get(t, 0)}
+
+
+def switches_window(pid, client, reqs):
+    """Context switches per thread while `reqs` are served, less those of an idle window
+    as long right after (idle workers' and timers' wakeups), without strace."""
+    before = thread_switches(pid)
+    start = time.monotonic()
+    for r in reqs:
+        client.send(r)
+    took = time.monotonic() - start
+    served = thread_switches(pid)
+    time.sleep(took)
+    idle = diff(thread_switches(pid), served)
+    served = diff(served, before)
+    return {t: served.get(t, 0) - idle.get(t, 0) for t in set(served) | set(idle)}
 
 
 def callgrind_window(pid, client, reqs, out_dir):
@@ -153,31 +265,53 @@ def callgrind_window(pid, client, reqs, out_dir):
     with open(path) as f:
         for line in f:
             if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
+                return int(line.split()[1]), path
     raise RuntimeError(f"no totals in {path}")
 
 
 def strace_window(pid, client, reqs, out_dir):
-    out = f"{out_dir}/strace-{pid}.txt"
-    tracer = subprocess.Popen(["strace", "-f", "-c", "-p", str(pid), "-o", out],
+    """System calls per thread while `reqs` are served, less those of an idle window as
+    long right after, both within one attachment of `strace -f -ttt` (an attachment
+    interrupts each thread's blocking call once; it settles before the first window)."""
+    out = f"{out_dir}/strace-{pid}-{len(glob.glob(f'{out_dir}/strace-{pid}-*'))}.txt"
+    tracer = subprocess.Popen(["strace", "-f", "-ttt", "-p", str(pid), "-o", out],
                               stderr=subprocess.PIPE, text=True)
     # strace says it is attached on stderr, once per thread.
     line = tracer.stderr.readline()
     if "attached" not in line:
         raise RuntimeError(f"strace: {line}")
-    time.sleep(0.5)
+    time.sleep(1)
+    start = time.time()
     for r in reqs:
         client.send(r)
-    time.sleep(0.2)
+    end = time.time()
+    time.sleep(end - start + 0.5)
     tracer.send_signal(signal.SIGINT)
     tracer.wait()
+    served, idle, serving = {}, {}, set()
     with open(out) as f:
         for line in f:
-            if line.strip().endswith("total"):
-                parts = line.split()
-                # % time, seconds, usecs/call, calls, [errors], total
-                return int(parts[3])
-    raise RuntimeError(f"no total in {out}")
+            # "TID SECONDS.MICROS name(args..." or "TID SECONDS.MICROS <... name resumed>..."
+            parts = line.split(None, 2)
+            if len(parts) < 3 or parts[2].startswith(("<...", "---", "+++")):
+                continue
+            tid, at = int(parts[0]), float(parts[1])
+            if start <= at < end:
+                served[tid] = served.get(tid, 0) + 1
+                # The threads that read or write the client's socket serve it.
+                if parts[2].startswith(("recvfrom(", "sendto(", "recvmsg(", "sendmsg(")):
+                    serving.add(tid)
+            elif end + 0.25 <= at < 2 * end - start + 0.25:
+                idle[tid] = idle.get(tid, 0) + 1
+    calls = {t: served.get(t, 0) - idle.get(t, 0) for t in set(served) | set(idle)}
+    return calls, serving
+
+
+def per_request(by_thread, serving, n):
+    """(all threads, threads other than the serving ones) per request."""
+    total = sum(by_thread.values()) / n
+    others = sum(c for t, c in by_thread.items() if t not in serving) / n
+    return total, others
 
 
 def serve(cmd, port, valgrind, out_dir, probe):
@@ -190,8 +324,10 @@ def serve(cmd, port, valgrind, out_dir, probe):
     return proc
 
 
-def measure(name, cmd_of, kinds, out_dir, warm):
-    """{kind: (instructions, syscalls, switches) per request} for one server."""
+def measure(name, cmd_of, kinds, out_dir, warm, dumps, others):
+    """{kind: (instructions, (syscalls, of other threads), (switches, of other threads))
+    per request} for one server; `dumps` gets each kind's callgrind dump (path, total Ir,
+    requests), `others` the other threads' system calls per request by thread name."""
     results = {}
     port = free_port()
     probe = kinds[0][1][0]
@@ -201,7 +337,9 @@ def measure(name, cmd_of, kinds, out_dir, warm):
         for kind, reqs in kinds:
             for r in reqs[:warm]:
                 client.send(r)
-            results[kind] = [callgrind_window(proc.pid, client, reqs, out_dir) / len(reqs)]
+            total, path = callgrind_window(proc.pid, client, reqs, out_dir)
+            results[kind] = [total / len(reqs)]
+            dumps[kind] = (path, total, len(reqs))
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait()
@@ -213,12 +351,14 @@ def measure(name, cmd_of, kinds, out_dir, warm):
             for r in reqs[:warm]:
                 client.send(r)
             time.sleep(1)
-            before = ctx_switches(proc.pid)
-            for r in reqs:
-                client.send(r)
-            switches = (ctx_switches(proc.pid) - before) / len(reqs)
-            calls = strace_window(proc.pid, client, reqs, out_dir) / len(reqs)
-            results[kind] += [calls, switches]
+            switches = switches_window(proc.pid, client, reqs)
+            calls, serving = strace_window(proc.pid, client, reqs, out_dir)
+            results[kind] += [per_request(calls, serving, len(reqs)),
+                              per_request(switches, serving, len(reqs))]
+            names = thread_names(proc.pid)
+            others[kind] = sorted(
+                (names.get(t, "?"), c / len(reqs), switches.get(t, 0) / len(reqs))
+                for t, c in calls.items() if t not in serving and abs(c) / len(reqs) >= 0.05)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait()
@@ -237,21 +377,40 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     rng = random.Random(37)
+    others = {}
     warm = max(1, args.n // 10)
     bare = measure("bare", lambda port: [args.bare, f"127.0.0.1:{port}"],
-                   [("bare poem handler", bare_requests(args.n))], args.out, warm)
+                   [("bare poem handler", bare_requests(args.n))], args.out, warm, {}, others)
     kinds = requests_of(args.db, args.key, args.pub, args.n, rng)
+    dumps = {}
     postal = measure("postal", lambda port: [args.postal, "--db", args.db, "serve",
                                              "--listen", f"127.0.0.1:{port}"],
-                     kinds, args.out, warm)
+                     kinds, args.out, warm, dumps, others)
     base = bare["bare poem handler"]
     print()
-    print("| request | instructions | x bare | system calls | x bare | context switches | x bare |")
-    print("|---|---|---|---|---|---|---|")
+    print("| request | instructions | x bare | system calls | x bare | of other threads "
+          "| context switches | x bare | of other threads |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    ratio = lambda a, b: f"{a / b:.2f}" if b else "-"
     for kind, (ins, calls, switches) in list(bare.items()) + list(postal.items()):
-        ratio = lambda a, b: f"{a / b:.2f}" if b else "-"
-        print(f"| {kind} | {ins:,.0f} | {ratio(ins, base[0])} | {calls:.2f} | {ratio(calls, base[1])} "
-              f"| {switches:.2f} | {ratio(switches, base[2])} |")
+        print(f"| {kind} | {ins:,.0f} | {ratio(ins, base[0])} | {calls[0]:.2f} "
+              f"| {ratio(calls[0], base[1][0])} | {calls[1]:.2f} | {switches[0]:.2f} "
+              f"| {ratio(switches[0], base[2][0])} | {switches[1]:.2f} |")
+    print()
+    print("Threads other than the serving ones, by name: system calls / context switches "
+          "a request (0.05 calls or more):")
+    for kind, threads in others.items():
+        print(f"- {kind}: " + (", ".join(f"{name} {c:.2f} / {w:.2f}" for name, c, w in threads)
+                               or "none"))
+    path, total, requests = dumps[BULK]
+    print()
+    print(f"{BULK}, instructions per record by phase (callgrind, inclusive):")
+    print()
+    print("| phase | instructions a record |")
+    print("|---|---|")
+    for phase, cost in phases_of(path, total, requests * 1000):
+        print(f"| {phase} | {cost:,.0f} |")
+    print(f"| all | {total / requests / 1000:,.0f} |")
     print()
     print(f"Per request: {args.n} requests of each kind on one keep-alive connection "
           f"(validate-bulk: {max(1, args.n // 20)}), after {warm} not counted.")

@@ -34,6 +34,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -281,7 +282,7 @@ async fn respond<E: Endpoint>(
             Err(_) => return body_refused(BodyRefusal::Late),
         };
         let peer = remote.as_socket_addr().map(|a| a.ip());
-        return match AssertUnwindSafe(hot.answer(op, &head, &bytes, peer))
+        return match AssertUnwindSafe(boxed(|| hot.answer(op, &head, &bytes, peer)))
             .catch_unwind()
             .await
         {
@@ -300,13 +301,24 @@ async fn respond<E: Endpoint>(
         Ok(Err(_)) => return body_refused(BodyRefusal::Broken),
         Err(_) => return body_refused(BodyRefusal::Late),
     }
-    match AssertUnwindSafe(app.get_response(request))
+    match AssertUnwindSafe(boxed(|| app.get_response(request)))
         .catch_unwind()
         .await
     {
         Ok(response) => response,
         Err(_) => panicked(),
     }
+}
+
+/// The future `answer` makes, in a box allocated before it is made (`Box::write`), so
+/// that it can be built there rather than moved in. Both answers' futures are boxed: inline, the request's
+/// future that hyper moves into its connection was about 12 KB, and whether that move was
+/// a copy changed with unrelated code (callgrind, bench/counts.sh: 11,869 instructions of
+/// memcpy in hyper's `recv_msg` a request, issue 37). A box is one small allocation.
+#[inline(always)]
+fn boxed<F: Future>(answer: impl FnOnce() -> F) -> Pin<Box<F>> {
+    let slot = Box::new_uninit();
+    Box::into_pin(Box::write(slot, answer()))
 }
 
 /// Why a request's body was not read whole.

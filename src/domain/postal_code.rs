@@ -5,6 +5,8 @@
 //! (`db` column `compact_key`); then a per-country rule maps the accepted long forms to
 //! the stored key (GB full postcode -> outcode, CA -> FSA, ...).
 
+use std::ops::Range;
+
 use super::country::CountryCode;
 
 /// A postal code as a caller sent it, already mapped to the compact key to look up.
@@ -35,7 +37,10 @@ impl PostalQuery {
         if compact.is_empty() {
             return None;
         }
-        let key = country_rule(country, compact.clone());
+        let key = match country_rule(country, &compact) {
+            RuleKey::Part(part) => compact[part].to_string(),
+            RuleKey::Prefixed => format!("{}{compact}", country.as_str()),
+        };
         let full = (key != compact).then_some(compact);
         Some(PostalQuery { input, key, full })
     }
@@ -137,31 +142,131 @@ impl ZipInput {
     }
 }
 
-/// The per-country table of decisions.md: long forms -> the stored key.
-fn country_rule(country: CountryCode, compact: String) -> String {
-    let shape = shape(&compact);
+/// The key the country rule makes of a compact code.
+enum RuleKey {
+    /// These bytes of the compact code (all of them when no rule applies).
+    Part(Range<usize>),
+    /// The country's code, then the compact code.
+    Prefixed,
+}
+
+/// The per-country table of decisions.md: long forms -> the stored key. `compact` is
+/// ASCII letters and digits (as [`PostalQuery::parse`] and [`ShortQuery::parse`] leave it).
+fn country_rule(country: CountryCode, compact: &str) -> RuleKey {
+    let code = compact.as_bytes();
+    let len = code.len();
     match country.as_str() {
         // `02134-1234`, `021341234` -> `02134`
-        "US" if shape == "999999999" => compact[..5].to_string(),
+        "US" if shape_is(code, b"999999999") => RuleKey::Part(0..5),
         // full postcode (5 to 7 characters) -> outward code: drop a trailing inward code
         // `9AA`. Longer inputs are no postcode; shortening them once would leave a key
         // that shortens again (`SW19AA1AA` -> `SW19AA` -> `SW1`).
-        "GB" | "IM" | "JE" | "GG" if (5..=7).contains(&compact.len()) && shape.ends_with("9AA") => {
-            compact[..compact.len() - 3].to_string()
+        "GB" | "IM" | "JE" | "GG"
+            if (5..=7).contains(&len) && shape_is(&code[len - 3..], b"9AA") =>
+        {
+            RuleKey::Part(0..len - 3)
         }
         // `K1A0B1` -> FSA `K1A`
-        "CA" if compact.len() == 6 => compact[..3].to_string(),
+        "CA" if len == 6 => RuleKey::Part(0..3),
         // Eircode `D02X285` -> routing key `D02`
-        "IE" if compact.len() == 7 => compact[..3].to_string(),
+        "IE" if len == 7 => RuleKey::Part(0..3),
         // `1012AB` -> `1012`
-        "NL" if shape == "9999AA" => compact[..4].to_string(),
+        "NL" if shape_is(code, b"9999AA") => RuleKey::Part(0..4),
         // CPA `C1425ABC` -> `1425`
-        "AR" if shape == "A9999AAA" => compact[1..5].to_string(),
+        "AR" if shape_is(code, b"A9999AAA") => RuleKey::Part(1..5),
         // `VLT1117` -> `VLT`
-        "MT" if shape == "AAA9999" => compact[..3].to_string(),
+        "MT" if shape_is(code, b"AAA9999") => RuleKey::Part(0..3),
         // `1001` -> `LV1001` (stored `LV-1001`)
-        "LV" | "MD" if shape == "9999" => format!("{}{compact}", country.as_str()),
-        _ => compact,
+        "LV" | "MD" if shape_is(code, b"9999") => RuleKey::Prefixed,
+        _ => RuleKey::Part(0..len),
+    }
+}
+
+/// Whether `code` has the [`shape`] `pattern`, without writing the shape out.
+fn shape_is(code: &[u8], pattern: &[u8]) -> bool {
+    code.len() == pattern.len()
+        && code.iter().zip(pattern).all(|(&c, &p)| {
+            p == match c {
+                c if c.is_ascii_alphabetic() => b'A',
+                c if c.is_ascii_digit() => b'9',
+                c => c,
+            }
+        })
+}
+
+/// The longest compact code [`ShortQuery`] holds: stored keys are at most 10 characters.
+const SHORT_CODE: usize = 24;
+
+/// A [`PostalQuery`]'s keys to try, on the stack: `/api/validate-bulk` parses up to 1,000
+/// codes a request, and three `String`s each were most of its work (issue 37). Only the
+/// lookup: whether a code not found is well-formed is [`PostalQuery`]'s to say.
+pub struct ShortQuery {
+    /// The country's code, then the compact code: the `Prefixed` key needs both.
+    bytes: [u8; SHORT_CODE + 2],
+    /// End of the compact code in `bytes`.
+    end: usize,
+    /// The rule's key in `bytes`.
+    key: Range<usize>,
+}
+
+/// What [`ShortQuery::parse`] made of an input.
+pub enum ShortParse {
+    Query(ShortQuery),
+    /// [`PostalQuery::parse`] would say `None`: `invalid_format` whatever the data.
+    Invalid,
+    /// A compact code longer than [`ShortQuery`] holds, or one with bytes outside ASCII
+    /// (valid or not past that): ask [`PostalQuery`].
+    Long,
+}
+
+impl ShortQuery {
+    /// As [`PostalQuery::parse`] (same keys, same `None` as `Invalid`), allocating nothing.
+    pub fn parse(country: CountryCode, input: &str) -> ShortParse {
+        let mut bytes = [0u8; SHORT_CODE + 2];
+        bytes[..2].copy_from_slice(country.as_str().as_bytes());
+        let mut end = 2;
+        // `str::trim`'s whitespace among ASCII; a code with other bytes is left to
+        // `PostalQuery` (its Unicode whitespace is trimmed, the rest is invalid).
+        let space = |b: &u8| matches!(b, b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r' | b' ');
+        let code = input.as_bytes();
+        let first = code.iter().position(|b| !space(b)).unwrap_or(code.len());
+        let last = code
+            .iter()
+            .rposition(|b| !space(b))
+            .map_or(first, |at| at + 1);
+        for &b in &code[first..last] {
+            match b {
+                b' ' | b'-' => {}
+                b if b.is_ascii_alphanumeric() => {
+                    if end == bytes.len() {
+                        return ShortParse::Long;
+                    }
+                    bytes[end] = b.to_ascii_uppercase();
+                    end += 1;
+                }
+                b if b.is_ascii() => return ShortParse::Invalid,
+                _ => return ShortParse::Long,
+            }
+        }
+        if end == 2 {
+            return ShortParse::Invalid;
+        }
+        // ASCII letters and digits only, so always UTF-8.
+        let compact = std::str::from_utf8(&bytes[2..end]).unwrap_or_default();
+        let key = match country_rule(country, compact) {
+            RuleKey::Part(part) => part.start + 2..part.end + 2,
+            RuleKey::Prefixed => 0..end,
+        };
+        ShortParse::Query(ShortQuery { bytes, end, key })
+    }
+
+    /// As [`PostalQuery::candidates`], as bytes (ASCII letters and digits): the full
+    /// compact code when the rule changed it, then the rule's key.
+    pub fn candidates(&self) -> impl Iterator<Item = &[u8]> {
+        let compact = 2..self.end;
+        let full = (self.key != compact).then(|| &self.bytes[compact]);
+        full.into_iter()
+            .chain(std::iter::once(&self.bytes[self.key.clone()]))
     }
 }
 
@@ -283,5 +388,65 @@ mod tests {
         let jp = CountryCode::parse("JP").unwrap();
         assert_eq!(canonical(jp, "100-0001"), "1000001");
         assert_eq!(canonical(CountryCode::US, "02134"), "02134");
+    }
+
+    #[test]
+    fn the_short_query_tries_the_same_keys_as_the_postal_query() {
+        let countries = [
+            "US", "GB", "IM", "JE", "GG", "CA", "IE", "NL", "AR", "MT", "LV", "MD", "JP", "DE",
+        ];
+        let inputs = [
+            "90210",
+            " 02134-1234 ",
+            "021341234",
+            "0213412",
+            "sw1a 1aa",
+            "SW19AA1AA",
+            "M1 1AE",
+            "K1A 0B1",
+            "T3T 0E5",
+            "D02 X285",
+            "1012 ab",
+            "C1425ABC",
+            "VLT 1117",
+            "lv-1001",
+            "1001",
+            "2001",
+            "100-0001",
+            "902!0",
+            "Ⅸ",
+            "",
+            " - ",
+            "é1",
+            "12345678901234567890123",
+            "123456789012345678901234",
+            "1234567890123456789012345",
+            "a-b-c-d-e-f-g-h-i-j-k-l-m",
+            "\t90210\r\n",
+            "\u{0B}90210\u{0C}",
+            "\u{A0}90210\u{2003}",
+            "902\t10",
+            "90210\u{1C}",
+        ];
+        for country in countries {
+            let country = CountryCode::parse(country).expect("test country");
+            for input in inputs {
+                let slow = PostalQuery::parse(country, input);
+                match ShortQuery::parse(country, input) {
+                    ShortParse::Query(short) => {
+                        let slow = slow.expect("the same input is valid");
+                        let keys: Vec<&[u8]> = short.candidates().collect();
+                        let expected: Vec<&[u8]> = slow.candidates().map(str::as_bytes).collect();
+                        assert_eq!(keys, expected, "{country:?} {input:?}");
+                    }
+                    ShortParse::Invalid => assert!(slow.is_none(), "{country:?} {input:?}"),
+                    // Left to the postal query: too long, or not ASCII.
+                    ShortParse::Long => assert!(
+                        slow.is_none_or(|q| !input.is_ascii() || q.key().len() > SHORT_CODE),
+                        "{country:?} {input:?}"
+                    ),
+                }
+            }
+        }
     }
 }

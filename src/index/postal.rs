@@ -11,7 +11,9 @@
 //! loads the new one and swaps it in, answering from the old until then.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
 
 use hashbrown::HashTable;
 
@@ -24,7 +26,7 @@ use super::history::{DatasetHistory, Retired};
 use crate::db;
 pub use crate::db::postal::PlaceRecord;
 use crate::db::postal::{CountryData, Coverage, RecordRow};
-use crate::domain::postal_code::{ZipInput, canonical};
+use crate::domain::postal_code::{ShortParse, ShortQuery, ZipInput, canonical};
 use crate::domain::{CountryCode, PostalQuery};
 
 /// The verdict on one record of `/api/validate-bulk`.
@@ -39,9 +41,12 @@ pub enum Verdict {
 
 pub struct PostalIndex {
     generation: i64,
-    countries: HashMap<CountryCode, CountryData>,
+    /// foldhash, not SipHash, in both maps and in each country's table: they are built
+    /// from the dataset and only read after, so a caller's codes cannot grow a probe
+    /// sequence; SipHash was a fifth of `/api/validate-bulk`'s work (issue 37).
+    countries: HashMap<CountryCode, CountryData, RandomState>,
     /// country -> its codes' first records in source order.
-    first: HashMap<CountryCode, CountryCodes>,
+    first: HashMap<CountryCode, CountryCodes, RandomState>,
     coverage: Coverage,
     /// The same first records, by place (nearest, radius, autocomplete, countries).
     geo: GeoIndex,
@@ -207,7 +212,7 @@ impl CountryCodes {
             keys: String::with_capacity(keyed.iter().map(|(k, _)| k.len()).sum()),
             ends: Vec::with_capacity(keyed.len()),
             table: HashTable::with_capacity(keyed.len()),
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
             records: Vec::with_capacity(keyed.len()),
             // A copy of exactly its length: `shrink_to_fit` may keep the block (mimalloc's
             // realloc keeps one that is at most half unused), up to half of it spare.
@@ -220,10 +225,10 @@ impl CountryCodes {
             codes.ends.push(codes.keys.len() as u32);
             let record = records[at as usize].take().expect("each record once");
             codes.records.push(record);
-            let hash = codes.hasher.hash_one(&*key);
+            let hash = codes.hasher.hash_one(key.as_bytes());
             let (keys, ends, hasher) = (&codes.keys, &codes.ends, &codes.hasher);
             codes.table.insert_unique(hash, rank as u32, |r| {
-                hasher.hash_one(key_at(keys, ends, *r))
+                hasher.hash_one(key_at(keys, ends, *r).as_bytes())
             });
         }
         codes
@@ -234,12 +239,24 @@ impl CountryCodes {
     }
 
     fn get(&self, key: &str) -> Option<RecordRef<'_>> {
-        self.rank(key).and_then(|r| self.at(r))
+        self.get_bytes(key.as_bytes())
+    }
+
+    /// [`CountryCodes::get`] of a key as bytes (`ShortQuery`'s, which are ASCII).
+    fn get_bytes(&self, key: &[u8]) -> Option<RecordRef<'_>> {
+        self.rank_bytes(key).and_then(|r| self.at(r))
     }
 
     fn rank(&self, key: &str) -> Option<u32> {
+        self.rank_bytes(key.as_bytes())
+    }
+
+    /// Keys are hashed as bytes, so that a key on the stack needs no UTF-8 check.
+    fn rank_bytes(&self, key: &[u8]) -> Option<u32> {
         self.table
-            .find(self.hasher.hash_one(key), |r| self.key(*r) == key)
+            .find(self.hasher.hash_one(key), |r| {
+                self.key(*r).as_bytes() == key
+            })
             .copied()
     }
 
@@ -444,7 +461,7 @@ impl PostalIndex {
         let tx = conn.unchecked_transaction()?;
         let generation = Self::generation(&tx)?;
         let imported_at = db::dataset::imported_at(&tx)?;
-        let mut countries = HashMap::new();
+        let mut countries = HashMap::default();
         let mut coverage = Coverage {
             records: 0,
             countries: 0,
@@ -486,7 +503,7 @@ impl PostalIndex {
             of_country.records.push(stored);
             Ok(())
         })?;
-        let first: HashMap<CountryCode, CountryCodes> = read
+        let first: HashMap<CountryCode, CountryCodes, RandomState> = read
             .into_iter()
             .map(|(country, codes)| (country, CountryCodes::new(codes)))
             .collect();
@@ -644,28 +661,36 @@ impl PostalIndex {
             .is_some_and(|query| self.find(country, &query).is_some())
     }
 
-    /// The verdict on each code, in order (`/api/validate-bulk`).
-    pub fn check_codes(&self, codes: &[(CountryCode, String)]) -> Vec<Verdict> {
-        codes
-            .iter()
-            .map(|(country, input)| {
-                let Some(data) = self.countries.get(country) else {
-                    return Verdict::UnknownCountry;
-                };
-                let Some(query) = PostalQuery::parse(*country, input) else {
-                    return Verdict::InvalidFormat;
-                };
-                match self.find(*country, &query) {
-                    Some(record) => Verdict::Valid(canonical(*country, record.postal_code())),
-                    None if query
-                        .is_well_formed(&data.key_shapes, data.postal_regex.as_deref()) =>
-                    {
-                        Verdict::NotFound
-                    }
-                    None => Verdict::InvalidFormat,
+    /// The verdict on a code given as text (`/api/validate-bulk`, per record): a short
+    /// code is looked up without allocating (`ShortQuery`); a code not found, or too long
+    /// for that, takes `PostalQuery`'s path, which also says whether it is well-formed.
+    pub fn check_code(&self, country: CountryCode, input: &str) -> Verdict {
+        let Some(data) = self.countries.get(&country) else {
+            return Verdict::UnknownCountry;
+        };
+        match ShortQuery::parse(country, input) {
+            ShortParse::Invalid => return Verdict::InvalidFormat,
+            ShortParse::Query(short) => {
+                let found = self
+                    .first
+                    .get(&country)
+                    .and_then(|codes| short.candidates().find_map(|key| codes.get_bytes(key)));
+                if let Some(record) = found {
+                    return Verdict::Valid(canonical(country, record.postal_code()));
                 }
-            })
-            .collect()
+            }
+            ShortParse::Long => {}
+        }
+        let Some(query) = PostalQuery::parse(country, input) else {
+            return Verdict::InvalidFormat;
+        };
+        match self.find(country, &query) {
+            Some(record) => Verdict::Valid(canonical(country, record.postal_code())),
+            None if query.is_well_formed(&data.key_shapes, data.postal_regex.as_deref()) => {
+                Verdict::NotFound
+            }
+            None => Verdict::InvalidFormat,
+        }
     }
 
     /// The normalised query of a `zipcode`: an integer is zero-padded by the country's key
