@@ -58,9 +58,16 @@ pub fn fold_at_most(name: &str, max: usize) -> Option<String> {
 /// not `Львів`. A name found through another script's transliteration is another
 /// language's name of its place, and the answer names the place (issue 34).
 pub fn written_in_latin(text: &str) -> bool {
-    text.chars()
-        .filter(|c| c.is_alphabetic())
-        .all(|c| (c as u32) < 0x250 || ('\u{1E00}'..='\u{1EFF}').contains(&c))
+    text.chars().filter(|c| c.is_alphabetic()).all(|c| {
+        matches!(c,
+            '\0'..='\u{24F}'
+            | '\u{2B0}'..='\u{2FF}'
+            | '\u{1E00}'..='\u{1EFF}'
+            | '\u{2C60}'..='\u{2C7F}'
+            | '\u{A720}'..='\u{A7FF}'
+            | '\u{AB30}'..='\u{AB6F}'
+            | '\u{FB00}'..='\u{FB06}')
+    })
 }
 
 /// Written forms kept by `fold`: CJK ideographs (and `々`), hiragana, katakana with the
@@ -120,6 +127,8 @@ mod tests {
     #[test]
     fn latin_letters_are_told_from_other_scripts() {
         assert!(written_in_latin("Łódź, Ærøskøbing-Ẩm 12"));
+        // The ʻokina, Latin Extended-C/D/E and the Latin ligatures.
+        assert!(written_in_latin("Hawaiʻi Ᵽ Ꝁ ꬰ ﬁ"));
         assert!(written_in_latin("1-2"));
         assert!(!written_in_latin("Львів"));
         assert!(!written_in_latin("Lviv Львів"));

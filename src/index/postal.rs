@@ -629,12 +629,23 @@ impl PostalIndex {
         postal_code: &str,
         place_name: &'a str,
     ) -> &'a str {
+        self.office_city(country, postal_code, place_name)
+            .unwrap_or(place_name)
+    }
+
+    /// The municipality of a JP office code, named in place of its place name
+    /// (`city_name`); `None` for every other code (a test of the country first).
+    pub fn office_city(
+        &self,
+        country: CountryCode,
+        postal_code: &str,
+        place_name: &str,
+    ) -> Option<&str> {
         if country != CountryCode::JP || place_name.is_ascii() {
-            return place_name;
+            return None;
         }
         self.city
             .office_city(country, &canonical(country, postal_code))
-            .unwrap_or(place_name)
     }
 
     /// The first record (in source order) of a postal code, after normalisation.

@@ -43,6 +43,20 @@ fn towns_not_the_districts_named_after_them(app: &TestApp, key: &str) {
         assert_eq!((status, c, s), (200, None, None), "{name}");
         assert_same(&codes, &expected, name);
     }
+    // A city of a million people is its admin unit, suburbs and all (Bruxelles' 19
+    // communes, which the gazetteer lists as towns of their own).
+    let brussels = codes_where(
+        &app.db,
+        "BE",
+        "admin_name2 = 'Bruxelles (19 communes)'",
+        &[],
+    );
+    let (status, codes, c, ..) = city(app, key, json!({"city": "Brussels", "country": "BE"}));
+    assert_eq!(
+        (status, c.as_deref()),
+        (200, Some("Bruxelles (19 communes)"))
+    );
+    assert_same(&codes, &brussels, "Brussels");
     // A city written only in an admin column, which holds no other town, still answers
     // with that unit's codes (Toronto's 41 FSAs, one of them the place named Toronto).
     let toronto = codes_where(&app.db, "CA", "admin_name2 = 'Toronto'", &[]);
@@ -68,14 +82,37 @@ fn other_names_forms_and_scripts(app: &TestApp, key: &str) {
         &[],
         "A Coruña",
     );
-    // Codes the data lacks, in the country's format, and the country in its own language.
+    // Names equally close: the data's own first (villages and towns the gazetteer knows,
+    // or a city under 100,000 people, also called so).
+    named(
+        "Pnelem",
+        "ID",
+        "place_name = 'Pelem' AND admin_code1 = '35'",
+        &[],
+        "Pelem",
+    );
+    let gudalur = "place_name = 'Gudalur' AND admin_name1 = 'Tamil Nadu'";
+    named("Gdualur", "IN", gudalur, &[], "Gudalur");
+    // Codes the data lacks, in the country's format, and the country in its own language,
+    // before or after the code.
     let warszawa = "place_name = 'Warszawa' AND admin_name1 = 'Mazovia'";
     named("00-950 Warszawa", "PL", warszawa, &[], "Warszawa");
     named("Warszawa 00-950", "PL", warszawa, &[], "Warszawa");
     named("Warszawa, Polska", "PL", warszawa, &[], "Warszawa");
+    named("Warszawa 00-950, Polska", "PL", warszawa, &[], "Warszawa");
     let london = "place_name = 'London' AND admin_name1 = 'England'";
     named("London SW1A 1AA", "GB", london, &[], "London");
     named("SW1A 1AA London, UK", "GB", london, &[], "London");
+    named("London SW1A 1AA, UK", "GB", london, &[], "London");
+    // A name that ends like the country, or begins with a code's letters, after a code of
+    // the data: the name, whole.
+    for (query, country, name) in [
+        ("69935-000 Assis Brasil", "BR", "Assis Brasil"),
+        ("42-260 Kamienica Polska", "PL", "Kamienica Polska"),
+        ("3731 De Bilt", "NL", "De Bilt"),
+    ] {
+        named(query, country, "place_name = ?2", &[name], name);
+    }
     named("Roma, Italia", "IT", "place_name = 'Roma'", &[], "Roma");
     // Genève's numbered districts (`Genève 11`) are Genève's (docs/city.md, "Districts").
     let geneve = "place_name = 'Genève' OR place_name GLOB 'Genève [0-9]*'";

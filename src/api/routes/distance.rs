@@ -114,8 +114,8 @@ pub fn distance_between(
             zipcode: canonical(*country, &record.postal_code),
             country: country.to_string(),
             city: postal
-                .city_name(*country, &record.postal_code, &record.place_name)
-                .to_string(),
+                .office_city(*country, &record.postal_code, &record.place_name)
+                .map_or(record.place_name, str::to_string),
             state: record.admin_name1.unwrap_or_default(),
             st: record.admin_code1.unwrap_or_default(),
             latitude: at.latitude(),

@@ -84,7 +84,7 @@ pub(crate) async fn lookup_answer(
     let FirstRecord {
         country,
         record,
-        city,
+        office_city,
     } = answer;
     let us = country == CountryCode::US;
     let region = |v: Option<String>| {
@@ -95,7 +95,7 @@ pub(crate) async fn lookup_answer(
         }
     };
     Ok(LookupResponse {
-        city,
+        city: office_city.unwrap_or(record.place_name),
         state: region(record.admin_name1),
         st: region(record.admin_code1),
         latitude: record.latitude,
@@ -110,12 +110,12 @@ pub struct CodeQuery {
     pub zipcode: ZipInput,
 }
 
-/// The first record of a code, its country, and the city its answers name
-/// (`PostalIndex::city_name`: the municipality of a JP office code).
+/// The first record of a code, its country, and the municipality its answers name in
+/// place of its place name, for a JP office code (`PostalIndex::office_city`).
 pub struct FirstRecord {
     pub country: CountryCode,
     pub record: PlaceRecord,
-    pub city: String,
+    pub office_city: Option<String>,
 }
 
 pub(super) fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiError> {
@@ -134,13 +134,13 @@ pub(super) fn first_record(
     let record = postal
         .lookup(query.country, &query.zipcode)
         .ok_or_else(|| ApiError::zip_not_found(postal.retired(query.country, &query.zipcode)))?;
-    let city = postal
-        .city_name(query.country, &record.postal_code, &record.place_name)
-        .to_string();
+    let office_city = postal
+        .office_city(query.country, &record.postal_code, &record.place_name)
+        .map(str::to_string);
     Ok(FirstRecord {
         country: query.country,
         record,
-        city,
+        office_city,
     })
 }
 

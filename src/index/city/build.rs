@@ -146,7 +146,9 @@ struct AdminUnit {
 
 pub(super) struct Builder {
     country: CountryCode,
-    /// The country's names, folded, longest first (`Paris, France`, `Roma, Italia`).
+    /// The country's name in the dataset (`Paris, France`), and all its names, folded,
+    /// longest first (`Roma, Italia`).
+    country_name: String,
     country_names: Vec<String>,
     /// What the country's postal codes look like (countryInfo's regex): a code the data
     /// lacks is still taken out of a query (`00-950 Warszawa`, `London SW1A 1AA`).
@@ -204,6 +206,7 @@ impl Builder {
     ) -> Builder {
         Builder {
             country,
+            country_name: country_name.to_string(),
             country_names: country_names(country, country_name),
             code_regex,
             levels: match city_levels(country.as_str()) {
@@ -727,10 +730,9 @@ impl Builder {
         let mut longest_typo_name = 0;
         for (id, place) in places.iter().enumerate() {
             // Typos are matched on the data's own names and the other Latin names of cities
-            // of [`CITY_POPULATION`] people (`Corunna`: A Coruña's `Coruna`, not the
-            // hamlet Coruña of Las Palmas, one edit away too; more codes win a tie), of
-            // [`TYPO_ALIAS_CHARS`] letters or more (not `FRA`, Frankfurt's airport code,
-            // which `Fr a.M.` was one edit from).
+            // of [`CITY_POPULATION`] people (`Colone`: Köln's `Cologne`; among names equally
+            // close the data's own first, `fuzzy`), of [`TYPO_ALIAS_CHARS`] letters or more
+            // (not `FRA`, Frankfurt's airport code, which `Fr a.M.` was one edit from).
             let typo_alias = place.kind == Kind::Alias
                 && u64::from(place.population) >= super::CITY_POPULATION
                 && place.folded.len as usize >= TYPO_ALIAS_CHARS;
@@ -767,6 +769,7 @@ impl Builder {
             + 1;
         CountryCities {
             language,
+            country_name: fold(&self.country_name).into(),
             country_names: self.country_names.into_iter().map(Into::into).collect(),
             code_regex: self.code_regex,
             office_cities,

@@ -50,6 +50,20 @@ fn edge_words(folded: &str) -> Vec<&str> {
     }
 }
 
+/// `text` without one of `names` (folded, longest first) as its last words, with a word
+/// before it.
+fn without_country<'a>(text: &'a str, names: &[Box<str>]) -> &'a str {
+    names
+        .iter()
+        .filter(|name| !name.is_empty())
+        .find_map(|name| {
+            text.strip_suffix(&**name)
+                .filter(|before| before.len() > 1 && before.ends_with(' '))
+                .map(|before| &before[..before.len() - 1])
+        })
+        .unwrap_or(text)
+}
+
 /// Code `i` of a country's arena (`codes_text`, `code_starts`).
 pub(super) fn code_text<'a>(text: &'a str, starts: &[u32], i: usize) -> &'a str {
     let end = starts.get(i + 1).map_or(text.len(), |e| *e as usize);
@@ -86,20 +100,35 @@ impl CountryCities {
     /// Berlin`, `Chicago IL 60601`; a code of several words as the data writes it, with its
     /// spaces or hyphens folded away: `114 49 Stockholm`, `1600-165 Lisbon`, `LV-1067
     /// Riga`, `13273 CEDEX 09 Marseille`) and the country's name at its end (`Paris,
-    /// France`).
-    pub(super) fn clean(&self, folded: &str) -> String {
-        let all = edge_words(folded);
+    /// France`). `lenient` (a second reading, asked when the first finds nothing) also
+    /// takes the country's name in its own languages off the end, before and after the
+    /// codes (`Roma, Italia`, `London SW1A 1AA, UK`), and a code the data lacks written in
+    /// the country's format at either end (`00-950 Warszawa`). The first reading stays as
+    /// strict as before: `Assis Brasil`, `Kamienica Polska` and `3731 De Bilt` are names
+    /// and a code, not a name, a country and a code (`De` is no NL code's letters there).
+    pub(super) fn clean(&self, folded: &str, lenient: bool) -> String {
+        let names: &[Box<str>] = if lenient {
+            &self.country_names
+        } else {
+            std::slice::from_ref(&self.country_name)
+        };
+        let text = if lenient {
+            without_country(folded, names)
+        } else {
+            folded
+        };
+        let all = edge_words(text);
         let mut words = Vec::with_capacity(all.len());
         let mut i = 0;
         while i < all.len() {
             let near_an_end = i < CODE_EDGE_WORDS || i + CODE_EDGE_WORDS >= all.len();
+            let at_an_end = |n: usize| lenient && (i == 0 || i + n == all.len());
             let code_words = (1..=MAX_CODE_WORDS.min(all.len() - i))
                 .rev()
                 .filter(|_| near_an_end)
                 .find(|&n| {
                     let window = &all[i..i + n];
-                    self.is_code(window)
-                        || (i == 0 || i + n == all.len()) && self.is_code_shaped(window)
+                    self.is_code(window) || at_an_end(n) && self.is_code_shaped(window)
                 });
             match code_words {
                 Some(n) => i += n,
@@ -109,18 +138,10 @@ impl CountryCities {
                 }
             }
         }
-        let mut joined = words.join(" ");
-        // One of the country's names as the query's last words, with a word before it (on
-        // the text: a long query's middle is one of `words`, and may hold its first words).
-        if let Some(before) = self.country_names.iter().find_map(|country| {
-            joined
-                .strip_suffix(&**country)
-                .filter(|before| before.len() > 1 && before.ends_with(' '))
-                .map(str::len)
-        }) {
-            joined.truncate(before - 1);
-        }
-        joined
+        // One of the country's names as the query's last words (on the text: a long
+        // query's middle is one of `words`, and may hold its first words).
+        let joined = words.join(" ");
+        without_country(&joined, names).to_string()
     }
 
     /// Whether `words` (folded), with a digit among them, are one of the country's postal

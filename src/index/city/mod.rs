@@ -162,8 +162,11 @@ impl Place {
 
 struct CountryCities {
     language: Language,
-    /// The country's names, folded, longest first: dropped from the end of a query
-    /// (`Paris, France`, `Roma, Italia`).
+    /// The country's name in the dataset, folded: dropped from the end of a query (`Paris,
+    /// France`).
+    country_name: Box<str>,
+    /// Its names in its own languages too, folded, longest first (`clean`'s lenient
+    /// reading: `Roma, Italia`).
     country_names: Vec<Box<str>>,
     /// countryInfo's regex of the country's postal codes (`clean`).
     code_regex: Option<Arc<Regex>>,
@@ -271,11 +274,20 @@ impl CityIndex {
         if let Some(found) = cities.exact(&query.city, &filter, false, query.latin) {
             return Some(found);
         }
-        // What forms add to a city: a postal code, the country's name.
-        let cleaned = cities.clean(&query.city);
+        // What forms add to a city: a postal code, the country's name; strictly, then
+        // leniently (`clean`).
+        let cleaned = cities.clean(&query.city, false);
         if cleaned != query.city
             && !cleaned.is_empty()
             && let Some(found) = cities.exact(&cleaned, &filter, true, query.latin)
+        {
+            return Some(found);
+        }
+        let lenient = cities.clean(&query.city, true);
+        if lenient != query.city
+            && lenient != cleaned
+            && !lenient.is_empty()
+            && let Some(found) = cities.exact(&lenient, &filter, true, query.latin)
         {
             return Some(found);
         }

@@ -106,27 +106,28 @@ impl Builder {
         for city in cities.iter().filter(|c| c.population >= TOWN_POPULATION) {
             towns.entry(city.names[0].as_str()).or_default().push(city);
         }
-        // Each code's places that the gazetteer knows as towns.
-        let mut town_places: HashMap<u32, Vec<usize>> = HashMap::new();
-        for (i, p) in self.places.iter().enumerate() {
-            if p.alias_of.is_some() || !towns.contains_key(p.folded.as_str()) {
-                continue;
-            }
-            for code in &p.codes {
-                town_places.entry(*code).or_default().push(i);
-            }
-        }
-        let is_town = |i: usize| {
-            let p = &self.places[i];
-            towns[p.folded.as_str()].iter().any(|t| {
-                p.codes
-                    .iter()
-                    .filter_map(|c| self.point(*c))
-                    .any(|(lat, lon)| {
-                        haversine_km(lat, lon, t.latitude, t.longitude) <= JOIN_NEAR_KM
-                    })
+        // Each code's places that the gazetteer knows as towns (near their points), each
+        // place decided once.
+        let is_town = |p: &PlaceBuild| {
+            towns.get(p.folded.as_str()).is_some_and(|near| {
+                near.iter().any(|t| {
+                    p.codes
+                        .iter()
+                        .filter_map(|c| self.point(*c))
+                        .any(|(lat, lon)| {
+                            haversine_km(lat, lon, t.latitude, t.longitude) <= JOIN_NEAR_KM
+                        })
+                })
             })
         };
+        let mut town_places: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (i, p) in self.places.iter().enumerate() {
+            if p.alias_of.is_none() && is_town(p) {
+                for code in &p.codes {
+                    town_places.entry(*code).or_default().push(i);
+                }
+            }
+        }
         for (a, unit) in self.admins.iter().enumerate() {
             let core = fold(&admin_core(self.country.as_str(), &unit.name));
             held[a] = unit
@@ -134,7 +135,7 @@ impl Builder {
                 .iter()
                 .filter_map(|c| town_places.get(c))
                 .flatten()
-                .any(|i| self.places[*i].folded != core && is_town(*i));
+                .any(|i| self.places[*i].folded != core);
         }
         held
     }
