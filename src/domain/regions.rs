@@ -266,6 +266,17 @@ pub fn data_name<'a>(country: &str, state: &'a str) -> &'a str {
         .map_or(state, String::as_str)
 }
 
+/// The other names (folded) of the region the dataset writes `data` (folded) in
+/// `country`: the words of a query that may name it (`Kraków Małopolskie`).
+pub fn other_names<'a>(country: &str, data: &'a str) -> impl Iterator<Item = &'static str> + 'a {
+    BY_NAME
+        .get(country)
+        .into_iter()
+        .flatten()
+        .filter(move |(_, d)| d.as_str() == data)
+        .map(|(other, _)| other.as_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +296,9 @@ mod tests {
         assert_eq!(data_name("PL", &fold("Mazowieckie")), "mazovia");
         assert_eq!(data_name("CH", &fold("Genf")), "geneve");
         assert_eq!(data_name("BE", &fold("Flanders")), "vlaanderen");
+        let mut others: Vec<&str> = other_names("PL", "lesser poland").collect();
+        others.sort_unstable();
+        assert_eq!(others, ["malopolskie"]);
         // Unknown names and other countries are left as asked.
         assert_eq!(data_name("JP", "tokyo to"), "tokyo to");
         assert_eq!(data_name("US", "tokyo"), "tokyo");

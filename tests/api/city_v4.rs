@@ -174,6 +174,33 @@ fn regions_by_their_official_and_english_names(app: &TestApp, key: &str) {
             assert_same(&codes, &expected, state);
         }
     }
+    // The same names as a query's trailing words (the state a form appends).
+    for (country, query, name, sql) in [
+        (
+            "DE",
+            "München Bavaria",
+            "München",
+            "place_name = 'München' AND admin_name1 = 'Bayern'",
+        ),
+        (
+            "DE",
+            "Dresden Saxony",
+            "Dresden",
+            "place_name = 'Dresden' AND admin_name1 = 'Sachsen'",
+        ),
+        (
+            "PL",
+            "Kraków Małopolskie",
+            "Kraków",
+            "place_name = 'Kraków'",
+        ),
+    ] {
+        let expected = codes_where(&app.db, country, sql, &[]);
+        assert!(!expected.is_empty(), "{query}: the data changed");
+        let (status, codes, c, ..) = city(app, key, json!({"city": query, "country": country}));
+        assert_eq!((status, c.as_deref()), (200, Some(name)), "{query}");
+        assert_same(&codes, &expected, query);
+    }
     // A region of another country's name is still no region here.
     let body = json!({"city": "München", "country": "DE", "state": "Styria"});
     assert_eq!(city(app, key, body).0, 404);

@@ -711,9 +711,16 @@ impl Builder {
         drop(self.places);
         let mut region_words: HashMap<Box<str>, Vec<u32>> = HashMap::new();
         for (i, r) in self.regions.iter().enumerate() {
-            for word in [&r.name_folded, &r.code_folded] {
+            // Its names in the data, and the region table's (`München Bavaria` is in
+            // Bayern, `Kraków Małopolskie` in the data's Lesser Poland).
+            let table = regions::other_names(self.country.as_str(), &r.key).map(Box::from);
+            let words = [&r.name_folded, &r.code_folded, &r.key]
+                .into_iter()
+                .cloned()
+                .chain(table);
+            for word in words {
                 if !word.is_empty() {
-                    let ids = region_words.entry(word.clone()).or_default();
+                    let ids = region_words.entry(word).or_default();
                     if !ids.contains(&(i as u32)) {
                         ids.push(i as u32);
                     }
@@ -768,6 +775,7 @@ impl Builder {
             + self.country_names.first().map_or(0, String::len)
             + 1;
         CountryCities {
+            country: self.country,
             language,
             country_name: fold(&self.country_name).into(),
             country_names: self.country_names.into_iter().map(Into::into).collect(),

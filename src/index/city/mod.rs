@@ -161,6 +161,7 @@ impl Place {
 }
 
 struct CountryCities {
+    country: CountryCode,
     language: Language,
     /// The country's name in the dataset, folded: dropped from the end of a query (`Paris,
     /// France`).
@@ -224,7 +225,7 @@ impl Filter<'_> {
         let st_ok = self.st.is_none_or(|s| *s == *r.code_folded);
         let named_ok = self
             .named
-            .is_none_or(|s| *s == *r.name_folded || *s == *r.code_folded);
+            .is_none_or(|s| *s == *r.key || *s == *r.name_folded || *s == *r.code_folded);
         state_ok && st_ok && named_ok
     }
 }
@@ -462,8 +463,11 @@ impl CountryCities {
             .as_ref()
             .map(|(kept, _)| self.forms(&kept.join(" ")))
             .unwrap_or_default();
+        // A region the query names, as the region table writes it (`Bavaria`: `bayern`).
         let named_filter = stripped.as_ref().map(|(_, region)| Filter {
-            named: region.as_deref(),
+            named: region
+                .as_deref()
+                .map(|r| regions::data_name(self.country.as_str(), r)),
             ..*filter
         });
         let short_filter = named_filter.as_ref().unwrap_or(filter);
