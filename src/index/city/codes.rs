@@ -1,8 +1,9 @@
-//! The postal codes a city query may carry (`10115 Berlin`, `Chicago IL 60601`), taken
+//! The postal codes a city query may carry, and the codes of JP offices (`office_city`): (`10115 Berlin`, `Chicago IL 60601`), taken
 //! out before the name is matched (`CountryCities::clean`), at bounded cost whatever the
 //! query (issue "Hardening v2").
 
-use super::CountryCities;
+use super::{CityIndex, CountryCities};
+use crate::domain::CountryCode;
 
 /// Most words a postal code is written in (`13273 CEDEX 09`).
 pub(super) const MAX_CODE_WORDS: usize = 3;
@@ -220,6 +221,24 @@ impl CountryCities {
             }
         }
         None
+    }
+}
+
+impl CityIndex {
+    /// The municipality of a JP office code (a company or office in the place-name
+    /// column: 616-8586 `東映太秦映画村` is in `Kyoto Shi`), which `/api/lookup` answers as
+    /// its city (issue 34); `None` for every other code. `code` is canonical.
+    pub fn office_city(&self, country: CountryCode, code: &str) -> Option<&str> {
+        let cities = self.countries.get(&country)?;
+        if cities.office_cities.is_empty() {
+            return None;
+        }
+        let id = cities.code_id(code)?;
+        let at = cities
+            .office_cities
+            .binary_search_by_key(&id, |(c, _)| *c)
+            .ok()?;
+        Some(&cities.office_cities[at].1)
     }
 }
 

@@ -317,22 +317,6 @@ impl CityIndex {
         })
     }
 
-    /// The municipality of a JP office code (a company or office in the place-name
-    /// column: 616-8586 `東映太秦映画村` is in `Kyoto Shi`), which `/api/lookup` answers as
-    /// its city (issue 34); `None` for every other code. `code` is canonical.
-    pub fn office_city(&self, country: CountryCode, code: &str) -> Option<&str> {
-        let cities = self.countries.get(&country)?;
-        if cities.office_cities.is_empty() {
-            return None;
-        }
-        let id = cities.code_id(code)?;
-        let at = cities
-            .office_cities
-            .binary_search_by_key(&id, |(c, _)| *c)
-            .ok()?;
-        Some(&cities.office_cities[at].1)
-    }
-
     /// The longest folded query of `country` that can find a place (`find` answers `None`
     /// to longer ones): no bound for a country without places.
     pub fn longest_matchable(&self, country: CountryCode) -> usize {
