@@ -1,6 +1,6 @@
-//! The postal codes a city query may carry, and the codes of JP offices (`office_city`): (`10115 Berlin`, `Chicago IL 60601`), taken
+//! The postal codes a city query may carry (`10115 Berlin`, `Chicago IL 60601`), taken
 //! out before the name is matched (`CountryCities::clean`), at bounded cost whatever the
-//! query (issue "Hardening v2").
+//! query (issue "Hardening v2"); and the municipality of a JP office code (`office_city`).
 
 use super::{CityIndex, CountryCities};
 use crate::domain::CountryCode;
