@@ -1,7 +1,8 @@
-//! The reference for `bench/api.sh`: a bare poem handler answering a constant JSON body
-//! of the size of a lookup response, on the same runtime settings as `postal serve`.
-
-use poem::listener::TcpListener;
+//! The reference for `bench/api.sh` and `bench/counts.sh`: a bare poem handler answering a
+//! constant JSON body of the size of a lookup response, served as `postal serve` serves
+//! (`api::server::run`): one thread per core, each a single-threaded runtime accepting
+//! from the one listening socket, so that a connection stays on the thread that accepted it.
+use poem::listener::TcpAcceptor;
 use poem::web::Json;
 use poem::{Route, Server, handler, post};
 use serde_json::{Value, json};
@@ -20,12 +21,34 @@ fn bare() -> Json<Value> {
     }))
 }
 
-#[tokio::main]
-async fn main() -> std::io::Result<()> {
+fn main() {
     let listen = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:18081".to_string());
-    Server::new(TcpListener::bind(listen))
-        .run(Route::new().at("/api/lookup", post(bare)))
-        .await
+    let listener = std::net::TcpListener::bind(listen).expect("binding the port");
+    listener
+        .set_nonblocking(true)
+        .expect("a non-blocking listener");
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let listener = listener.try_clone().expect("sharing the listener");
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime");
+                runtime.block_on(async move {
+                    let acceptor =
+                        TcpAcceptor::from_std(listener).expect("registering the listener");
+                    Server::new_with_acceptor(acceptor)
+                        .run(Route::new().at("/api/lookup", post(bare)))
+                        .await
+                })
+            })
+        })
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
 }

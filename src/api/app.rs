@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::{Endpoint, EndpointExt, Route, get};
 
 use super::state::State;
@@ -119,39 +118,36 @@ pub async fn serve(db_path: &Path, listen: &str, settings: Settings) -> Result<(
     let shutdown = shutdown_signal();
     // Take the file first: a second server is refused before it binds a port.
     let billing = start_billing(db_path, &settings)?;
-    let acceptor = TcpListener::bind(listen.to_string())
-        .into_acceptor()
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
+        .and_then(tokio::net::TcpListener::into_std)
         .with_context(|| format!("listening on {listen}"))?;
-    let bound = acceptor
+    let bound = listener
         .local_addr()
-        .first()
-        .map_or(listen.to_string(), |a| {
-            a.to_string().trim_start_matches("socket://").to_string()
-        });
+        .map_or(listen.to_string(), |a| a.to_string());
     tracing::info!("listening on http://{bound} (Swagger UI at /docs)");
     tracing::info!(
         "checkout widget: {} (integrity {})",
         widget::versioned_path(),
         widget::integrity()
     );
-    run(acceptor, db_path, billing, settings, shutdown).await
+    run(listener, db_path, billing, settings, shutdown).await
 }
 
-/// Serves the API on `acceptor` until `shutdown` completes; in-flight requests finish
-/// (30 s at most) and every charge is flushed before it returns.
+/// Serves the API on `listener` (non-blocking) until `shutdown` completes; in-flight
+/// requests finish (30 s at most) and every charge is flushed before it returns.
 pub async fn serve_with(
-    acceptor: impl Acceptor + 'static,
+    listener: std::net::TcpListener,
     db_path: &Path,
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let billing = start_billing(db_path, &settings)?;
-    run(acceptor, db_path, billing, settings, shutdown).await
+    run(listener, db_path, billing, settings, shutdown).await
 }
 
 async fn run(
-    acceptor: impl Acceptor + 'static,
+    listener: std::net::TcpListener,
     db_path: &Path,
     billing: Billing,
     settings: Settings,
@@ -167,9 +163,9 @@ async fn run(
             .access_log
             .unwrap_or_else(|| Arc::new(telemetry::TracingAccessLog));
         let public_url = settings.dashboard.public_url.clone().unwrap_or_else(|| {
-            let bound = acceptor.local_addr().first().map_or(String::new(), |a| {
-                a.to_string().trim_start_matches("socket://").to_string()
-            });
+            let bound = listener
+                .local_addr()
+                .map_or(String::new(), |a| a.to_string());
             // A wildcard address is no address a browser can be sent back to.
             let bound = match bound.rsplit_once(':') {
                 Some(("0.0.0.0" | "[::]", port)) => {
@@ -193,7 +189,7 @@ async fn run(
         );
         let (app, hot) = app(state, settings.operations, access_log, dashboard);
         server::run(
-            acceptor,
+            listener,
             app,
             (!settings.without_hot_path).then_some(hot),
             server::Limits::default(),

@@ -7,6 +7,9 @@
 //! under a 1,024-descriptor limit held a core at 100 % and starved real requests. So the
 //! accept loop is ours, driving hyper's http1 connection with poem's endpoint:
 //!
+//! - **Threads**: one per core, each running its own single-threaded runtime and accepting
+//!   from the one listening socket; a connection is served whole on the thread that
+//!   accepted it ([`run`]).
 //! - **Connection cap** ([`Limits::max_connections`]): a semaphore taken before `accept`,
 //!   kept below the open-files limit. At the cap the loop stops accepting; new
 //!   connections wait in the kernel's backlog until a slot frees (at the latest when the
@@ -42,7 +45,7 @@ use futures_util::FutureExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use poem::http::{HeaderValue, StatusCode, header};
-use poem::listener::Acceptor;
+use poem::listener::{Acceptor, TcpAcceptor};
 use poem::web::{LocalAddr, RemoteAddr};
 use poem::{Endpoint, Request, Response};
 use tokio::sync::{Semaphore, watch};
@@ -95,52 +98,118 @@ impl Default for Limits {
     }
 }
 
-/// Serves `app` on `acceptor` until `shutdown` completes, then lets open requests finish
+/// Serves `app` on `listener` until `shutdown` completes, then lets open requests finish
 /// for `grace` at most.
-pub async fn run<A, E>(
-    mut acceptor: A,
+///
+/// One thread per core serves connections, each on a single-threaded runtime of its own
+/// that accepts from the one listening socket (nginx's design): a connection lives on the
+/// thread that accepted it, so a request wakes no other thread, and no task moves between
+/// threads (tokio's shared scheduler did both, measured in issue 37). A thread busy with a
+/// long answer does not accept; the idle one does. The caller's runtime keeps the
+/// background work (billing, the loader, timers) and only waits here.
+pub async fn run<E: Endpoint + 'static>(
+    listener: std::net::TcpListener,
     app: E,
     hot: Option<Hot>,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
-) -> io::Result<()>
-where
-    A: Acceptor + 'static,
-    E: Endpoint + 'static,
-{
-    let app = Arc::new(app);
-    let hot = hot.map(Arc::new);
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+) -> io::Result<()> {
+    let shared = Arc::new(Shared {
+        app,
+        hot,
+        slots: Arc::new(Semaphore::new(limits.max_connections)),
+        at_cap_logged: std::sync::atomic::AtomicBool::new(false),
+        limits,
+        grace,
+    });
     let (stop, stopping) = watch::channel(false);
-    let mut connections = JoinSet::new();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
     tracing::info!(
-        "at most {} connections; head {:?}, body {:?}, idle {:?}",
+        "{workers} serving threads; at most {} connections; head {:?}, body {:?}, idle {:?}",
         limits.max_connections,
         limits.header_timeout,
         limits.body_timeout,
         limits.idle_timeout
     );
-    tokio::pin!(shutdown);
-    let mut at_cap_logged = false;
+    let mut finished = Vec::with_capacity(workers);
+    for i in 0..workers {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(crate::index::loader::READ_POOL_SIZE as usize)
+            .enable_all()
+            .build()?;
+        let listener = listener.try_clone()?;
+        let (shared, stopping) = (shared.clone(), stopping.clone());
+        let (done, finish) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name(format!("serve-{i}"))
+            .spawn(move || {
+                runtime.block_on(accept_loop(listener, shared, stopping));
+                let _ = done.send(());
+            })?;
+        finished.push(finish);
+    }
+    drop(listener);
+    shutdown.await;
+    let _ = stop.send(true);
+    for finish in finished {
+        // An error is a thread that panicked: the others are still awaited.
+        let _ = finish.await;
+    }
+    Ok(())
+}
+
+/// What every serving thread shares.
+struct Shared<E> {
+    app: E,
+    hot: Option<Hot>,
+    /// One permit per open connection, over all threads.
+    slots: Arc<Semaphore>,
+    at_cap_logged: std::sync::atomic::AtomicBool,
+    limits: Limits,
+    grace: Duration,
+}
+
+/// One serving thread: accepts until `stopping`, serves what it accepted, then lets its
+/// open requests finish for `grace` at most.
+async fn accept_loop<E: Endpoint + 'static>(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared<E>>,
+    stopping: watch::Receiver<bool>,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut acceptor = match TcpAcceptor::from_std(listener) {
+        Ok(acceptor) => acceptor,
+        Err(e) => {
+            tracing::error!("serving thread: registering the listener: {e}");
+            return;
+        }
+    };
+    let limits = shared.limits;
+    let mut connections = JoinSet::new();
+    let stop = stopping.clone();
+    let stopped = async move {
+        let mut stop = stop;
+        let _ = stop.wait_for(|stop| *stop).await;
+    };
+    tokio::pin!(stopped);
     loop {
         while connections.try_join_next().is_some() {}
-        let slot = match slots.clone().try_acquire_owned() {
+        let slot = match shared.slots.clone().try_acquire_owned() {
             Ok(slot) => {
-                at_cap_logged = false;
+                shared.at_cap_logged.store(false, Relaxed);
                 slot
             }
             Err(_) => {
-                if !at_cap_logged {
+                if !shared.at_cap_logged.swap(true, Relaxed) {
                     tracing::warn!(
                         "{} connections open (the cap): new ones wait in the backlog",
                         limits.max_connections
                     );
-                    at_cap_logged = true;
                 }
                 tokio::select! {
-                    _ = &mut shutdown => break,
-                    slot = slots.clone().acquire_owned() => match slot {
+                    _ = &mut stopped => break,
+                    slot = shared.slots.clone().acquire_owned() => match slot {
                         Ok(slot) => slot,
                         Err(_) => break,
                     },
@@ -148,7 +217,7 @@ where
             }
         };
         let accepted = tokio::select! {
-            _ = &mut shutdown => break,
+            _ = &mut stopped => break,
             accepted = acceptor.accept() => accepted,
         };
         let (socket, local, remote, _scheme) = match accepted {
@@ -165,15 +234,15 @@ where
                 continue;
             }
         };
-        let (app, hot) = (app.clone(), hot.clone());
+        let shared = shared.clone();
         let stopping = stopping.clone();
         connections.spawn(async move {
-            serve_connection(socket, local, remote, app, hot, limits, stopping).await;
+            serve_connection(socket, local, remote, shared, stopping).await;
             drop(slot);
         });
     }
     drop(acceptor);
-    let _ = stop.send(true);
+    let grace = shared.grace;
     let drained = tokio::time::timeout(grace, async {
         while connections.join_next().await.is_some() {}
     })
@@ -185,7 +254,6 @@ where
         );
         connections.shutdown().await;
     }
-    Ok(())
 }
 
 fn is_out_of_descriptors(e: &io::Error) -> bool {
@@ -198,11 +266,10 @@ async fn serve_connection<E: Endpoint + 'static>(
     socket: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     local: LocalAddr,
     remote: RemoteAddr,
-    app: Arc<E>,
-    hot: Option<Arc<Hot>>,
-    limits: Limits,
+    shared: Arc<Shared<E>>,
     mut stopping: watch::Receiver<bool>,
 ) {
+    let limits = shared.limits;
     let in_flight = InFlight::default();
     let linger = Linger::default();
     let io = Guarded::new(
@@ -212,13 +279,14 @@ async fn serve_connection<E: Endpoint + 'static>(
         linger.clone(),
     );
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let (app, hot) = (app.clone(), hot.clone());
+        let shared = shared.clone();
         let (local, remote) = (local.clone(), remote.clone());
         let handling = in_flight.start();
         let linger = linger.clone();
         let accepts_gzip = gzip::accepts_gzip(request.headers());
         async move {
-            let response = respond(&*app, hot.as_deref(), request, local, remote, limits).await;
+            let (app, hot) = (&shared.app, shared.hot.as_ref());
+            let response = respond(app, hot, request, local, remote, limits).await;
             // Answered before the body was read whole: the client may still be sending it.
             if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 linger.set();

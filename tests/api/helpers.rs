@@ -171,15 +171,16 @@ fn start_server(
             .build()
             .expect("runtime");
         runtime.block_on(async move {
-            use poem::listener::{Acceptor, Listener};
-            let acceptor = poem::listener::TcpListener::bind("127.0.0.1:0")
-                .into_acceptor()
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
+                .and_then(tokio::net::TcpListener::into_std)
                 .expect("binding a port");
-            let address = acceptor.local_addr()[0].to_string();
-            let address = address.trim_start_matches("socket://").to_string();
+            let address = listener
+                .local_addr()
+                .expect("the bound address")
+                .to_string();
             tx.send(address).expect("reporting the address");
-            postal::api::serve_with(acceptor, &server_db, settings, async move {
+            postal::api::serve_with(listener, &server_db, settings, async move {
                 let _ = shutdown_rx.await;
             })
             .await
