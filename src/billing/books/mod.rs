@@ -572,7 +572,8 @@ impl Books {
     /// (the server is their only writer) and its balance becomes the stored one minus
     /// what is charged and not yet flushed.
     pub(super) fn replace(&mut self, snapshot: Snapshot) {
-        let mut accounts = HashMap::with_capacity(snapshot.accounts.len());
+        let mut accounts =
+            HashMap::with_capacity_and_hasher(snapshot.accounts.len(), Default::default());
         let unflushed_all = self.unflushed_all();
         let mut changed_limits = Vec::new();
         for (id, mut stored) in snapshot.accounts {

@@ -31,7 +31,7 @@ impl Pending {
 
     /// Per account, the amount charged and not yet flushed (one pass over the rows).
     pub(super) fn amounts(&self) -> HashMap<i64, Micros> {
-        let mut sums: HashMap<i64, Micros> = HashMap::new();
+        let mut sums: HashMap<i64, Micros> = HashMap::default();
         for ((id, _), (_, amount)) in &self.rows {
             let sum = sums.entry(*id).or_insert(Micros::ZERO);
             *sum = sum.checked_add(*amount).unwrap_or(*sum);
