@@ -69,7 +69,7 @@ fn respond(billed: Billed<Vec<(BulkRecord, Verdict, Option<String>)>>) -> BulkRe
         .into_iter()
         .map(|(record, verdict, retired_since)| {
             let (normalized, reason) = match verdict {
-                Verdict::Valid(key) => (Some(key), None),
+                Verdict::Valid(key) => (Some(key.as_str().to_owned()), None),
                 Verdict::NotFound => (None, Some(Reason::NotFound)),
                 Verdict::InvalidFormat => (None, Some(Reason::InvalidFormat)),
                 Verdict::UnknownCountry => (None, Some(Reason::UnknownCountry)),
