@@ -130,20 +130,21 @@ def bare_requests(n):
 # inlined) stops the run rather than print a zero.
 PHASES = [
     ("JSON parse", [
-        # body text -> serde_json::Value (ContractJson::from_bytes)
-        "serde_json::de::from_trait",
-        # Value -> the records (Operation::parse)
+        # body text -> the fields and the records read for their codes
+        "postal::api::contract::ContractJson<T>::from_bytes",
+        # -> the checked records (Operation::parse)
         "postal::api::contract::ContractJson<T>::bulk_records",
-        # the Value tree freed
-        "core::ptr::drop_in_place<serde_json::value::Value>",
+        # the records freed
+        "core::ptr::drop_in_place<core::option::Option<postal::api::code_records::CodeRecords>>",
     ]),
     ("work", [
         # each record against the index (Operation::work)
         "<postal::api::routes::validate_bulk::ValidateBulk as postal::api::billed::Operation>::work",
     ]),
     ("JSON write", [
-        # the answer -> its bytes, and the answer freed
-        "<postal::api::reply::Reply<T,_> as poem::web::IntoResponse>::into_response",
+        # the answer -> its bytes, and the answer freed (`Reply`'s into_response, which it
+        # calls, is inlined in it)
+        "<postal::api::once::Replayable<T> as poem::web::IntoResponse>::into_response",
     ]),
 ]
 
