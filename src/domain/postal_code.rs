@@ -284,6 +284,7 @@ pub enum ShortParse<'b> {
 impl<'b> ShortQuery<'b> {
     /// As [`PostalQuery::parse`] (same keys, same `None` as `Invalid`), allocating nothing;
     /// the keys are in `buffer`.
+    #[inline]
     pub fn parse(
         country: CountryCode,
         input: &'b str,
@@ -363,10 +364,15 @@ impl<'b> ShortQuery<'b> {
         Ok(end - 2)
     }
 
-    /// As [`PostalQuery::candidates`], as bytes (ASCII letters and digits): the full
-    /// compact code when the rule changed it, then the rule's key.
-    pub fn candidates(&self) -> impl Iterator<Item = &'b [u8]> {
-        self.full.into_iter().chain(std::iter::once(self.key))
+    /// The first of [`PostalQuery::candidates`], as bytes (ASCII letters and digits),
+    /// that `find` finds something for: the full compact code when the rule changed it,
+    /// then the rule's key (without an iterator's machinery: a tenth of the work a
+    /// record).
+    pub fn first_found<T>(&self, mut find: impl FnMut(&'b [u8]) -> Option<T>) -> Option<T> {
+        match self.full {
+            Some(full) => find(full).or_else(|| find(self.key)),
+            None => find(self.key),
+        }
     }
 }
 
@@ -515,6 +521,25 @@ mod tests {
     }
 
     #[test]
+    fn the_short_query_stops_at_the_first_key_found() {
+        let gb = CountryCode::parse("GB").unwrap();
+        let mut buffer = ShortBuffer::default();
+        let ShortParse::Query(short) = ShortQuery::parse(gb, "SW1A 1AA", &mut buffer) else {
+            panic!("a query");
+        };
+        let mut tried = 0;
+        let found = short.first_found(|key| {
+            tried += 1;
+            Some(key.to_vec())
+        });
+        assert_eq!((found, tried), (Some(b"SW1A1AA".to_vec()), 1));
+        assert_eq!(
+            short.first_found(|key| (key == b"SW1A").then_some(1)),
+            Some(1)
+        );
+    }
+
+    #[test]
     fn the_short_query_tries_the_same_keys_as_the_postal_query() {
         let countries = [
             "US", "GB", "IM", "JE", "GG", "CA", "IE", "NL", "AR", "MT", "LV", "MD", "JP", "DE",
@@ -560,7 +585,11 @@ mod tests {
                 match ShortQuery::parse(country, input, &mut buffer) {
                     ShortParse::Query(short) => {
                         let slow = slow.expect("the same input is valid");
-                        let keys: Vec<&[u8]> = short.candidates().collect();
+                        let mut keys: Vec<&[u8]> = Vec::new();
+                        short.first_found(|key| -> Option<()> {
+                            keys.push(key);
+                            None
+                        });
                         let expected: Vec<&[u8]> = slow.candidates().map(str::as_bytes).collect();
                         assert_eq!(keys, expected, "{country:?} {input:?}");
                     }

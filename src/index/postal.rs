@@ -692,7 +692,7 @@ impl PostalIndex {
                 let found = self
                     .first
                     .get(country)
-                    .and_then(|codes| short.candidates().find_map(|key| codes.get_bytes(key)));
+                    .and_then(|codes| short.first_found(|key| codes.get_bytes(key)));
                 if let Some(record) = found {
                     return Verdict::Valid(CanonicalCode::of(country, record.postal_code()));
                 }
