@@ -5,7 +5,8 @@
 # 1,000, a city query and a nearest query (bench/counts.py says how each is counted). On
 # the sample dataset (callgrind runs the server about 50x slower; the full one would take
 # minutes to load). Installs valgrind and strace when missing.
-# Usage: [N=2000] bench/counts.sh
+# Usage: [N=2000] [ONLY=bare,validate-bulk] bench/counts.sh  (ONLY: the rows whose names
+# start so; all by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=bench/out/counts
@@ -27,4 +28,4 @@ pub_key=$($POSTAL --db "$DB" key create "$account_id" --publishable --origin htt
   --per-ip-minute 2000000000 | python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
 echo "postal $(git rev-parse --short HEAD), N=$N, $(valgrind --version), $(strace -V | head -1)"
 python3 bench/counts.py --postal "$POSTAL" --bare target/release/examples/bare --db "$DB" \
-  --key "$api_key" --pub "$pub_key" --n "$N" --out "$OUT"
+  --key "$api_key" --pub "$pub_key" --n "$N" --out "$OUT" --only "${ONLY:-}"

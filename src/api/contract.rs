@@ -17,12 +17,17 @@ use poem_openapi::ApiExtractorType;
 use poem_openapi::ExtractParamOptions;
 use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchemaRef, Registry};
 use poem_openapi::types::Type;
+use std::ops::Range;
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::access::{self, RequestMeta};
+use super::code_records::{self, CodeItem, CodeRecords, Field};
 use super::error::ApiError;
 use super::types::MAX_ZIPCODE_INTEGER;
 use crate::domain::CountryCode;
+use crate::domain::idempotency::Fingerprint;
 use crate::domain::postal_code::ZipInput;
 
 /// Largest accepted body (decisions.md): 1 MiB.
@@ -38,12 +43,19 @@ pub trait DocumentedBody: Type + Send {
     fn body_schema() -> MetaSchemaRef {
         Self::schema_ref()
     }
+
+    /// Whether the body's `records` are read only for their codes (`api::code_records`),
+    /// not parsed into a `Value` (`/api/validate-bulk`).
+    const CODE_RECORDS: bool = false;
 }
 
 /// A request body that is a JSON object, documented as `T`, and what the access rules
 /// read from the request's head (`access::RequestMeta`: a key in a header, the origin).
 pub struct ContractJson<T> {
+    /// The body's fields; `records` is in `code_records` instead when it is an array of a
+    /// body with `DocumentedBody::CODE_RECORDS`.
     pub fields: Map<String, Value>,
+    pub code_records: Option<CodeRecords>,
     pub meta: RequestMeta,
     documented: PhantomData<T>,
 }
@@ -51,8 +63,9 @@ pub struct ContractJson<T> {
 /// A request whose head and fields the billed path reads (a `ContractJson<Operation::Request>`).
 pub trait Requested {
     fn meta(&self) -> &RequestMeta;
-    /// The body's fields, as parsed (the fingerprint of an idempotent request).
-    fn fields(&self) -> &Map<String, Value>;
+    /// The fingerprint of the body (an idempotent request's): that of its fields as a
+    /// `Value` parses them, whatever the way they were read.
+    fn fingerprint(&self) -> serde_json::Result<Fingerprint>;
 }
 
 impl<T> Requested for ContractJson<T> {
@@ -60,8 +73,13 @@ impl<T> Requested for ContractJson<T> {
         &self.meta
     }
 
-    fn fields(&self) -> &Map<String, Value> {
-        &self.fields
+    fn fingerprint(&self) -> serde_json::Result<Fingerprint> {
+        let Some(records) = &self.code_records else {
+            return Fingerprint::of(&self.fields);
+        };
+        let mut fields = self.fields.clone();
+        fields.insert("records".to_owned(), records.to_value());
+        Fingerprint::of(&fields)
     }
 }
 
@@ -141,19 +159,34 @@ pub(crate) async fn read_whole(
     })
 }
 
-impl<T> ContractJson<T> {
+impl<T: DocumentedBody> ContractJson<T> {
     /// A body that is a JSON object, else `400 Invalid JSON body`.
+    // Not inlined: bench/counts.py counts validate-bulk's parse from this function's cost.
+    #[inline(never)]
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, ApiError> {
-        match serde_json::from_slice::<Value>(bytes) {
-            Ok(Value::Object(fields)) => Ok(ContractJson {
-                fields,
-                meta: RequestMeta::default(),
-                documented: PhantomData,
-            }),
-            _ => Err(ApiError::bad_request(INVALID_JSON)),
-        }
+        // The whole body checked as UTF-8 once, then parsed as text: serde_json checks each
+        // string of a byte slice on its own (a tenth of a validate-bulk request's
+        // instructions, issue 37). The same bodies pass: JSON outside its strings is ASCII.
+        let text = std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request(INVALID_JSON))?;
+        let (fields, code_records) = if T::CODE_RECORDS {
+            code_records::object_with_code_records(text)
+                .map_err(|_| ApiError::bad_request(INVALID_JSON))?
+        } else {
+            match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(fields)) => (fields, None),
+                _ => return Err(ApiError::bad_request(INVALID_JSON)),
+            }
+        };
+        Ok(ContractJson {
+            fields,
+            code_records,
+            meta: RequestMeta::default(),
+            documented: PhantomData,
+        })
     }
+}
 
+impl<T> ContractJson<T> {
     /// A GET request's query parameters as the body they stand for (`/api/lookup?...`):
     /// each present one a field, the request's head read as for a body.
     pub fn from_query<'k>(
@@ -175,6 +208,7 @@ impl<T> ContractJson<T> {
                 .into_iter()
                 .filter_map(|(name, value)| Some((name.to_string(), value?)))
                 .collect(),
+            code_records: None,
             meta,
             documented: PhantomData,
         }
@@ -289,25 +323,33 @@ pub fn zip_input(value: Option<&Value>) -> Option<ZipInput> {
 /// with the contract's texts.
 pub fn records_array(fields: &Map<String, Value>) -> Result<&Vec<Value>, ApiError> {
     let Some(Value::Array(items)) = fields.get("records") else {
-        return Err(ApiError::bad_request(
-            "Missing required field: records (must be an array)",
-        ));
+        return Err(no_records());
     };
-    if items.is_empty() {
+    records_count(items.len())?;
+    Ok(items)
+}
+
+fn no_records() -> ApiError {
+    ApiError::bad_request("Missing required field: records (must be an array)")
+}
+
+/// 1 to 1,000 records, with the contract's texts.
+fn records_count(len: usize) -> Result<(), ApiError> {
+    if len == 0 {
         return Err(ApiError::bad_request(
             "records array must contain at least 1 record",
         ));
     }
-    if items.len() > MAX_BULK_RECORDS {
+    if len > MAX_BULK_RECORDS {
         return Err(ApiError::bad_request(
             "records array exceeds maximum of 1000 per request",
         ));
     }
-    Ok(items)
+    Ok(())
 }
 
-/// One record of `/api/validate-bulk`, checked.
-pub struct BulkRecord {
+/// The codes of one record of a bulk request, checked (verify-bulk's, from a `Value`).
+pub struct RecordCodes {
     pub postal_code: String,
     pub country: CountryCode,
     /// `countryCode` as sent, upper-cased (echoed in the result).
@@ -317,41 +359,114 @@ pub struct BulkRecord {
 /// Maximum records of one bulk request.
 pub const MAX_BULK_RECORDS: usize = 1000;
 
-impl<T> ContractJson<T> {
-    /// `records`: 1 to 1,000 objects with a non-empty string `postalCode` and an ISO
-    /// `countryCode`; the lowest failing index wins, `postalCode` before `countryCode`.
-    pub fn bulk_records(&self) -> Result<Vec<BulkRecord>, ApiError> {
-        let items = records_array(&self.fields)?;
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| bulk_record(i, item))
-            .collect()
+/// The records of a `/api/validate-bulk` body, checked: their codes are in `texts`.
+pub struct BulkCodes {
+    pub texts: Arc<str>,
+    pub records: Vec<BulkRecord>,
+}
+
+/// One record of `/api/validate-bulk`, checked.
+pub struct BulkRecord {
+    /// `postalCode`: these bytes of `BulkCodes::texts`.
+    pub postal_code: Range<u32>,
+    pub country: CountryCode,
+    /// `countryCode` as sent, upper-cased (echoed in the result), when that is not
+    /// `country` itself.
+    pub country_echo: Option<Box<str>>,
+}
+
+impl BulkRecord {
+    pub fn postal_code<'t>(&self, texts: &'t str) -> &'t str {
+        texts
+            .get(self.postal_code.start as usize..self.postal_code.end as usize)
+            .unwrap_or("")
+    }
+
+    pub fn country_echo(&self) -> &str {
+        self.country_echo
+            .as_deref()
+            .unwrap_or(self.country.as_str())
     }
 }
 
-/// Record `i` of a bulk request's `records`: a non-empty string `postalCode`, then an ISO
-/// `countryCode` (the first failing one named). Verify-bulk reads its records' codes so too.
-pub fn bulk_record(i: usize, item: &Value) -> Result<BulkRecord, ApiError> {
-    let postal_code = match item.get("postalCode") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        _ => {
-            return Err(ApiError::bad_request(format!(
-                "records[{i}].postalCode must be a non-empty string"
-            )));
+impl<T> ContractJson<T> {
+    /// `records`: 1 to 1,000 objects with a non-empty string `postalCode` and an ISO
+    /// `countryCode`; the lowest failing index wins, `postalCode` before `countryCode`.
+    pub fn bulk_records(&self) -> Result<BulkCodes, ApiError> {
+        let Some(CodeRecords { texts, items }) = &self.code_records else {
+            return Err(no_records());
+        };
+        records_count(items.len())?;
+        let mut records = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let (postal_code, country_code) = match item {
+                CodeItem::Object {
+                    postal_code,
+                    country_code,
+                    ..
+                } => (postal_code, country_code),
+                CodeItem::Other(_) => (&Field::Absent, &Field::Absent),
+            };
+            let (_, country, country_input) =
+                checked_codes(i, postal_code.text(texts), country_code.text(texts))?;
+            let postal_code = match postal_code {
+                Field::Text(range) => range.clone(),
+                _ => 0..0,
+            };
+            let country_echo = (country_input != country.as_str())
+                .then(|| country_input.to_uppercase().into_boxed_str());
+            records.push(BulkRecord {
+                postal_code,
+                country,
+                country_echo,
+            });
         }
-    };
-    let country_input = item
-        .get("countryCode")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+        Ok(BulkCodes {
+            texts: Arc::clone(texts),
+            records,
+        })
+    }
+}
+
+/// Record `i`'s `postalCode` and `countryCode` (each `Some` when a string): a non-blank
+/// postal code, then an ISO country code (the first failing one named); with the country
+/// code as sent.
+fn checked_codes<'a>(
+    i: usize,
+    postal_code: Option<&'a str>,
+    country_code: Option<&'a str>,
+) -> Result<(&'a str, CountryCode, &'a str), ApiError> {
+    let postal_code = postal_code.filter(|s| !blank(s)).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "records[{i}].postalCode must be a non-empty string"
+        ))
+    })?;
+    let country_input = country_code.unwrap_or("");
     let country = CountryCode::parse(country_input).ok_or_else(|| {
         ApiError::bad_request(format!(
             "records[{i}].countryCode must be a 2-letter ISO 3166-1 alpha-2 code"
         ))
     })?;
-    Ok(BulkRecord {
-        postal_code,
+    Ok((postal_code, country, country_input))
+}
+
+/// Whether `text` is empty or only white space (`str::trim`'s), looking no further than
+/// its first byte when that is ASCII and not white space (most codes).
+fn blank(text: &str) -> bool {
+    match text.as_bytes().first() {
+        Some(&b) if b.is_ascii() && !matches!(b, b'\t'..=b'\r' | b' ') => false,
+        _ => text.trim().is_empty(),
+    }
+}
+
+/// Record `i` of a bulk request's `records` as a `Value`: its codes as
+/// [`ContractJson::bulk_records`] checks them (verify-bulk's records).
+pub fn record_codes(i: usize, item: &Value) -> Result<RecordCodes, ApiError> {
+    let text = |name: &str| item.get(name).and_then(Value::as_str);
+    let (postal_code, country, country_input) =
+        checked_codes(i, text("postalCode"), text("countryCode"))?;
+    Ok(RecordCodes {
+        postal_code: postal_code.to_owned(),
         country,
         country_input: country_input.to_uppercase(),
     })

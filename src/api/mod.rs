@@ -19,6 +19,7 @@ mod access;
 pub mod account;
 mod app;
 mod billed;
+mod code_records;
 pub mod contract;
 mod envelope;
 mod error;

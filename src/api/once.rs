@@ -30,17 +30,16 @@ use poem_openapi::registry::{
 };
 use poem_openapi::types::ToJSON;
 use poem_openapi::{ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions};
-use serde::Serialize;
 
 use super::State;
 use super::billed::{Billed, Operation, Path, refused};
 use super::contract::{ContractJson, Requested};
 use super::error::ApiError;
-use super::reply::{Enveloped, Reply, set_rate_limit_headers};
+use super::reply::{Enveloped, JsonBody, Reply, set_rate_limit_headers};
 use crate::billing::{Claim, ClaimedKey};
 use crate::domain::charge::Caller;
 use crate::domain::charge::Endpoint;
-use crate::domain::idempotency::{Fingerprint, IdempotencyKey, MAX_KEY_CHARS};
+use crate::domain::idempotency::{IdempotencyKey, MAX_KEY_CHARS};
 
 /// The request header.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
@@ -147,7 +146,7 @@ pub enum Replayable<T> {
     Replayed(Vec<u8>),
 }
 
-impl<T: Serialize + Enveloped + Send> IntoResponse for Replayable<T> {
+impl<T: JsonBody + Enveloped + Send> IntoResponse for Replayable<T> {
     fn into_response(self) -> Response {
         let json = |body: Vec<u8>| {
             Response::builder()
@@ -172,7 +171,7 @@ impl<T: Serialize + Enveloped + Send> IntoResponse for Replayable<T> {
     }
 }
 
-impl<T: ToJSON + Serialize + Enveloped + Send> ApiResponse for Replayable<T> {
+impl<T: ToJSON + JsonBody + Enveloped + Send> ApiResponse for Replayable<T> {
     fn meta() -> MetaResponses {
         let mut meta = <Reply<T> as ApiResponse>::meta();
         for response in &mut meta.responses {
@@ -209,7 +208,7 @@ impl State {
     /// Runs the bulk operation `O` through the billed path with its `Idempotency-Key`
     /// step; `respond` makes the 200 of what it answered. Under a key that answer is
     /// stored, with its held charge, before it is sent.
-    pub async fn billed_once<O: Operation, T: Serialize + Enveloped + Send>(
+    pub async fn billed_once<O: Operation, T: JsonBody + Enveloped + Send>(
         &self,
         body: &ContractJson<O::Request>,
         header: &IdempotencyHeader,
@@ -226,7 +225,9 @@ impl State {
         let rate_limit = answer.envelope().rate_limit_headers(SystemTime::now);
         // Cannot fail for the API's types; if it did, the claim is dropped: the key is
         // free again and the held charge stands, as for a panic after the work.
-        let stored = serde_json::to_vec(&answer).map_err(|e| ApiError::internal(e.into()))?;
+        let stored = answer
+            .json_bytes()
+            .map_err(|e| ApiError::internal(e.into()))?;
         let kept: &[u8] = if stored.len() > MAX_STORED_ANSWER {
             &[]
         } else {
@@ -253,8 +254,9 @@ impl State {
         endpoint: Endpoint,
         body: &impl Requested,
     ) -> Result<Keyed, ApiError> {
-        let fingerprint =
-            Fingerprint::of(body.fields()).map_err(|e| ApiError::internal(e.into()))?;
+        let fingerprint = body
+            .fingerprint()
+            .map_err(|e| ApiError::internal(e.into()))?;
         let claim = self
             .billing
             .claim(caller.account_id, key, endpoint, fingerprint)

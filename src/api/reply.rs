@@ -50,10 +50,58 @@ macro_rules! enveloped {
 }
 pub(crate) use enveloped;
 
-/// `T` as JSON, and `RateLimit-Policy`/`RateLimit` when its envelope has them.
-fn json_response<T: Serialize + Enveloped + Send>(body: T) -> Response {
+/// How a 200's body becomes bytes: serde_json's writer, for every type but one, whose
+/// strings are written by hand (`/api/validate-bulk`'s answer: `BulkAnswer`, tested
+/// against serde_json's bytes of the documented type).
+pub trait JsonBody {
+    fn json_bytes(&self) -> serde_json::Result<Vec<u8>>;
+}
+
+impl<T: Serialize> JsonBody for T {
+    fn json_bytes(&self) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec(self)
+    }
+}
+
+/// `text` as a JSON string, the bytes serde_json writes: as it is between quotes when
+/// nothing in it needs an escape (serde_json escapes only `"`, `\\` and the bytes below
+/// 0x20), else serde_json's own escaping. The scan is a byte test; serde_json's
+/// `format_escaped_str` was more than half of writing a validate-bulk answer (issue 37).
+pub(crate) fn json_string(out: &mut Vec<u8>, text: &str) -> serde_json::Result<()> {
+    json_utf8(out, text.as_bytes())
+}
+
+/// [`json_string`] of a text's bytes (UTF-8: checked only when an escape is needed).
+pub(crate) fn json_utf8(out: &mut Vec<u8>, text: &[u8]) -> serde_json::Result<()> {
+    if text.iter().all(|&b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text);
+        out.push(b'"');
+        Ok(())
+    } else {
+        let text = std::str::from_utf8(text).map_err(serde::ser::Error::custom)?;
+        serde_json::to_writer(out, text)
+    }
+}
+
+/// `T` as JSON (as poem's `Json<T>` sends it: a 500 with the error's text if it cannot
+/// be written), and `RateLimit-Policy`/`RateLimit` when its envelope has them.
+fn json_response<T: JsonBody + Enveloped + Send>(body: T) -> Response {
     let headers = body.envelope().rate_limit_headers(SystemTime::now);
-    let mut response = poem::web::Json(body).into_response();
+    let mut response = match body.json_bytes() {
+        Ok(data) => Response::builder()
+            .header(
+                poem::http::header::CONTENT_TYPE,
+                "application/json; charset=utf-8",
+            )
+            .body(data),
+        Err(err) => {
+            return Response::builder()
+                .status(poem::http::StatusCode::INTERNAL_SERVER_ERROR)
+                .body(err.to_string());
+        }
+    };
     set_rate_limit_headers(&mut response, headers);
     response
 }
@@ -85,7 +133,7 @@ impl<T: Type, const CACHED: bool> Payload for Reply<T, CACHED> {
     }
 }
 
-impl<T: Serialize + Enveloped + Send, const CACHED: bool> IntoResponse for Reply<T, CACHED> {
+impl<T: JsonBody + Enveloped + Send, const CACHED: bool> IntoResponse for Reply<T, CACHED> {
     fn into_response(self) -> Response {
         let mut response = json_response(self.0);
         if CACHED {
@@ -119,9 +167,7 @@ fn with_rate_limit_headers(mut meta: MetaResponses) -> MetaResponses {
     }
     meta
 }
-impl<T: ToJSON + Serialize + Enveloped + Send, const CACHED: bool> ApiResponse
-    for Reply<T, CACHED>
-{
+impl<T: ToJSON + JsonBody + Enveloped + Send, const CACHED: bool> ApiResponse for Reply<T, CACHED> {
     fn meta() -> MetaResponses {
         let mut meta = with_rate_limit_headers(<Json<T> as ApiResponse>::meta());
         for response in meta.responses.iter_mut().filter(|_| CACHED) {

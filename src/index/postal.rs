@@ -20,20 +20,23 @@ use hashbrown::HashTable;
 use anyhow::{Context, Result};
 use rusqlite::Connection;
 
+use super::by_country::ByCountry;
 use super::city::CityIndex;
 use super::geo::{GeoIndex, GeoSource};
 use super::history::{DatasetHistory, Retired};
 use crate::db;
 pub use crate::db::postal::PlaceRecord;
 use crate::db::postal::{CountryData, Coverage, RecordRow};
-use crate::domain::postal_code::{ShortParse, ShortQuery, ZipInput, canonical};
+use crate::domain::postal_code::{
+    CanonicalCode, ShortBuffer, ShortParse, ShortQuery, ZipInput, canonical,
+};
 use crate::domain::{CountryCode, PostalQuery};
 
 /// The verdict on one record of `/api/validate-bulk`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// Found; the canonical stored key (`normalized`).
-    Valid(String),
+    Valid(CanonicalCode),
     NotFound,
     InvalidFormat,
     UnknownCountry,
@@ -41,12 +44,13 @@ pub enum Verdict {
 
 pub struct PostalIndex {
     generation: i64,
-    /// foldhash, not SipHash, in both maps and in each country's table: they are built
-    /// from the dataset and only read after, so a caller's codes cannot grow a probe
-    /// sequence; SipHash was a fifth of `/api/validate-bulk`'s work (issue 37).
-    countries: HashMap<CountryCode, CountryData, RandomState>,
+    /// By the country code's slot, not hashed; foldhash, not SipHash, in each country's
+    /// table: it is built from the dataset and only read after, so a caller's codes
+    /// cannot grow a probe sequence. Hashing was a fifth of `/api/validate-bulk`'s work
+    /// (issue 37).
+    countries: ByCountry<CountryData>,
     /// country -> its codes' first records in source order.
-    first: HashMap<CountryCode, CountryCodes, RandomState>,
+    first: ByCountry<CountryCodes>,
     coverage: Coverage,
     /// The same first records, by place (nearest, radius, autocomplete, countries).
     geo: GeoIndex,
@@ -384,7 +388,9 @@ impl StoredRecord {
 
 impl<'a> RecordRef<'a> {
     fn postal_code(self) -> &'a str {
-        self.text.split('\t').next().unwrap_or("")
+        // A byte loop, as in `place`: a code is a few bytes, too short for memchr.
+        let end = self.text.bytes().position(|b| b == b'\t');
+        &self.text[..end.unwrap_or(self.text.len())]
     }
 
     fn place(self) -> PlaceView<'a> {
@@ -461,7 +467,7 @@ impl PostalIndex {
         let tx = conn.unchecked_transaction()?;
         let generation = Self::generation(&tx)?;
         let imported_at = db::dataset::imported_at(&tx)?;
-        let mut countries = HashMap::default();
+        let mut countries = ByCountry::default();
         let mut coverage = Coverage {
             records: 0,
             countries: 0,
@@ -503,7 +509,7 @@ impl PostalIndex {
             of_country.records.push(stored);
             Ok(())
         })?;
-        let first: HashMap<CountryCode, CountryCodes, RandomState> = read
+        let first: ByCountry<CountryCodes> = read
             .into_iter()
             .map(|(country, codes)| (country, CountryCodes::new(codes)))
             .collect();
@@ -553,7 +559,7 @@ impl PostalIndex {
     pub fn retired(&self, country: CountryCode, zipcode: &ZipInput) -> Option<&Retired> {
         let shapes = self
             .countries
-            .get(&country)
+            .get(country)
             .map_or("", |d| d.key_shapes.as_str());
         self.retired_text(country, &zipcode.text(shapes))
     }
@@ -603,14 +609,14 @@ impl PostalIndex {
 
     /// The first record of the code stored under `key` (a compact key).
     pub fn place(&self, country: CountryCode, key: &str) -> Option<PlaceView<'_>> {
-        let record = self.first.get(&country)?.get(key)?;
+        let record = self.first.get(country)?.get(key)?;
         Some(self.with_city(country, record.place()))
     }
 
     /// The first record of the code of `rank` (`Nearby::rank`: its place among the
     /// country's compact keys in byte order, as the geography index sorts them).
     pub fn place_at(&self, country: CountryCode, rank: u32) -> Option<PlaceView<'_>> {
-        let record = self.first.get(&country)?.at(rank)?;
+        let record = self.first.get(country)?.at(rank)?;
         Some(self.with_city(country, record.place()))
     }
 
@@ -658,7 +664,7 @@ impl PostalIndex {
     /// then the others in source order.
     pub fn places(&self, country: CountryCode, zipcode: &ZipInput) -> Option<CodePlaces> {
         let query = self.query(country, zipcode)?;
-        let of_country = self.first.get(&country)?;
+        let of_country = self.first.get(country)?;
         let rank = query.candidates().find_map(|key| of_country.rank(key))?;
         Some(CodePlaces {
             zipcode: canonical(country, of_country.at(rank)?.postal_code()),
@@ -676,18 +682,19 @@ impl PostalIndex {
     /// code is looked up without allocating (`ShortQuery`); a code not found, or too long
     /// for that, takes `PostalQuery`'s path, which also says whether it is well-formed.
     pub fn check_code(&self, country: CountryCode, input: &str) -> Verdict {
-        let Some(data) = self.countries.get(&country) else {
+        let Some(data) = self.countries.get(country) else {
             return Verdict::UnknownCountry;
         };
-        match ShortQuery::parse(country, input) {
+        let mut buffer = ShortBuffer::default();
+        match ShortQuery::parse(country, input, &mut buffer) {
             ShortParse::Invalid => return Verdict::InvalidFormat,
             ShortParse::Query(short) => {
                 let found = self
                     .first
-                    .get(&country)
-                    .and_then(|codes| short.candidates().find_map(|key| codes.get_bytes(key)));
+                    .get(country)
+                    .and_then(|codes| short.first_found(|key| codes.get_bytes(key)));
                 if let Some(record) = found {
-                    return Verdict::Valid(canonical(country, record.postal_code()));
+                    return Verdict::Valid(CanonicalCode::of(country, record.postal_code()));
                 }
             }
             ShortParse::Long => {}
@@ -696,7 +703,7 @@ impl PostalIndex {
             return Verdict::InvalidFormat;
         };
         match self.find(country, &query) {
-            Some(record) => Verdict::Valid(canonical(country, record.postal_code())),
+            Some(record) => Verdict::Valid(CanonicalCode::of(country, record.postal_code())),
             None if query.is_well_formed(&data.key_shapes, data.postal_regex.as_deref()) => {
                 Verdict::NotFound
             }
@@ -707,13 +714,13 @@ impl PostalIndex {
     /// The normalised query of a `zipcode`: an integer is zero-padded by the country's key
     /// shapes; a country without data has nothing to match.
     fn query(&self, country: CountryCode, zipcode: &ZipInput) -> Option<PostalQuery> {
-        let data = self.countries.get(&country)?;
+        let data = self.countries.get(country)?;
         PostalQuery::parse(country, &zipcode.text(&data.key_shapes))
     }
 
     /// The first candidate key of `query` that is stored.
     fn find(&self, country: CountryCode, query: &PostalQuery) -> Option<RecordRef<'_>> {
-        let of_country = self.first.get(&country)?;
+        let of_country = self.first.get(country)?;
         query.candidates().find_map(|key| of_country.get(key))
     }
 }

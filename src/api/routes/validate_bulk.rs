@@ -11,9 +11,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::billed::{Billed, Operation};
-use crate::api::contract::{BulkRecord, ContractJson, DocumentedBody};
+use crate::api::contract::{BulkCodes, BulkRecord, ContractJson, DocumentedBody};
 use crate::api::error::{ApiError, RetiredCode};
 use crate::api::once::{IdempotencyHeader, Replayable};
+use crate::api::reply::{JsonBody, json_string, json_utf8};
 use crate::api::types::*;
 use crate::api::{ApiTags, State};
 use crate::domain::charge::Endpoint;
@@ -50,7 +51,7 @@ impl ValidateBulkApi {
         /// account; only 200s are kept (an error charges nothing: retry it as it is).
         #[oai(name = "Idempotency-Key", example = "crate::api::once::example_key")]
         idempotency_key: IdempotencyHeader,
-    ) -> Result<Replayable<BulkResponse>, ApiError> {
+    ) -> Result<Replayable<BulkAnswer>, ApiError> {
         state
             .0
             .billed_once::<ValidateBulk, _>(&body, &idempotency_key, respond)
@@ -59,33 +60,14 @@ impl ValidateBulkApi {
 }
 
 /// The 200 of what the work found.
-fn respond(billed: Billed<Vec<(BulkRecord, Verdict, Option<String>)>>) -> BulkResponse {
+fn respond(billed: Billed<BulkChecked>) -> BulkAnswer {
     let Billed {
         answer,
         envelope,
         total_cost,
     } = billed;
-    let results = answer
-        .into_iter()
-        .map(|(record, verdict, retired_since)| {
-            let (normalized, reason) = match verdict {
-                Verdict::Valid(key) => (Some(key), None),
-                Verdict::NotFound => (None, Some(Reason::NotFound)),
-                Verdict::InvalidFormat => (None, Some(Reason::InvalidFormat)),
-                Verdict::UnknownCountry => (None, Some(Reason::UnknownCountry)),
-            };
-            BulkResult {
-                postal_code: record.postal_code,
-                country_code: record.country_input,
-                valid: normalized.is_some(),
-                normalized,
-                reason: NullableReason(reason),
-                retired_since,
-            }
-        })
-        .collect();
-    BulkResponse {
-        results,
+    BulkAnswer {
+        checked: answer,
         total_cost,
         envelope,
     }
@@ -93,38 +75,175 @@ fn respond(billed: Billed<Vec<(BulkRecord, Verdict, Option<String>)>>) -> BulkRe
 
 pub struct ValidateBulk;
 
+/// Each record and its verdict; their codes are in `texts`.
+pub struct BulkChecked {
+    texts: Arc<str>,
+    results: Vec<Checked>,
+}
+
+struct Checked {
+    record: BulkRecord,
+    verdict: Verdict,
+    /// For a code an import removed, the day it went.
+    retired_since: Option<String>,
+}
+
 impl Operation for ValidateBulk {
     const ENDPOINT: Endpoint = Endpoint::ValidateBulk;
     type Request = BulkRequest;
-    type Parsed = Vec<BulkRecord>;
-    /// Each record, its verdict, and for a code an import removed the day it went.
-    type Answer = Vec<(BulkRecord, Verdict, Option<String>)>;
+    type Parsed = BulkCodes;
+    type Answer = BulkChecked;
 
-    fn parse(body: &ContractJson<Self::Request>) -> Result<Vec<BulkRecord>, ApiError> {
+    fn parse(body: &ContractJson<Self::Request>) -> Result<BulkCodes, ApiError> {
         body.bulk_records()
     }
 
-    fn queries(records: &Vec<BulkRecord>) -> u64 {
-        records.len() as u64
+    fn queries(codes: &BulkCodes) -> u64 {
+        codes.records.len() as u64
     }
 
     // Not inlined: bench/counts.py counts validate-bulk's work as this function's cost.
     #[inline(never)]
-    fn work(
-        postal: &PostalIndex,
-        records: Vec<BulkRecord>,
-    ) -> Result<Vec<(BulkRecord, Verdict, Option<String>)>, ApiError> {
-        Ok(records
+    fn work(postal: &PostalIndex, codes: BulkCodes) -> Result<BulkChecked, ApiError> {
+        let BulkCodes { texts, records } = codes;
+        let results = records
             .into_iter()
             .map(|record| {
-                let verdict = postal.check_code(record.country, &record.postal_code);
+                let postal_code = record.postal_code(&texts);
+                let verdict = postal.check_code(record.country, postal_code);
                 let retired_since = (verdict == Verdict::NotFound)
-                    .then(|| postal.retired_text(record.country, &record.postal_code))
+                    .then(|| postal.retired_text(record.country, postal_code))
                     .flatten()
                     .map(|r| RetiredCode::of(r).since);
-                (record, verdict, retired_since)
+                Checked {
+                    record,
+                    verdict,
+                    retired_since,
+                }
             })
-            .collect())
+            .collect();
+        Ok(BulkChecked { texts, results })
+    }
+}
+
+/// The 200 of /api/validate-bulk as it is sent: documented as [`BulkResponse`] (which
+/// [`BulkAnswer::documented`] builds), written by hand (`JsonBody`): a result is a fixed
+/// template around four strings, and serde_json scanned each of its nine strings (keys
+/// included) for escapes, more than half of writing the answer (issue 37). The test
+/// `the_answer_is_written_as_serde_writes_the_documented_type` holds the two to the same
+/// bytes.
+pub struct BulkAnswer {
+    checked: BulkChecked,
+    total_cost: f64,
+    envelope: Envelope,
+}
+
+crate::api::reply::enveloped!(BulkAnswer);
+
+wrapper_type!(
+    BulkAnswer,
+    BulkResponse::name(),
+    BulkResponse::schema_ref(),
+    BulkResponse::register
+);
+
+impl ToJSON for BulkAnswer {
+    fn to_json(&self) -> Option<Value> {
+        self.documented().to_json()
+    }
+}
+
+impl BulkAnswer {
+    /// The same answer in the documented type.
+    pub fn documented(&self) -> BulkResponse {
+        let BulkChecked { texts, results } = &self.checked;
+        let results = results
+            .iter()
+            .map(
+                |Checked {
+                     record,
+                     verdict,
+                     retired_since,
+                 }| {
+                    let (normalized, reason) = match verdict {
+                        Verdict::Valid(code) => (Some(code.as_str().to_owned()), None),
+                        other => (None, Some(Reason::of(other))),
+                    };
+                    BulkResult {
+                        postal_code: record.postal_code(texts).to_owned(),
+                        country_code: record.country_echo().to_owned(),
+                        valid: normalized.is_some(),
+                        normalized,
+                        reason: NullableReason(reason),
+                        retired_since: retired_since.clone(),
+                    }
+                },
+            )
+            .collect();
+        BulkResponse {
+            results,
+            total_cost: self.total_cost,
+            envelope: self.envelope.clone(),
+        }
+    }
+}
+
+/// The fields after `results`, as serde writes them in [`BulkResponse`].
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AfterResults<'a> {
+    total_cost: f64,
+    #[serde(flatten)]
+    envelope: &'a Envelope,
+}
+
+impl JsonBody for BulkAnswer {
+    fn json_bytes(&self) -> serde_json::Result<Vec<u8>> {
+        let after = serde_json::to_vec(&AfterResults {
+            total_cost: self.total_cost,
+            envelope: &self.envelope,
+        })?;
+        let BulkChecked { texts, results } = &self.checked;
+        let mut out = Vec::with_capacity(results.len() * 96 + after.len() + 16);
+        out.extend_from_slice(br#"{"results":["#);
+        for (
+            i,
+            Checked {
+                record,
+                verdict,
+                retired_since,
+            },
+        ) in results.iter().enumerate()
+        {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(br#"{"postalCode":"#);
+            json_string(&mut out, record.postal_code(texts))?;
+            out.extend_from_slice(br#","countryCode":"#);
+            json_string(&mut out, record.country_echo())?;
+            match verdict {
+                Verdict::Valid(code) => {
+                    out.extend_from_slice(br#","valid":true,"normalized":"#);
+                    json_utf8(&mut out, code.as_bytes())?;
+                    out.extend_from_slice(br#","reason":null"#);
+                }
+                other => {
+                    out.extend_from_slice(br#","valid":false,"normalized":null,"reason":""#);
+                    out.extend_from_slice(Reason::of(other).as_str().as_bytes());
+                    out.push(b'"');
+                }
+            }
+            if let Some(since) = retired_since {
+                out.extend_from_slice(br#","retiredSince":"#);
+                json_string(&mut out, since)?;
+            }
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"],");
+        // `{"totalCost":...}` without its `{`: the rest of the same object.
+        out.extend_from_slice(after.get(1..).unwrap_or_default());
+        Ok(out)
     }
 }
 
@@ -169,7 +288,9 @@ impl Example for BulkRequest {
     }
 }
 
-impl DocumentedBody for BulkRequest {}
+impl DocumentedBody for BulkRequest {
+    const CODE_RECORDS: bool = true;
+}
 
 /// Why a bulk record is not valid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Enum, Serialize)]
@@ -182,6 +303,26 @@ pub enum Reason {
     InvalidFormat,
     /// A valid ISO code with no data loaded.
     UnknownCountry,
+}
+
+impl Reason {
+    /// The reason of a verdict other than `Valid`.
+    fn of(verdict: &Verdict) -> Reason {
+        match verdict {
+            Verdict::NotFound => Reason::NotFound,
+            Verdict::UnknownCountry => Reason::UnknownCountry,
+            Verdict::InvalidFormat | Verdict::Valid(_) => Reason::InvalidFormat,
+        }
+    }
+
+    /// As serde and the document name it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Reason::NotFound => "not_found",
+            Reason::InvalidFormat => "invalid_format",
+            Reason::UnknownCountry => "unknown_country",
+        }
+    }
 }
 
 /// `reason` of a bulk result: the enum inline and nullable, because generated clients
@@ -268,8 +409,6 @@ pub struct BulkResponse {
     pub envelope: Envelope,
 }
 
-crate::api::reply::enveloped!(BulkResponse);
-
 impl Example for BulkResponse {
     fn example() -> Self {
         let result = |code: &str,
@@ -291,6 +430,75 @@ impl Example for BulkResponse {
             ],
             total_cost: 0.000084,
             envelope: example_envelope(4.999916),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::CountryCode;
+    use crate::domain::postal_code::CanonicalCode;
+
+    /// An answer with every kind of result and strings that need escapes.
+    fn answer(envelope: Envelope) -> BulkAnswer {
+        let codes = [
+            "90210",
+            "a\"b\\c",
+            "tab\there\n\u{1}\u{1f}",
+            "é😀\u{7f}",
+            "SW1A 1AA",
+            "",
+        ];
+        let texts: String = codes.concat();
+        let de = CountryCode::parse("DE").unwrap();
+        let verdicts = [
+            Verdict::Valid(CanonicalCode::of(CountryCode::US, "90210")),
+            Verdict::Valid(CanonicalCode::of(CountryCode::JP, "100-0001")),
+            Verdict::Valid(CanonicalCode::of(de, &"1\"2".repeat(10))),
+            Verdict::NotFound,
+            Verdict::InvalidFormat,
+            Verdict::UnknownCountry,
+        ];
+        let mut at = 0;
+        let results = codes
+            .iter()
+            .zip(verdicts)
+            .enumerate()
+            .map(|(i, (code, verdict))| {
+                let start = at;
+                at += code.len() as u32;
+                Checked {
+                    record: BulkRecord {
+                        postal_code: start..at,
+                        country: if i % 2 == 0 { CountryCode::US } else { de },
+                        country_echo: (i == 1).then(|| " DE\u{b}".into()),
+                    },
+                    retired_since: (verdict == Verdict::NotFound).then(|| "2026-01-02".into()),
+                    verdict,
+                }
+            })
+            .collect();
+        BulkAnswer {
+            checked: BulkChecked {
+                texts: Arc::from(texts),
+                results,
+            },
+            total_cost: 0.000168,
+            envelope,
+        }
+    }
+
+    #[test]
+    fn the_answer_is_written_as_serde_writes_the_documented_type() {
+        let mut without_balance = example_envelope(0.1);
+        without_balance.balance = None;
+        for envelope in [example_envelope(4.999916), without_balance] {
+            let answer = answer(envelope);
+            let written = String::from_utf8(answer.json_bytes().unwrap()).unwrap();
+            let documented = serde_json::to_string(&answer.documented()).unwrap();
+            assert_eq!(written, documented);
+            assert_eq!(answer.to_json(), answer.documented().to_json());
         }
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::places::{PlaceItem, example_places};
 use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{
-    BulkRecord, ContractJson, DocumentedBody, bounded, bulk_record, records_array,
+    ContractJson, DocumentedBody, RecordCodes, bounded, record_codes, records_array,
 };
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
@@ -123,11 +123,11 @@ impl Operation for VerifyBulk {
 /// Record `i` of `records`: `postalCode` and `countryCode` as validate-bulk reads them,
 /// then `city` (a non-empty string) and `state` (a string when present).
 fn verify_record(i: usize, item: &Value) -> Result<VerifyRecord, ApiError> {
-    let BulkRecord {
+    let RecordCodes {
         postal_code,
         country,
         country_input,
-    } = bulk_record(i, item)?;
+    } = record_codes(i, item)?;
     let city = match item.get("city") {
         Some(Value::String(s)) if !s.trim().is_empty() => {
             bounded(|| format!("records[{i}].city"), s)?.to_owned()
