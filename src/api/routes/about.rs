@@ -90,7 +90,7 @@ pub struct AboutResponse {
     pub coverage: String,
     pub usage: String,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

@@ -149,7 +149,7 @@ pub struct AutocompleteResponse {
     /// In code order (of the compact forms).
     pub results: Vec<Suggestion>,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

@@ -225,7 +225,7 @@ pub struct CityResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_st: Option<String>,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

@@ -110,7 +110,7 @@ pub struct CountriesResponse {
     /// By code.
     pub countries: Vec<CountryEntry>,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

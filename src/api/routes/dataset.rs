@@ -346,7 +346,7 @@ pub struct CodeChange {
 pub struct DatasetResponse {
     pub dataset: DatasetBody,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

@@ -160,7 +160,7 @@ pub struct DistanceResponse {
     pub from: Place,
     pub to: Place,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

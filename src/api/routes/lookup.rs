@@ -180,7 +180,7 @@ pub struct LookupResponse {
     #[oai(nullable)]
     pub longitude: Option<f64>,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

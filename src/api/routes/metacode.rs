@@ -235,7 +235,7 @@ pub enum Meta {
 pub struct MetaResponse {
     pub meta: Meta,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

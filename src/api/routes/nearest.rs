@@ -129,7 +129,7 @@ pub struct NearestResponse {
     /// Nearest first.
     pub results: Vec<Place>,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

@@ -220,7 +220,7 @@ pub struct NearestBulkResponse {
     /// Points x 0.000028 USD.
     pub total_cost: f64,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

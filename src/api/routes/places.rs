@@ -156,7 +156,7 @@ pub struct PlacesResponse {
     /// Every record of the code, the first (lookup's) first, then in the data's order.
     pub places: Vec<PlaceItem>,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

@@ -173,7 +173,7 @@ pub struct RadiusResponse {
     /// More than 1,000 codes are within the radius; the nearest 1,000 answered.
     pub truncated: bool,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

@@ -309,7 +309,7 @@ pub struct SuggestResponse {
     /// Best first: names starting with `q`, then names containing it; most codes first.
     pub results: Vec<SuggestResult>,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

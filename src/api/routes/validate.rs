@@ -106,7 +106,7 @@ pub struct ValidateResponse {
     /// Same as `performance.totalTime`.
     pub response_time: Millis,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

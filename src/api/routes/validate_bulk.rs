@@ -138,7 +138,7 @@ pub struct BulkAnswer {
     envelope: Envelope,
 }
 
-crate::api::reply::enveloped!(BulkAnswer);
+crate::api::reply::enveloped!(BulkAnswer, BulkResponse);
 
 wrapper_type!(
     BulkAnswer,
@@ -188,23 +188,10 @@ impl BulkAnswer {
     }
 }
 
-/// The fields after `results`, as serde writes them in [`BulkResponse`].
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct AfterResults<'a> {
-    total_cost: f64,
-    #[serde(flatten)]
-    envelope: &'a Envelope,
-}
-
 impl JsonBody for BulkAnswer {
     fn json_bytes(&self) -> serde_json::Result<Vec<u8>> {
-        let after = serde_json::to_vec(&AfterResults {
-            total_cost: self.total_cost,
-            envelope: &self.envelope,
-        })?;
         let BulkChecked { texts, results } = &self.checked;
-        let mut out = Vec::with_capacity(results.len() * 96 + after.len() + 16);
+        let mut out = Vec::with_capacity(results.len() * 96 + 512);
         out.extend_from_slice(br#"{"results":["#);
         for (
             i,
@@ -240,9 +227,11 @@ impl JsonBody for BulkAnswer {
             }
             out.push(b'}');
         }
-        out.extend_from_slice(b"],");
-        // `{"totalCost":...}` without its `{`: the rest of the same object.
-        out.extend_from_slice(after.get(1..).unwrap_or_default());
+        out.extend_from_slice(br#"],"totalCost":"#);
+        serde_json::to_writer(&mut out, &self.total_cost)?;
+        out.push(b',');
+        self.envelope.write_members(&mut out)?;
+        out.push(b'}');
         Ok(out)
     }
 }
@@ -405,7 +394,7 @@ pub struct BulkResponse {
     /// Records x 0.000028 USD.
     pub total_cost: f64,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 
@@ -496,7 +485,7 @@ mod tests {
         for envelope in [example_envelope(4.999916), without_balance] {
             let answer = answer(envelope);
             let written = String::from_utf8(answer.json_bytes().unwrap()).unwrap();
-            let documented = serde_json::to_string(&answer.documented()).unwrap();
+            let documented = String::from_utf8(answer.documented().json_bytes().unwrap()).unwrap();
             assert_eq!(written, documented);
             assert_eq!(answer.to_json(), answer.documented().to_json());
         }

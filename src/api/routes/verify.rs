@@ -221,7 +221,7 @@ pub struct VerifyResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub places: Option<Vec<PlaceItem>>,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 

@@ -243,7 +243,7 @@ pub struct VerifyBulkResponse {
     /// Records x 0.000028 USD.
     pub total_cost: f64,
     #[oai(flatten)]
-    #[serde(flatten)]
+    #[serde(skip)]
     pub envelope: Envelope,
 }
 
