@@ -147,7 +147,7 @@ async fn unready_reasons(ops: &Ops) -> Vec<String> {
         reasons.push(format!("billing writer: flushes failing: {why}"));
     }
     let file = ops.file.clone();
-    let read = tokio::task::spawn_blocking(move || file.read());
+    let read = crate::api::server::spawn_blocking(move || file.read());
     match tokio::time::timeout(READY_PATIENCE, read).await {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(e))) => reasons.push(format!("database: {e:#}")),

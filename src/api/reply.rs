@@ -63,6 +63,11 @@ impl<T: Serialize + Enveloped> JsonBody for T {
     fn json_bytes(&self) -> serde_json::Result<Vec<u8>> {
         let mut out = Vec::with_capacity(512);
         serde_json::to_writer(&mut out, self)?;
+        // An answer type must skip its envelope for serde (else it would go out twice).
+        debug_assert!(
+            !out.windows(14).any(|w| w == b"\"performance\":"),
+            "an answer type serializes its envelope: #[serde(skip)] it"
+        );
         // `{...}` open again for the envelope's members.
         if out.pop() != Some(b'}') {
             return Err(serde::ser::Error::custom("an answer is a JSON object"));
@@ -86,6 +91,10 @@ pub(crate) fn json_string(out: &mut Vec<u8>, text: &str) -> serde_json::Result<(
 
 /// [`json_string`] of a text's bytes (UTF-8: checked only when an escape is needed).
 pub(crate) fn json_utf8(out: &mut Vec<u8>, text: &[u8]) -> serde_json::Result<()> {
+    debug_assert!(
+        std::str::from_utf8(text).is_ok(),
+        "json_utf8 of bytes not UTF-8"
+    );
     if text.iter().all(|&b| b >= 0x20 && b != b'"' && b != b'\\') {
         out.reserve(text.len() + 2);
         out.push(b'"');
@@ -98,8 +107,8 @@ pub(crate) fn json_utf8(out: &mut Vec<u8>, text: &[u8]) -> serde_json::Result<()
     }
 }
 
-/// `T` as JSON (as poem's `Json<T>` sends it: a 500 with the error's text if it cannot
-/// be written), and `RateLimit-Policy`/`RateLimit` when its envelope has them.
+/// `T` as JSON (the contract's 500 if it cannot be written), and
+/// `RateLimit-Policy`/`RateLimit` when its envelope has them.
 fn json_response<T: JsonBody + Enveloped + Send>(body: T) -> Response {
     let headers = body.envelope().rate_limit_headers(SystemTime::now);
     let mut response = match body.json_bytes() {
@@ -110,9 +119,11 @@ fn json_response<T: JsonBody + Enveloped + Send>(body: T) -> Response {
             )
             .body(data),
         Err(err) => {
-            return Response::builder()
-                .status(poem::http::StatusCode::INTERNAL_SERVER_ERROR)
-                .body(err.to_string());
+            tracing::error!("internal error: writing an answer: {err}");
+            return super::json_error(
+                poem::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal server error",
+            );
         }
     };
     set_rate_limit_headers(&mut response, headers);

@@ -58,7 +58,7 @@ use connection::{Guarded, InFlight, Linger};
 
 /// Descriptors kept for everything but client connections: SQLite (two pools and the
 /// billing writer, each connection holding the database and its WAL), the listener,
-/// the runtime's epoll and event fds, stdio.
+/// the caller runtime's epoll and event fds, stdio; each serving thread takes 8 more.
 const RESERVED_FDS: u64 = 128;
 /// The cap when the open-files limit is high: each connection costs buffers and a task.
 const MAX_CONNECTIONS: usize = 4096;
@@ -82,12 +82,15 @@ pub struct Limits {
 
 impl Default for Limits {
     /// 10 s for a head or a body, 5 s idle, and as many connections as the open-files
-    /// limit leaves room for (4,096 at most): 896 under the usual 1,024.
+    /// limit leaves room for (4,096 at most): 880 under the usual 1,024 on two cores.
     fn default() -> Limits {
         let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current
             .unwrap_or(u64::MAX);
-        let room = open_files.saturating_sub(RESERVED_FDS).max(16);
+        // Each serving thread holds a copy of the listener and its runtime's epoll and
+        // event descriptors.
+        let reserved = RESERVED_FDS + 8 * serving_threads() as u64;
+        let room = open_files.saturating_sub(reserved).max(16);
         Limits {
             max_connections: usize::try_from(room)
                 .map_or(MAX_CONNECTIONS, |room| room.min(MAX_CONNECTIONS)),
@@ -105,8 +108,13 @@ impl Default for Limits {
 /// that accepts from the one listening socket (nginx's design): a connection lives on the
 /// thread that accepted it, so a request wakes no other thread, and no task moves between
 /// threads (tokio's shared scheduler did both, measured in issue 37). A thread busy with a
-/// long answer does not accept; the idle one does. The caller's runtime keeps the
-/// background work (billing, the loader, timers) and only waits here.
+/// long answer does not accept; the idle one does. The cost: that long answer (a bulk of
+/// 1,000) holds the other connections of its thread meanwhile (lookups' p99 beside a
+/// stream of nearest-bulk requests was no worse than before, docs/performance.md). One
+/// socket shared, not one per thread with `SO_REUSEPORT`: that would let a second server
+/// bind the same port unnoticed. The caller's runtime keeps the background work
+/// (billing, the loader, timers, blocking work: [`background`]); `run` ends with an
+/// error when a serving thread cannot start or ends before it is told to.
 pub async fn run<E: Endpoint + 'static>(
     listener: std::net::TcpListener,
     app: E,
@@ -124,7 +132,7 @@ pub async fn run<E: Endpoint + 'static>(
         grace,
     });
     let (stop, stopping) = watch::channel(false);
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let workers = serving_threads();
     tracing::info!(
         "{workers} serving threads; at most {} connections; head {:?}, body {:?}, idle {:?}",
         limits.max_connections,
@@ -132,31 +140,121 @@ pub async fn run<E: Endpoint + 'static>(
         limits.body_timeout,
         limits.idle_timeout
     );
+    // A blocking listener would hold a serving thread in `accept` for good.
+    listener.set_nonblocking(true)?;
+    let background = tokio::runtime::Handle::current();
     let mut finished = Vec::with_capacity(workers);
+    let mut started = Ok(());
     for i in 0..workers {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .max_blocking_threads(crate::index::loader::READ_POOL_SIZE as usize)
-            .enable_all()
-            .build()?;
-        let listener = listener.try_clone()?;
-        let (shared, stopping) = (shared.clone(), stopping.clone());
-        let (done, finish) = tokio::sync::oneshot::channel::<()>();
-        std::thread::Builder::new()
-            .name(format!("serve-{i}"))
-            .spawn(move || {
-                runtime.block_on(accept_loop(listener, shared, stopping));
-                let _ = done.send(());
-            })?;
+        let serving = listener.try_clone().and_then(|listener| {
+            let (shared, stopping) = (shared.clone(), stopping.clone());
+            let background = background.clone();
+            let (ready, readiness) = tokio::sync::oneshot::channel::<io::Result<()>>();
+            let (done, finish) = tokio::sync::oneshot::channel::<()>();
+            std::thread::Builder::new()
+                .name(format!("serve-{i}"))
+                .spawn(move || serve_thread(listener, shared, stopping, background, ready, done))?;
+            Ok((readiness, finish))
+        });
+        let (readiness, finish) = match serving {
+            Ok(serving) => serving,
+            Err(e) => {
+                started = Err(e);
+                break;
+            }
+        };
         finished.push(finish);
+        if let Err(e) = readiness
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("panicked")))
+        {
+            started = Err(e);
+            break;
+        }
     }
     drop(listener);
-    shutdown.await;
+    let ended = match started {
+        Err(e) => Err(io::Error::other(format!("starting a serving thread: {e}"))),
+        Ok(()) => {
+            // A serving thread ends only when told to; one that ends before (a panic)
+            // stops the server, which its supervisor restarts whole.
+            tokio::pin!(shutdown);
+            tokio::select! {
+                _ = &mut shutdown => Ok(()),
+                _ = futures_util::future::select_all(finished.iter_mut()) => {
+                    Err(io::Error::other("a serving thread ended unexpectedly"))
+                }
+            }
+        }
+    };
     let _ = stop.send(true);
     for finish in finished {
         // An error is a thread that panicked: the others are still awaited.
         let _ = finish.await;
     }
-    Ok(())
+    ended
+}
+
+/// How many threads serve connections: one per core this process may run on.
+fn serving_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// A serving thread's life: its runtime built (`ready` says whether it could be), its
+/// accept loop run to the end, then `done`.
+fn serve_thread<E: Endpoint + 'static>(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared<E>>,
+    stopping: watch::Receiver<bool>,
+    background: tokio::runtime::Handle,
+    ready: tokio::sync::oneshot::Sender<io::Result<()>>,
+    done: tokio::sync::oneshot::Sender<()>,
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .and_then(|runtime| {
+            // Registered with this thread's runtime, so that its events wake this thread.
+            let acceptor = runtime.block_on(async { TcpAcceptor::from_std(listener) })?;
+            Ok((runtime, acceptor))
+        });
+    let (runtime, acceptor) = match runtime {
+        Ok(started) => started,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    BACKGROUND.with(|b| *b.borrow_mut() = Some(background));
+    let _ = ready.send(Ok(()));
+    runtime.block_on(accept_loop(acceptor, shared, stopping));
+    let _ = done.send(());
+}
+
+thread_local! {
+    /// On a serving thread, the runtime of `run`'s caller.
+    static BACKGROUND: std::cell::RefCell<Option<tokio::runtime::Handle>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The runtime that blocking work and work outliving a request run on: the caller's of
+/// [`run`] (its blocking pool sized to SQLite's read pool, its workers driving what a
+/// blocking task awaits), whichever thread asks; elsewhere the current one. A serving
+/// thread's own runtime would give each thread a pool of its own, and stop driving a
+/// task's I/O when the thread stops serving.
+pub(crate) fn background() -> tokio::runtime::Handle {
+    BACKGROUND
+        .with(|b| b.borrow().clone())
+        .unwrap_or_else(tokio::runtime::Handle::current)
+}
+
+/// `f` on the blocking pool of [`background`]'s runtime.
+pub(crate) fn spawn_blocking<F, R>(f: F) -> tokio::task::JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    background().spawn_blocking(f)
 }
 
 /// What every serving thread shares.
@@ -173,18 +271,11 @@ struct Shared<E> {
 /// One serving thread: accepts until `stopping`, serves what it accepted, then lets its
 /// open requests finish for `grace` at most.
 async fn accept_loop<E: Endpoint + 'static>(
-    listener: std::net::TcpListener,
+    mut acceptor: TcpAcceptor,
     shared: Arc<Shared<E>>,
     stopping: watch::Receiver<bool>,
 ) {
     use std::sync::atomic::Ordering::Relaxed;
-    let mut acceptor = match TcpAcceptor::from_std(listener) {
-        Ok(acceptor) => acceptor,
-        Err(e) => {
-            tracing::error!("serving thread: registering the listener: {e}");
-            return;
-        }
-    };
     let limits = shared.limits;
     let mut connections = JoinSet::new();
     let stop = stopping.clone();
@@ -197,7 +288,10 @@ async fn accept_loop<E: Endpoint + 'static>(
         while connections.try_join_next().is_some() {}
         let slot = match shared.slots.clone().try_acquire_owned() {
             Ok(slot) => {
-                shared.at_cap_logged.store(false, Relaxed);
+                // Written only when set: a line of memory every thread reads.
+                if shared.at_cap_logged.load(Relaxed) {
+                    shared.at_cap_logged.store(false, Relaxed);
+                }
                 slot
             }
             Err(_) => {

@@ -58,11 +58,12 @@ pub use stats::BillingStats;
 use stats::Counts;
 use writer::run_writer;
 
-/// The books' maps and sets hash with foldhash, randomly seeded: their keys are ids the
-/// store made and SHA-256 digests of API keys, nothing a caller can choose to grow a probe
-/// sequence. SipHash cost a billed lookup about 1,500 instructions (callgrind, issue 37).
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+/// The books' maps and sets: foldhash, randomly seeded, for keys that are ids the store
+/// made and SHA-256 digests of API keys, nothing a caller can choose to grow a probe
+/// sequence (SipHash cost a billed lookup about 1,500 instructions: callgrind, issue 37).
+/// Maps keyed by what a caller sends (client IPs, idempotency keys) keep std's SipHash.
+type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 use crate::db::rows::{ChargeRow, Holder, KeyClaim, ReleasedClaim, StoredAnswer};
 use crate::domain::grant::WindowQueries;

@@ -52,7 +52,7 @@ fn answer_slices(
     shared: &Shared,
     account_id: i64,
     short: &WindowShort,
-    full: &mut HashMap<(i64, WindowKey), (u64, bool)>,
+    full: &mut FastMap<(i64, WindowKey), (u64, bool)>,
 ) -> Result<Granted, String> {
     let asks = {
         let books = lock(&shared.books);
@@ -110,7 +110,7 @@ fn answer_slices(
 /// account at a time; a request whose grant another one's already covers is answered
 /// without asking.
 fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<GrantRequest>) {
-    let mut full: HashMap<(i64, WindowKey), (u64, bool)> = HashMap::default();
+    let mut full: FastMap<(i64, WindowKey), (u64, bool)> = FastMap::default();
     // Requests short of money: those the grants already cover are answered at once; the
     // rest wait for one call to the ledger for all their accounts (one transaction, one
     // commit per writer turn, however many accounts ran short).
@@ -169,7 +169,7 @@ fn answer_grants(store: &mut dyn ChargeStore, shared: &Shared, requests: Vec<Gra
         }
     };
     let mut books = lock(&shared.books);
-    let mut elsewhere: HashMap<i64, bool> = HashMap::default();
+    let mut elsewhere: FastMap<i64, bool> = FastMap::default();
     for grant in grants {
         books.take_grant(grant, sent);
         elsewhere.insert(grant.account_id, grant.elsewhere > Micros::ZERO);

@@ -152,7 +152,7 @@ fn real_requests_are_answered_beside_500_and_then_1100_slow_connections() {
     let stop = Arc::new(AtomicBool::new(false));
     let lifetimes: Arc<Lifetimes> = Arc::default();
 
-    // 500 slow connections: well under the cap (896 under 1,024 descriptors).
+    // 500 slow connections: well under the cap (880 under 1,024 descriptors on two cores).
     let mut clients = start_slow_clients(&server, 500, &stop, &lifetimes);
     std::thread::sleep(Duration::from_secs(1));
     let mut latencies = Vec::new();

@@ -135,8 +135,8 @@ impl Dashboard {
         F: AsyncFnOnce(&mut Admin) -> Result<T, AccountError> + Send + 'static,
     {
         let (db, ledger) = (self.db.clone(), self.ledger.clone());
-        let handle = tokio::runtime::Handle::current();
-        tokio::task::spawn_blocking(move || {
+        let handle = crate::api::server::background();
+        crate::api::server::spawn_blocking(move || {
             handle.block_on(async move {
                 let mut admin = match ledger {
                     Some(ledger) => Admin::ledger(

@@ -187,7 +187,7 @@ async fn start(
 ) -> Result<Response, Failure> {
     let provider = provider(dash, name).await?;
     let worker = dash.clone();
-    let (url, state, nonce, verifier) = tokio::task::spawn_blocking(move || {
+    let (url, state, nonce, verifier) = crate::api::server::spawn_blocking(move || {
         let client = client(&worker, &provider)?;
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
         let (url, state, nonce) = client
@@ -298,7 +298,7 @@ async fn finish(
     let provider_name = provider.name.clone();
     let nonce = pending.nonce.clone();
     let verifier = pending.verifier.clone();
-    let identity = tokio::task::spawn_blocking(move || {
+    let identity = crate::api::server::spawn_blocking(move || {
         let client = client(&worker, &provider)?;
         let refused = |why: String| {
             tracing::warn!(provider = %provider.name, "sign-in refused: {why}");

@@ -94,7 +94,7 @@ async fn call(
     let agent = dash.http.clone();
     let url = format!("{}{path}", settings.api_base);
     let auth = format!("Bearer {}", settings.secret_key);
-    tokio::task::spawn_blocking(move || {
+    crate::api::server::spawn_blocking(move || {
         let mut request = ureq::http::Request::builder()
             .method(method)
             .uri(&url)

@@ -17,9 +17,9 @@ pub(super) use slices::WindowShort;
 /// Everything charges are decided on.
 #[derive(Default)]
 pub(super) struct Books {
-    keys: HashMap<KeyHash, KeyEntry>,
-    active_keys: HashSet<i64>,
-    accounts: HashMap<i64, AccountState>,
+    keys: FastMap<KeyHash, KeyEntry>,
+    active_keys: FastSet<i64>,
+    accounts: FastMap<i64, AccountState>,
     pending: Pending,
     /// Idempotency keys: requests running under them (and charges held on them), answers.
     answers: Answers,
@@ -49,9 +49,9 @@ pub(super) struct Books {
 struct Grants {
     /// This node's grant per account (the balances in `accounts` are then what the
     /// envelope shows, the grants what charges are decided on).
-    leases: HashMap<i64, Lease>,
+    leases: FastMap<i64, Lease>,
     /// This node's slice per account and limited window.
-    slices: HashMap<(i64, Window), Slice>,
+    slices: FastMap<(i64, Window), Slice>,
     /// The batch being flushed, or whose flush failed and is retried unchanged before
     /// any other (its commit may have happened: merged into the next one, it could be
     /// charged twice).
@@ -502,7 +502,7 @@ impl Books {
     /// rows, the idempotency keys and the batch in flight (a reload or a flush's grants
     /// hold the books' mutex, which every billed request waits on, and a day of
     /// idempotency keys may be in `answers`).
-    pub(super) fn unflushed_all(&self) -> HashMap<i64, Micros> {
+    pub(super) fn unflushed_all(&self) -> FastMap<i64, Micros> {
         let mut sums = self.pending.amounts();
         let mut add = |id: i64, amount: Micros| {
             let sum = sums.entry(id).or_insert(Micros::ZERO);
@@ -573,7 +573,7 @@ impl Books {
     /// what is charged and not yet flushed.
     pub(super) fn replace(&mut self, snapshot: Snapshot) {
         let mut accounts =
-            HashMap::with_capacity_and_hasher(snapshot.accounts.len(), Default::default());
+            FastMap::with_capacity_and_hasher(snapshot.accounts.len(), Default::default());
         let unflushed_all = self.unflushed_all();
         let mut changed_limits = Vec::new();
         for (id, mut stored) in snapshot.accounts {
@@ -652,7 +652,7 @@ impl Books {
         let pending = if all || self.grants.is_none() {
             std::mem::take(&mut self.pending)
         } else {
-            let mut due: HashSet<i64> = returns.iter().chain(&topups).map(|(id, _)| *id).collect();
+            let mut due: FastSet<i64> = returns.iter().chain(&topups).map(|(id, _)| *id).collect();
             due.extend(slice_returns.iter().map(|q| q.account_id));
             due.extend(self.pending.answers.iter().map(|a| a.account_id));
             due.extend(self.pending.released.iter().map(|r| r.account_id));

@@ -7,17 +7,17 @@ use super::*;
 /// Charged, not yet flushed.
 #[derive(Default)]
 pub(super) struct Pending {
-    pub(super) rows: HashMap<(i64, Endpoint), (u64, Micros)>,
+    pub(super) rows: FastMap<(i64, Endpoint), (u64, Micros)>,
     /// With grants: queries admitted per account and window.
-    pub(super) windows: HashMap<(i64, WindowKey), u64>,
+    pub(super) windows: FastMap<(i64, WindowKey), u64>,
     /// Accounts whose window counters changed.
-    pub(super) counters: HashSet<i64>,
+    pub(super) counters: FastSet<i64>,
     /// Answers of idempotent requests whose charges are in `rows`.
     pub(super) answers: Vec<StoredAnswer>,
     /// Claims in the ledger of keys whose requests ended without an answer.
     pub(super) released: Vec<ReleasedClaim>,
     /// With grants: when each account's oldest charge here was made (`Books::flush_due`).
-    pub(super) since: HashMap<i64, BootTime>,
+    pub(super) since: FastMap<i64, BootTime>,
 }
 
 impl Pending {
@@ -30,8 +30,8 @@ impl Pending {
     }
 
     /// Per account, the amount charged and not yet flushed (one pass over the rows).
-    pub(super) fn amounts(&self) -> HashMap<i64, Micros> {
-        let mut sums: HashMap<i64, Micros> = HashMap::default();
+    pub(super) fn amounts(&self) -> FastMap<i64, Micros> {
+        let mut sums: FastMap<i64, Micros> = FastMap::default();
         for ((id, _), (_, amount)) in &self.rows {
             let sum = sums.entry(*id).or_insert(Micros::ZERO);
             *sum = sum.checked_add(*amount).unwrap_or(*sum);
@@ -58,7 +58,7 @@ impl Pending {
 
     /// Takes out what is pending of the accounts `due` (everything of the answers and
     /// released claims, whose accounts are always due); the rest stays.
-    pub(super) fn take_of(&mut self, due: &HashSet<i64>) -> Pending {
+    pub(super) fn take_of(&mut self, due: &FastSet<i64>) -> Pending {
         let mut taken = Pending {
             answers: std::mem::take(&mut self.answers),
             released: std::mem::take(&mut self.released),

@@ -222,8 +222,8 @@ impl Books {
 
     /// Per window of the account, the queries this node admitted and the ledger has not
     /// counted yet (pending, and in the batch in flight).
-    fn unflushed_windows(&self, account_id: i64) -> HashMap<WindowKey, u64> {
-        let mut sums: HashMap<WindowKey, u64> = HashMap::default();
+    fn unflushed_windows(&self, account_id: i64) -> FastMap<WindowKey, u64> {
+        let mut sums: FastMap<WindowKey, u64> = FastMap::default();
         let in_flight = self.in_flight().into_iter().flat_map(|b| &b.admitted);
         for q in in_flight.filter(|q| q.account_id == account_id) {
             *sums.entry(q.window).or_default() += q.queries;
@@ -308,7 +308,7 @@ impl Books {
     /// The ledger's counts: each account's shown counters become the ledger's count
     /// plus what this node admitted since (a lower bound of the window's true count).
     pub(in crate::billing) fn sync_counts(&mut self, counts: &[WindowQueries]) {
-        let mut by_account: HashMap<i64, HashMap<WindowKey, u64>> = HashMap::default();
+        let mut by_account: FastMap<i64, FastMap<WindowKey, u64>> = FastMap::default();
         for c in counts {
             let unflushed = by_account
                 .entry(c.account_id)
