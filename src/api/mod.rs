@@ -29,6 +29,7 @@ mod http_errors;
 pub(crate) mod once;
 pub mod ops;
 mod reply;
+pub(crate) use reply::json_string;
 pub mod routes;
 pub mod server;
 mod state;

@@ -120,10 +120,10 @@ fn timestamp(out: &mut Vec<u8>, at: SystemTime) {
     let _ = write!(out, ".{:06}Z", since.subsec_micros());
 }
 
-/// `text` as a JSON string, escaped by serde_json.
+/// `text` as a JSON string (the API's writer: as it is unless it needs an escape).
 fn json_string(out: &mut Vec<u8>, text: &str) {
     // Writing to a Vec cannot fail, and a str always serializes.
-    let _ = serde_json::to_writer(out, text);
+    let _ = crate::api::json_string(out, text);
 }
 
 #[cfg(test)]

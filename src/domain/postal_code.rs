@@ -78,10 +78,15 @@ pub fn anchored(pattern: &str) -> String {
 /// Upper case with spaces and hyphens removed: `lv-1001` -> `LV1001`. The import stores
 /// every code's compact form with this same function.
 pub fn compact(code: &str) -> String {
-    code.chars()
-        .filter(|c| *c != ' ' && *c != '-')
-        .map(|c| c.to_ascii_uppercase())
-        .collect()
+    // Only ASCII bytes are dropped or changed, so the bytes stay UTF-8.
+    String::from_utf8(compact_bytes(code).collect()).unwrap_or_default()
+}
+
+/// [`compact`]'s bytes, one by one (`CanonicalCode` writes them inline).
+fn compact_bytes(code: &str) -> impl Iterator<Item = u8> + '_ {
+    code.bytes()
+        .filter(|b| *b != b' ' && *b != b'-')
+        .map(|b| b.to_ascii_uppercase())
 }
 
 /// The shape of a code: every ASCII letter `A`, every digit `9`, anything else kept
@@ -151,13 +156,11 @@ impl CanonicalCode {
                 bytes,
             };
         }
-        // JP: `compact`, byte by byte (only ASCII bytes change, so UTF-8 stays UTF-8).
+        // JP: `compact` (only ASCII bytes change, so UTF-8 stays UTF-8).
         let mut len = 0;
-        for &b in stored.as_bytes() {
-            if b != b' ' && b != b'-' {
-                bytes[len] = b.to_ascii_uppercase();
-                len += 1;
-            }
+        for b in compact_bytes(stored) {
+            bytes[len] = b;
+            len += 1;
         }
         CanonicalCode::Inline {
             len: len as u8,
