@@ -3,7 +3,9 @@ executes (valgrind's callgrind, counting only while the requests of one kind are
 `--instr-atstart=no`, then `callgrind_control -i on`, `-d` (a dump zeroes the counters),
 the requests, `-d`, `-i off`), its system calls (`strace -f -ttt`, by timestamp) and its
 context switches (voluntary and not, /proc/PID/task/*/status, in a window without strace).
-Every thread of the server counts: the billing writer, the log writer, the timers.
+Every thread of the server counts: the billing writer, the log writer, the timers; the
+instructions of the billing and log writers are also shown apart (`OTHER_THREAD_ROOTS`),
+and the serving threads' are the rest.
 System calls and switches are counted per thread, and an idle window as long as the
 requests' (measured the same way, right after) is subtracted: what idle workers and timers
 do meanwhile is not the requests'. The threads that read or write the client's socket
@@ -149,6 +151,15 @@ PHASES = [
 ]
 
 
+# The functions the threads other than the serving ones run in (a thread whose dump names
+# one is another): the billing writer (its SQLite flushes depend on how many
+# requests a timer tick gathers, so they move between runs) and the access log's writer.
+OTHER_THREAD_ROOTS = [
+    "postal::billing::writer::run_writer",
+    "postal::cli::log_writer::write_batches",
+]
+
+
 def inclusive_costs(path):
     """{function: inclusive Ir} of a callgrind dump: the costs of the calls made to each
     function by any other function (positions: line, events: Ir, compressed names)."""
@@ -184,14 +195,18 @@ def inclusive_costs(path):
     return inclusive
 
 
-def phases_of(path, total, records):
-    """[(phase, Ir per record)] of validate-bulk's window, the rest last."""
-    inclusive = inclusive_costs(path)
+def phases_of(paths, total, records):
+    """[(phase, Ir per record)] of validate-bulk's window (its dumps, one a thread), the
+    rest last."""
+    inclusive = {}
+    for path in paths:
+        for function, cost in inclusive_costs(path).items():
+            inclusive[function] = inclusive.get(function, 0) + cost
     split = []
     for phase, functions in PHASES:
         found = [inclusive[f] for f in functions if f in inclusive]
         if not found:
-            raise RuntimeError(f"{phase}: none of {functions} in {path}")
+            raise RuntimeError(f"{phase}: none of {functions} in {paths}")
         split.append((phase, sum(found) / records))
     split.append(("rest of the request", total / records - sum(c for _, c in split)))
     return split
@@ -243,7 +258,9 @@ def switches_window(pid, client, reqs):
 
 def callgrind_window(pid, client, reqs, out_dir):
     """Instructions of the requests: instrumentation on, a dump (which zeroes the counters),
-    the requests, a dump whose totals are theirs, instrumentation off."""
+    the requests, a dump whose totals are theirs, instrumentation off. A dump is a file a
+    thread (`--separate-threads=yes`): (all threads' Ir, the other threads' Ir, the files);
+    a thread is another when its file names one of `OTHER_THREAD_ROOTS`."""
     control = lambda *a: subprocess.run(["callgrind_control", *a, str(pid)], check=True,
                                         capture_output=True)
 
@@ -256,19 +273,28 @@ def callgrind_window(pid, client, reqs, out_dir):
                 break
             time.sleep(0.1)
         time.sleep(0.5)
-        return max(new, key=os.path.getmtime)
+        return sorted(set(glob.glob(f"{out_dir}/cg.out*")) - before)
 
     control("-i", "on")
     dump()
     for r in reqs:
         client.send(r)
-    path = dump()
+    paths = dump()
     control("-i", "off")
-    with open(path) as f:
-        for line in f:
+    total = other = 0
+    for path in paths:
+        ir, text = None, open(path).read()
+        for line in text.splitlines():
             if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1]), path
-    raise RuntimeError(f"no totals in {path}")
+                ir = int(line.split()[1])
+        if ir is None:
+            raise RuntimeError(f"no totals in {path}")
+        total += ir
+        # `'2`: callgrind's mark of a function entered again.
+        if any(re.search(rf" {re.escape(root)}('\d+)?$", text, re.M)
+               for root in OTHER_THREAD_ROOTS):
+            other += ir
+    return total, other, paths
 
 
 def strace_window(pid, client, reqs, out_dir):
@@ -318,7 +344,7 @@ def per_request(by_thread, serving, n):
 
 def serve(cmd, port, valgrind, out_dir, probe):
     if valgrind:
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
                f"--callgrind-out-file={out_dir}/cg.out.%p"] + cmd
     log = open(f"{out_dir}/server-{'vg' if valgrind else 'native'}-{port}.log", "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -339,9 +365,9 @@ def measure(name, cmd_of, kinds, out_dir, warm, dumps, others):
         for kind, reqs in kinds:
             for r in reqs[:warm]:
                 client.send(r)
-            total, path = callgrind_window(proc.pid, client, reqs, out_dir)
-            results[kind] = [total / len(reqs)]
-            dumps[kind] = (path, total, len(reqs))
+            total, other, paths = callgrind_window(proc.pid, client, reqs, out_dir)
+            results[kind] = [(total / len(reqs), other / len(reqs))]
+            dumps[kind] = (paths, total, len(reqs))
     finally:
         # SIGTERM, not SIGINT: a shell that starts the bench in the background leaves
         # SIGINT ignored in its children, and the bare handler has no handler of its own
@@ -401,14 +427,17 @@ def main():
         postal = measure("postal", lambda port: [args.postal, "--db", args.db, "serve",
                                                  "--listen", f"127.0.0.1:{port}"],
                          kinds, args.out, warm, dumps, others)
-    base = bare.get("bare poem handler", [0, (0, 0), (0, 0)])
+    base = bare.get("bare poem handler", [(0, 0), (0, 0), (0, 0)])
     print()
-    print("| request | instructions | x bare | system calls | x bare | of other threads "
+    print("| request | instructions | x bare | of other threads | serving threads' | x bare "
+          "| system calls | x bare | of other threads "
           "| context switches | x bare | of other threads |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratio = lambda a, b: f"{a / b:.2f}" if b else "-"
     for kind, (ins, calls, switches) in list(bare.items()) + list(postal.items()):
-        print(f"| {kind} | {ins:,.0f} | {ratio(ins, base[0])} | {calls[0]:.2f} "
+        serving = ins[0] - ins[1]
+        print(f"| {kind} | {ins[0]:,.0f} | {ratio(ins[0], base[0][0])} | {ins[1]:,.0f} "
+              f"| {serving:,.0f} | {ratio(serving, base[0][0] - base[0][1])} | {calls[0]:.2f} "
               f"| {ratio(calls[0], base[1][0])} | {calls[1]:.2f} | {switches[0]:.2f} "
               f"| {ratio(switches[0], base[2][0])} | {switches[1]:.2f} |")
     print()
@@ -419,13 +448,13 @@ def main():
                                or "none"))
     if BULK not in dumps:
         return
-    path, total, requests = dumps[BULK]
+    paths, total, requests = dumps[BULK]
     print()
     print(f"{BULK}, instructions per record by phase (callgrind, inclusive):")
     print()
     print("| phase | instructions a record |")
     print("|---|---|")
-    for phase, cost in phases_of(path, total, requests * 1000):
+    for phase, cost in phases_of(paths, total, requests * 1000):
         print(f"| {phase} | {cost:,.0f} |")
     print(f"| all | {total / requests / 1000:,.0f} |")
     print()

@@ -7,12 +7,11 @@
 //! a stored answer replayed, or the key claimed and the charge held on it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use super::State;
 use super::access::{self, RequestMeta};
 use super::contract::{ContractJson, Requested};
-use super::envelope::Timings;
+use super::envelope::{Step, Timings};
 use super::error::ApiError;
 use super::once::{IdempotencyHeader, Keyed};
 use super::types::Envelope;
@@ -100,6 +99,7 @@ impl State {
         let mut timings = Timings::start();
         let key = self.authenticate(body.api_key(MISSING_API_KEY)?, &mut timings)?;
         let audience = self.check_access(body.meta(), &key, O::ENDPOINT)?;
+        timings.lap(Step::RateLimitCheck);
         let caller = key.caller;
         let idempotency_key = once.map(IdempotencyHeader::key).transpose()?.flatten();
         let parsed = O::parse(body)?;
@@ -121,12 +121,12 @@ impl State {
             },
         };
         let queries = O::queries(&parsed);
-        let t = Instant::now();
+        // The request's own fields (and its idempotency key) are processing.
+        timings.lap(Step::Processing);
         let checked = self.billing.precheck(caller, queries);
-        timings.rate_limit_check += t.elapsed();
+        timings.lap(Step::RateLimitCheck);
         checked.map_err(|e| refused(e, O::ENDPOINT))?;
         let answer = timings.processing(|| O::work(&self.postal(), parsed))?;
-        let t = Instant::now();
         let charged = match &claimed {
             None => self.billing.charge(caller, queries, O::ENDPOINT).await,
             Some(claimed) => {
@@ -143,7 +143,7 @@ impl State {
                 .await
                 .map_err(|e| refused(e, O::ENDPOINT))?;
         }
-        timings.balance += t.elapsed();
+        timings.lap(Step::Balance);
         super::telemetry::count_charge(queries);
         let billed = Billed {
             answer,
@@ -159,9 +159,8 @@ impl State {
         api_key: &str,
         timings: &mut Timings,
     ) -> Result<KeyEntry, ApiError> {
-        let t = Instant::now();
         let found = self.billing.authenticate(&hash_presented_key(api_key));
-        timings.auth += t.elapsed();
+        timings.lap(Step::Auth);
         found
             .map(|(key, _)| key)
             .map_err(|_| ApiError::invalid_api_key())

@@ -295,28 +295,25 @@ pub struct Millis(pub std::time::Duration);
 impl Millis {
     /// The text, written at the end of `buf`.
     fn text(self, buf: &mut [u8; 32]) -> &str {
-        let micros = self.0.as_nanos().saturating_add(500) / 1000;
-        let mut at = buf.len();
-        let mut put = |b: u8| {
-            at -= 1;
-            buf[at] = b;
-        };
-        put(b's');
-        put(b'm');
-        let (mut whole, fraction) = (micros / 1000, micros % 1000);
-        put(b'0' + (fraction % 10) as u8);
-        put(b'0' + (fraction / 10 % 10) as u8);
-        put(b'0' + (fraction / 100) as u8);
-        put(b'.');
-        loop {
-            put(b'0' + (whole % 10) as u8);
-            whole /= 10;
-            if whole == 0 {
-                break;
-            }
-        }
         // Only ASCII digits, '.' and "ms" were written.
-        std::str::from_utf8(&buf[at..]).unwrap_or("")
+        std::str::from_utf8(self.bytes(buf)).unwrap_or("")
+    }
+
+    /// The text's bytes (ASCII), written at the end of `buf`: the envelope's writer takes
+    /// them without a UTF-8 check, and in 64-bit arithmetic (a `u128` division and a
+    /// `from_utf8` were most of the five timings' cost, issue 37).
+    pub(crate) fn bytes(self, buf: &mut [u8; 32]) -> &[u8] {
+        let d = self.0;
+        // `(as_nanos + 500) / 1000`: seconds are whole thousands of microseconds.
+        let micros = d
+            .as_secs()
+            .checked_mul(1_000_000)
+            .and_then(|m| m.checked_add(u64::from((d.subsec_nanos() + 500) / 1000)));
+        let at = match micros {
+            Some(micros) => write_millis(micros, buf),
+            None => write_millis(d.as_nanos().saturating_add(500) / 1000, buf),
+        };
+        &buf[at..]
     }
 
     /// `"<digits>.<3 digits>ms"` back to the duration.
@@ -345,6 +342,36 @@ impl Serialize for Millis {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.text(&mut [0; 32]))
     }
+}
+
+/// `micros` as `"<milliseconds>.<3 digits>ms"` at the end of `buf`; where it starts.
+fn write_millis<T>(micros: T, buf: &mut [u8; 32]) -> usize
+where
+    T: Copy + PartialEq + From<u16> + std::ops::Div<Output = T> + std::ops::Rem<Output = T>,
+    u8: TryFrom<T>,
+{
+    let mut at = buf.len();
+    let mut put = |b: u8| {
+        at -= 1;
+        buf[at] = b;
+    };
+    let ten = T::from(10);
+    let digit = |n: T| b'0' + u8::try_from(n % ten).unwrap_or(0);
+    put(b's');
+    put(b'm');
+    let (mut whole, fraction) = (micros / T::from(1000), micros % T::from(1000));
+    put(digit(fraction));
+    put(digit(fraction / ten));
+    put(digit(fraction / T::from(100)));
+    put(b'.');
+    loop {
+        put(digit(whole));
+        whole = whole / ten;
+        if whole == T::from(0) {
+            break;
+        }
+    }
+    at
 }
 
 /// What a [`Millis`] looks like.
@@ -487,7 +514,7 @@ impl Envelope {
             out.push(b'"');
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b"\":\"");
-            out.extend_from_slice(timing.text(&mut [0; 32]).as_bytes());
+            out.extend_from_slice(timing.bytes(&mut [0; 32]));
             out.push(b'"');
         }
         let limits = &self.rate_limit;

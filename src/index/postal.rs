@@ -660,6 +660,30 @@ impl PostalIndex {
         self.find(country, &query).map(RecordRef::record)
     }
 
+    /// [`PostalIndex::lookup`]'s record, borrowed, naming the city its answers name
+    /// (`with_city`): `/api/lookup` copies out only the fields it shows. A code sent as
+    /// text is found without allocating (`find_text`).
+    pub fn first_place(&self, country: CountryCode, zipcode: &ZipInput) -> Option<PlaceView<'_>> {
+        let record = match zipcode {
+            ZipInput::Text(text) => self.find_text(country, text)?,
+            ZipInput::Integer(_) => self.find(country, &self.query(country, zipcode)?)?,
+        };
+        Some(self.with_city(country, record.place()))
+    }
+
+    /// The first record of a code given as text: found by `ShortQuery`'s keys on the
+    /// stack, or by `PostalQuery`'s for a code too long or not ASCII for them (the same
+    /// keys either way).
+    fn find_text(&self, country: CountryCode, input: &str) -> Option<RecordRef<'_>> {
+        let of_country = self.first.get(country)?;
+        let mut buffer = ShortBuffer::default();
+        match ShortQuery::parse(country, input, &mut buffer) {
+            ShortParse::Invalid => None,
+            ShortParse::Query(short) => short.first_found(|key| of_country.get_bytes(key)),
+            ShortParse::Long => self.find(country, &PostalQuery::parse(country, input)?),
+        }
+    }
+
     /// Every place of a postal code, after normalisation: the first record (lookup's),
     /// then the others in source order.
     pub fn places(&self, country: CountryCode, zipcode: &ZipInput) -> Option<CodePlaces> {

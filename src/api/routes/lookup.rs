@@ -81,27 +81,31 @@ pub(crate) async fn lookup_answer(
     let Billed {
         answer, envelope, ..
     } = state.billed::<Lookup>(body).await?;
-    let FirstRecord {
-        country,
-        record,
-        office_city,
+    let LookupPlace {
+        city,
+        state,
+        st,
+        latitude,
+        longitude,
     } = answer;
-    let us = country == CountryCode::US;
-    let region = |v: Option<String>| {
-        if us {
-            v.unwrap_or_default()
-        } else {
-            String::new()
-        }
-    };
     Ok(LookupResponse {
-        city: office_city.unwrap_or(record.place_name),
-        state: region(record.admin_name1),
-        st: region(record.admin_code1),
-        latitude: record.latitude,
-        longitude: record.longitude,
+        city,
+        state,
+        st,
+        latitude,
+        longitude,
         envelope,
     })
+}
+
+/// What /api/lookup shows of a code's first record, copied out of the index: its city
+/// (`PostalIndex::first_place`), its region for a US code only, its coordinates.
+pub struct LookupPlace {
+    city: String,
+    state: String,
+    st: String,
+    latitude: Option<f64>,
+    longitude: Option<f64>,
 }
 
 /// The code asked for.
@@ -110,12 +114,11 @@ pub struct CodeQuery {
     pub zipcode: ZipInput,
 }
 
-/// The first record of a code, its country, and the municipality its answers name in
-/// place of its place name, for a JP office code (`PostalIndex::office_city`).
+/// The first record of a code, with its country (/api/metacode and /api/metazip, which
+/// name its own place name, a JP office code's company included).
 pub struct FirstRecord {
     pub country: CountryCode,
     pub record: PlaceRecord,
-    pub office_city: Option<String>,
 }
 
 pub(super) fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiError> {
@@ -125,8 +128,8 @@ pub(super) fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiEr
     })
 }
 
-/// The first record of the code (what /api/lookup, /api/metacode and /api/metazip
-/// answer from), or 404.
+/// The first record of the code (what /api/metacode and /api/metazip answer from), or
+/// 404.
 pub(super) fn first_record(
     postal: &PostalIndex,
     query: CodeQuery,
@@ -134,13 +137,9 @@ pub(super) fn first_record(
     let record = postal
         .lookup(query.country, &query.zipcode)
         .ok_or_else(|| ApiError::zip_not_found(postal.retired(query.country, &query.zipcode)))?;
-    let office_city = postal
-        .office_city(query.country, &record.postal_code, &record.place_name)
-        .map(str::to_string);
     Ok(FirstRecord {
         country: query.country,
         record,
-        office_city,
     })
 }
 
@@ -150,14 +149,30 @@ impl Operation for Lookup {
     const ENDPOINT: Endpoint = Endpoint::Lookup;
     type Request = CodeRequest;
     type Parsed = CodeQuery;
-    type Answer = FirstRecord;
+    type Answer = LookupPlace;
 
     fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiError> {
         parse(body)
     }
 
-    fn work(postal: &PostalIndex, query: CodeQuery) -> Result<FirstRecord, ApiError> {
-        first_record(postal, query)
+    /// The record borrowed, and three strings copied: `first_record`'s owned record
+    /// (nine strings) was most of the lookup's own work (issue 37).
+    fn work(postal: &PostalIndex, query: CodeQuery) -> Result<LookupPlace, ApiError> {
+        let CodeQuery { country, zipcode } = query;
+        let place = postal
+            .first_place(country, &zipcode)
+            .ok_or_else(|| ApiError::zip_not_found(postal.retired(country, &zipcode)))?;
+        let region = |value: &str| match country {
+            CountryCode::US => value.to_string(),
+            _ => String::new(),
+        };
+        Ok(LookupPlace {
+            city: place.city.to_string(),
+            state: region(place.admin_name1),
+            st: region(place.admin_code1),
+            latitude: place.latitude,
+            longitude: place.longitude,
+        })
     }
 }
 
