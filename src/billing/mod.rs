@@ -313,11 +313,13 @@ impl Billing {
         endpoint: Endpoint,
         hold_on: Option<&ClaimedKey>,
     ) -> Result<Charged, BillingError> {
-        let mut asking = Asking::new();
+        // Started at the first ask (its patience reads the clock): most charges never ask.
+        let mut asking: Option<Asking> = None;
         loop {
             match self.try_decide(caller, queries, endpoint, hold_on) {
                 Ok(verdict) => return verdict,
                 Err(ask) => {
+                    let asking = asking.get_or_insert_with(Asking::new);
                     let answer = match self.ask_for_grant(caller.account_id, ask) {
                         Ok(reply) => tokio::time::timeout(GRANT_WAIT, reply)
                             .await
