@@ -4,6 +4,8 @@ use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
 
+use crate::domain::postal_code::word;
+
 /// A country's compact keys by rank.
 pub(super) struct Keys {
     /// By rank: the key packed ([`pack`]), or for a longer key [`LONG`] then its index in
@@ -63,9 +65,7 @@ pub(super) fn pack(key: &[u8]) -> Option<[u8; 8]> {
     if key.len() > 8 || key.last() == Some(&0) || key.first() == Some(&LONG) {
         return None;
     }
-    let mut packed = [0u8; 8];
-    packed[..key.len()].copy_from_slice(key);
-    Some(packed)
+    Some(word(key).to_le_bytes())
 }
 
 /// The bytes of a packed key (up to its last non-zero byte).
