@@ -130,6 +130,15 @@ pub fn canonical(country: CountryCode, stored: &str) -> String {
     }
 }
 
+/// Whether `key` is [`canonical`]`(country, stored)`, without writing it out.
+pub fn is_canonical(country: CountryCode, stored: &str, key: &str) -> bool {
+    if country == CountryCode::JP {
+        compact_bytes(stored).eq(key.bytes())
+    } else {
+        stored == key
+    }
+}
+
 /// The longest [`CanonicalCode`] held inline (stored codes are at most 10 characters).
 const INLINE_CODE: usize = 22;
 
@@ -164,6 +173,17 @@ impl CanonicalCode {
         }
         CanonicalCode::Inline {
             len: len as u8,
+            bytes,
+        }
+    }
+
+    /// A canonical code of at most 8 bytes, zero-padded (as the postal index packs its
+    /// keys): its bytes up to the last non-zero one.
+    pub fn padded(text: [u8; 8]) -> CanonicalCode {
+        let mut bytes = [0u8; INLINE_CODE];
+        bytes[..8].copy_from_slice(&text);
+        CanonicalCode::Inline {
+            len: (8 - u64::from_le_bytes(text).leading_zeros() / 8) as u8,
             bytes,
         }
     }
@@ -257,6 +277,83 @@ fn shape_is(code: &[u8], pattern: &[u8]) -> bool {
         })
 }
 
+/// The bytes of `bytes` (at most 8) in a word, little-endian, zero-padded: as
+/// `copy_from_slice` into `[0; 8]`, which calls `memcpy` for a length not known at compile
+/// time (a tenth of `/api/validate-bulk`'s work a record, issue 37). Two loads that may
+/// overlap, whose common bytes agree.
+#[inline]
+pub fn word(bytes: &[u8]) -> u64 {
+    let len = bytes.len();
+    let at = |i: usize| u64::from(bytes[i]) << (8 * i);
+    match len {
+        0 => 0,
+        1..=3 => at(0) | at(len / 2) | at(len - 1),
+        4..=8 => {
+            let four = |from: usize| {
+                let mut four = [0u8; 4];
+                four.copy_from_slice(&bytes[from..from + 4]);
+                u64::from(u32::from_le_bytes(four)) << (8 * from)
+            };
+            four(0) | four(len - 4)
+        }
+        _ => panic!("a word holds at most 8 bytes"),
+    }
+}
+
+/// A byte repeated in each byte of a word.
+const fn splat(b: u8) -> u64 {
+    u64::from_le_bytes([b; 8])
+}
+
+/// The high bit of each byte of a word.
+const HIGH: u64 = splat(0x80);
+
+/// Of a word of ASCII bytes: the high bit of each byte that is at least `b` (at most 0x80).
+fn at_least(word: u64, b: u8) -> u64 {
+    // No byte borrows from the next: each is at least 0x80 before the subtraction.
+    ((word | HIGH) - splat(b)) & HIGH
+}
+
+/// Of a word of ASCII bytes: the high bit of each byte that is `b`.
+fn equal(word: u64, b: u8) -> u64 {
+    !(((word ^ splat(b)) | HIGH) - splat(0x01)) & HIGH
+}
+
+/// The compact form of a code of 1 to 8 bytes, all upper-case ASCII letters and digits but
+/// for at most one space or hyphen (`100-0001`, `90210`, `SW1A 1AA`): its bytes in a word
+/// (little-endian, zero-padded) and their count, computed a word at a time; `None` for
+/// any other code (the byte loop's).
+#[inline]
+fn compact_word(code: &[u8]) -> Option<(u64, usize)> {
+    let len = code.len();
+    if len == 0 || len > 8 {
+        return None;
+    }
+    let word = word(code);
+    // The high bit of each byte of the code (the padding is zeros).
+    let used = HIGH >> (64 - 8 * len);
+    if word & HIGH != 0 {
+        return None;
+    }
+    let digit = at_least(word, b'0') & !at_least(word, b'9' + 1);
+    let upper = at_least(word, b'A') & !at_least(word, b'Z' + 1);
+    let gap = equal(word, b' ') | equal(word, b'-');
+    if (digit | upper | gap) & used != used {
+        return None;
+    }
+    let gap = gap & used;
+    if gap == 0 {
+        return Some((word, len));
+    }
+    // One gap: the bytes after it move down one.
+    if gap & (gap - 1) != 0 {
+        return None;
+    }
+    let at = gap.trailing_zeros() as usize / 8;
+    let below = (1u64 << (8 * at)) - 1;
+    Some(((word & below) | ((word >> 8) & !below), len - 1))
+}
+
 /// The longest compact code [`ShortQuery`] holds: stored keys are at most 10 characters.
 const SHORT_CODE: usize = 24;
 
@@ -294,22 +391,28 @@ impl<'b> ShortQuery<'b> {
         buffer: &'b mut ShortBuffer,
     ) -> ShortParse<'b> {
         let code = input.as_bytes();
-        // Most codes come as upper-case letters and digits, some with spaces or hyphens
-        // (JP `100-0001`): compacted in one plain pass; anything else in `compact_into`.
+        // Most codes come as upper-case letters and digits of at most 8 bytes, some with a
+        // space or a hyphen (JP `100-0001`): compacted as one word; else in one plain pass;
+        // anything else in `compact_into`.
         let mut len = 0;
-        for &b in code {
-            if b.is_ascii_uppercase() || b.is_ascii_digit() {
-                if len == SHORT_CODE {
-                    return ShortParse::Long;
+        if let Some((word, word_len)) = compact_word(code) {
+            buffer[2..10].copy_from_slice(&word.to_le_bytes());
+            len = word_len;
+        } else {
+            for &b in code {
+                if b.is_ascii_uppercase() || b.is_ascii_digit() {
+                    if len == SHORT_CODE {
+                        return ShortParse::Long;
+                    }
+                    buffer[2 + len] = b;
+                    len += 1;
+                } else if b != b' ' && b != b'-' {
+                    len = match Self::compact_into(buffer, code) {
+                        Ok(len) => len,
+                        Err(parse) => return parse,
+                    };
+                    break;
                 }
-                buffer[2 + len] = b;
-                len += 1;
-            } else if b != b' ' && b != b'-' {
-                len = match Self::compact_into(buffer, code) {
-                    Ok(len) => len,
-                    Err(parse) => return parse,
-                };
-                break;
             }
         }
         if len == 0 {
@@ -543,12 +646,69 @@ mod tests {
     }
 
     #[test]
+    fn a_word_holds_the_bytes_zero_padded() {
+        let text = b"12345678";
+        for len in 0..=8 {
+            let mut padded = [0u8; 8];
+            padded[..len].copy_from_slice(&text[..len]);
+            assert_eq!(word(&text[..len]), u64::from_le_bytes(padded), "{len}");
+        }
+    }
+
+    #[test]
+    fn a_code_of_up_to_eight_bytes_is_compacted_as_one_word_when_it_can_be() {
+        let expected = |code: &[u8]| {
+            let kept = |b: &u8| b.is_ascii_uppercase() || b.is_ascii_digit();
+            let gaps = code.iter().filter(|b| matches!(b, b' ' | b'-')).count();
+            let fits = (1..=8).contains(&code.len()) && gaps <= 1;
+            (fits && code.iter().all(|b| kept(b) || matches!(b, b' ' | b'-'))).then(|| {
+                let compact: Vec<u8> = code.iter().copied().filter(kept).collect();
+                let mut word = [0u8; 8];
+                word[..compact.len()].copy_from_slice(&compact);
+                (u64::from_le_bytes(word), compact.len())
+            })
+        };
+        for a in 0..=0xFFu8 {
+            for b in 0..=0xFFu8 {
+                for code in [
+                    vec![a],
+                    vec![a, b],
+                    vec![b'1', a, b'2', b],
+                    vec![b'9', b'Z', b'0', b'A', b'-', b'1', a, b],
+                    vec![a, b'1', b'2', b'3', b'4', b'5', b'6', b],
+                ] {
+                    assert_eq!(compact_word(&code), expected(&code), "{code:?}");
+                }
+            }
+        }
+        assert_eq!(compact_word(b"123456789"), None);
+        assert_eq!(compact_word(b""), None);
+    }
+
+    #[test]
     fn the_short_query_tries_the_same_keys_as_the_postal_query() {
         let countries = [
             "US", "GB", "IM", "JE", "GG", "CA", "IE", "NL", "AR", "MT", "LV", "MD", "JP", "DE",
         ];
         let inputs = [
             "90210",
+            "12345678",
+            "123456789",
+            "1234-5678",
+            "-1000001",
+            "1000001-",
+            "10-00-01",
+            "100 0001",
+            "-",
+            " ",
+            "a-1",
+            "SW1A1AA",
+            "LV 1001",
+            "MD-2001",
+            "/9:@",
+            "Z[`{",
+            "1\u{0}2",
+            "\u{7f}",
             " 02134-1234 ",
             "021341234",
             "0213412",

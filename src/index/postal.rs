@@ -24,11 +24,14 @@ use super::by_country::ByCountry;
 use super::city::CityIndex;
 use super::geo::{GeoIndex, GeoSource};
 use super::history::{DatasetHistory, Retired};
+use keys::{Keys, LONG, pack};
+
+mod keys;
 use crate::db;
 pub use crate::db::postal::PlaceRecord;
 use crate::db::postal::{CountryData, Coverage, RecordRow};
 use crate::domain::postal_code::{
-    CanonicalCode, ShortBuffer, ShortParse, ShortQuery, ZipInput, canonical,
+    CanonicalCode, ShortBuffer, ShortParse, ShortQuery, ZipInput, canonical, is_canonical,
 };
 use crate::domain::{CountryCode, PostalQuery};
 
@@ -104,16 +107,19 @@ pub struct PlaceView<'a> {
 /// code's rank in that order (`Nearby::rank`, from the geography index) finds its record
 /// without reading or hashing its key.
 ///
-/// The keys live once, in one arena; the hash table holds only ranks (4 bytes a code)
-/// and compares through the arena. A `HashMap<Box<str>, u32>` took about 44 bytes a code
-/// (a heap key each) and 0.9 M codes are in memory.
+/// The hash table holds only ranks (4 bytes a code) and compares through `keys`. A key of
+/// at most 8 bytes (all but 15 k of the full set's 0.9 M: FR's `75754CEDEX15` and the like)
+/// is packed into 8 bytes by rank, hashed and compared as one integer: a slice of an arena
+/// and a byte compare were a fifth of `/api/validate-bulk`'s work (issue 37), and the 8
+/// bytes take less than the arena's 6 bytes and 4-byte end a key did. A
+/// `HashMap<Box<str>, u32>` took about 44 bytes a code (a heap key each).
 struct CountryCodes {
-    /// Compact keys in byte order: `keys[ends[i - 1]..ends[i]]` is the key of rank i.
-    keys: String,
-    ends: Vec<u32>,
-    /// Ranks, hashed by their key with `hasher`.
+    keys: Keys,
+    /// Ranks, hashed by their key ([`Keys::hash`]).
     table: HashTable<u32>,
-    hasher: RandomState,
+    /// Whether every code's canonical form ([`canonical`]) is its key (JP's `100-0001` is
+    /// `1000001`; US, DE, GB store their keys): then a code found needs no record read.
+    canonical_keys: bool,
     /// By rank; their texts are in `texts`.
     records: Vec<StoredRecord>,
     texts: Box<str>,
@@ -189,7 +195,7 @@ fn fields_at(texts: &str, at: u32) -> impl Iterator<Item = &str> {
 
 impl CountryCodes {
     /// Puts the records read in source order in key order, and indexes them.
-    fn new(read: ReadCodes) -> CountryCodes {
+    fn new(country: CountryCode, read: ReadCodes) -> CountryCodes {
         let mut keyed: Vec<(Box<str>, u32)> = read.by_key.into_iter().collect();
         keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut records: Vec<Option<StoredRecord>> = read.records.into_iter().map(Some).collect();
@@ -212,11 +218,20 @@ impl CountryCodes {
         // pairs' larger block (32 bytes a record for 24).
         let mut kept = Vec::with_capacity(others.len());
         kept.extend(others.into_iter().map(|(_, other)| other));
+        let long: Vec<&str> = keyed
+            .iter()
+            .map(|(k, _)| &**k)
+            .filter(|k| pack(k.as_bytes()).is_none())
+            .collect();
         let mut codes = CountryCodes {
-            keys: String::with_capacity(keyed.iter().map(|(k, _)| k.len()).sum()),
-            ends: Vec::with_capacity(keyed.len()),
+            keys: Keys {
+                packed: Vec::with_capacity(keyed.len()),
+                long_keys: String::with_capacity(long.iter().map(|k| k.len()).sum()),
+                long_ends: Vec::with_capacity(long.len()),
+                hasher: RandomState::default(),
+            },
             table: HashTable::with_capacity(keyed.len()),
-            hasher: RandomState::default(),
+            canonical_keys: true,
             records: Vec::with_capacity(keyed.len()),
             // A copy of exactly its length: `shrink_to_fit` may keep the block (mimalloc's
             // realloc keeps one that is at most half unused), up to half of it spare.
@@ -224,31 +239,29 @@ impl CountryCodes {
             others: kept,
             others_end,
         };
-        for (rank, (key, at)) in keyed.into_iter().enumerate() {
-            codes.keys.push_str(&key);
-            codes.ends.push(codes.keys.len() as u32);
-            let record = records[at as usize].take().expect("each record once");
+        for (rank, (key, at)) in keyed.iter().enumerate() {
+            codes.keys.push(key);
+            let record = records[*at as usize].take().expect("each record once");
+            let stored = record.with_text(&codes.texts).postal_code();
+            codes.canonical_keys &= is_canonical(country, stored, key);
             codes.records.push(record);
-            let hash = codes.hasher.hash_one(key.as_bytes());
-            let (keys, ends, hasher) = (&codes.keys, &codes.ends, &codes.hasher);
-            codes.table.insert_unique(hash, rank as u32, |r| {
-                hasher.hash_one(key_at(keys, ends, *r).as_bytes())
-            });
+            let keys = &codes.keys;
+            codes
+                .table
+                .insert_unique(keys.hash(key.as_bytes()), rank as u32, |r| {
+                    keys.hash(keys.bytes(*r))
+                });
         }
         codes
     }
 
     fn key(&self, rank: u32) -> &str {
-        key_at(&self.keys, &self.ends, rank)
+        // Every key was a `str`, packed or not.
+        std::str::from_utf8(self.keys.bytes(rank)).unwrap_or_default()
     }
 
     fn get(&self, key: &str) -> Option<RecordRef<'_>> {
-        self.get_bytes(key.as_bytes())
-    }
-
-    /// [`CountryCodes::get`] of a key as bytes (`ShortQuery`'s, which are ASCII).
-    fn get_bytes(&self, key: &[u8]) -> Option<RecordRef<'_>> {
-        self.rank_bytes(key).and_then(|r| self.at(r))
+        self.rank(key).and_then(|r| self.at(r))
     }
 
     fn rank(&self, key: &str) -> Option<u32> {
@@ -256,12 +269,37 @@ impl CountryCodes {
     }
 
     /// Keys are hashed as bytes, so that a key on the stack needs no UTF-8 check.
+    #[inline]
     fn rank_bytes(&self, key: &[u8]) -> Option<u32> {
-        self.table
-            .find(self.hasher.hash_one(key), |r| {
-                self.key(*r).as_bytes() == key
-            })
-            .copied()
+        let keys = &self.keys;
+        match pack(key) {
+            Some(packed) => {
+                let packed = u64::from_le_bytes(packed);
+                self.table
+                    .find(keys.hasher.hash_one(packed), |r| {
+                        keys.packed
+                            .get(*r as usize)
+                            .is_some_and(|k| u64::from_le_bytes(*k) == packed)
+                    })
+                    .copied()
+            }
+            None => self
+                .table
+                .find(keys.hasher.hash_one(key), |r| keys.bytes(*r) == key)
+                .copied(),
+        }
+    }
+
+    /// The canonical form of the code of `rank` ([`canonical`] of its stored code).
+    #[inline]
+    fn canonical(&self, country: CountryCode, rank: u32) -> Option<CanonicalCode> {
+        if self.canonical_keys {
+            let entry = self.keys.packed.get(rank as usize)?;
+            if entry[0] != LONG {
+                return Some(CanonicalCode::padded(*entry));
+            }
+        }
+        Some(CanonicalCode::of(country, self.at(rank)?.postal_code()))
     }
 
     /// Every place of the code of `rank`: its first record, then the others.
@@ -297,16 +335,6 @@ impl CountryCodes {
     fn len(&self) -> usize {
         self.records.len()
     }
-}
-
-fn key_at<'a>(keys: &'a str, ends: &[u32], rank: u32) -> &'a str {
-    let rank = rank as usize;
-    let start = if rank == 0 {
-        0
-    } else {
-        ends[rank - 1] as usize
-    };
-    &keys[start..ends[rank] as usize]
 }
 
 /// A record kept compact (32 bytes, its text in its country's arena): 0.9 M of them are
@@ -511,7 +539,7 @@ impl PostalIndex {
         })?;
         let first: ByCountry<CountryCodes> = read
             .into_iter()
-            .map(|(country, codes)| (country, CountryCodes::new(codes)))
+            .map(|(country, codes)| (country, CountryCodes::new(country, codes)))
             .collect();
         let geo = GeoIndex::build(
             &loaded,
@@ -713,12 +741,12 @@ impl PostalIndex {
         match ShortQuery::parse(country, input, &mut buffer) {
             ShortParse::Invalid => return Verdict::InvalidFormat,
             ShortParse::Query(short) => {
-                let found = self
-                    .first
-                    .get(country)
-                    .and_then(|codes| short.first_found(|key| codes.get_bytes(key)));
-                if let Some(record) = found {
-                    return Verdict::Valid(CanonicalCode::of(country, record.postal_code()));
+                let found = self.first.get(country).and_then(|codes| {
+                    let rank = short.first_found(|key| codes.rank_bytes(key))?;
+                    codes.canonical(country, rank)
+                });
+                if let Some(code) = found {
+                    return Verdict::Valid(code);
                 }
             }
             ShortParse::Long => {}
@@ -750,39 +778,4 @@ impl PostalIndex {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stored_record_gives_back_every_field_and_every_absence() {
-        let record = PlaceRecord {
-            postal_code: "100-0001".into(),
-            place_name: "Chiyoda".into(),
-            admin_name1: Some("Tokyo To".into()),
-            admin_code1: Some("40".into()),
-            admin_name2: Some("Chiyoda Ku".into()),
-            admin_code2: None,
-            admin_name3: None,
-            admin_code3: Some("x".into()),
-            latitude: Some(35.6841),
-            longitude: Some(139.7521),
-            accuracy: None,
-            timezone: Some("Asia/Tokyo".into()),
-        };
-        let mut texts = String::from("before\t");
-        let stored = StoredRecord::new(&record, &mut texts);
-        let at = |stored: &StoredRecord, texts: &str| stored.with_text(texts).record();
-        assert_eq!(at(&stored, &texts), record);
-        assert_eq!(stored.with_text(&texts).postal_code(), "100-0001");
-        let elsewhere = PlaceRecord {
-            latitude: None,
-            longitude: None,
-            accuracy: Some(4),
-            ..record.clone()
-        };
-        let second = StoredRecord::new(&elsewhere, &mut texts);
-        assert_eq!(at(&second, &texts), elsewhere);
-        // The first is still whole after the arena grew.
-        assert_eq!(at(&stored, &texts), record);
-    }
-}
+mod tests;
