@@ -241,10 +241,6 @@ mod tests {
         for step in [timings.auth, timings.processing, timings.balance] {
             assert!(step >= Duration::from_millis(2), "{steps:?}");
         }
-        assert!(
-            timings.rate_limit_check < Duration::from_millis(2),
-            "{steps:?}"
-        );
         let performance = timings.billed();
         assert_eq!(performance.total_time.0, steps.iter().sum::<Duration>());
         // Read once: the envelope's total is where the last step ended.
