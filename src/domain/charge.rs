@@ -275,8 +275,10 @@ mod tests {
 
     #[test]
     fn every_endpoint_name_reads_back_as_itself() {
-        for e in Endpoint::ALL {
+        for (at, e) in Endpoint::ALL.into_iter().enumerate() {
             assert_eq!(Endpoint::parse(e.as_str()), Some(e));
+            // In the order of the variants: the metrics index a table by `e as usize`.
+            assert_eq!(e as usize, at, "{e}");
         }
         assert_eq!(Endpoint::parse("/api/lookup"), None);
         assert_eq!(Endpoint::NearestBulk.as_str(), "nearest-bulk");

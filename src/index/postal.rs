@@ -704,6 +704,8 @@ impl PostalIndex {
     /// (`with_city`): `/api/lookup` copies out only the fields it shows. A code sent as
     /// text is found without allocating (`find_text`).
     pub fn first_place(&self, country: CountryCode, zipcode: &ZipInput) -> Option<PlaceView<'_>> {
+        // As `query`: a country without data has nothing to match.
+        self.countries.get(country)?;
         let record = match zipcode {
             ZipInput::Text(text) => self.find_text(country, text)?,
             ZipInput::Integer(_) => self.find(country, &self.query(country, zipcode)?)?,

@@ -18,6 +18,9 @@ const CASES: &[(&str, &str, Option<&str>, Option<&str>)] = &[
     ("US", "02134-1234", Some("02134"), None),
     ("US", "021341234", Some("02134"), None),
     ("US", " 90210 ", Some("90210"), None),
+    // Whitespace trimmed as `str::trim` does, ASCII before Unicode (a spreadsheet's cell).
+    ("US", "90210\t\u{A0}", Some("90210"), None),
+    ("US", "\u{2003}\n90210", Some("90210"), None),
     // GB, IM, JE, GG: outward code.
     ("GB", "SW1A 1AA", Some("SW1A"), None),
     ("GB", "sw1a1aa", Some("SW1A"), None),

@@ -1,5 +1,5 @@
 //! `/api/lookup` (POST, and GET for pages): the first record of a postal code, from
-//! memory; 1 query. Its first record (`first_record`) serves metacode and metazip too.
+//! memory; 1 query. `first_record` (the record whole) serves metacode and metazip.
 
 use std::sync::Arc;
 
