@@ -11,7 +11,6 @@
 //! loads the new one and swaps it in, answering from the old until then.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
 
@@ -283,23 +282,7 @@ impl CountryCodes {
     /// Keys are hashed as bytes, so that a key on the stack needs no UTF-8 check.
     #[inline]
     fn rank_bytes(&self, key: &[u8]) -> Option<u32> {
-        let keys = &self.keys;
-        match pack(key) {
-            Some(packed) => {
-                let packed = u64::from_le_bytes(packed);
-                self.table
-                    .find(keys.hasher.hash_one(packed), |r| {
-                        keys.packed
-                            .get(*r as usize)
-                            .is_some_and(|k| u64::from_le_bytes(*k) == packed)
-                    })
-                    .copied()
-            }
-            None => self
-                .table
-                .find(keys.hasher.hash_one(key), |r| keys.bytes(*r) == key)
-                .copied(),
-        }
+        self.keys.find(&self.table, key)
     }
 
     /// The canonical form of the code of `rank` ([`canonical`] of its stored code).

@@ -3,6 +3,7 @@
 use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
+use hashbrown::HashTable;
 
 use crate::domain::postal_code::word;
 
@@ -39,6 +40,24 @@ impl Keys {
             Some(packed) => self.hasher.hash_one(u64::from_le_bytes(packed)),
             None => self.hasher.hash_one(key),
         }
+    }
+
+    /// The rank of `key` in `table`, whose ranks were hashed by [`Keys::hash`]: a packed
+    /// key is hashed and compared as one integer.
+    #[inline]
+    pub(super) fn find(&self, table: &HashTable<u32>, key: &[u8]) -> Option<u32> {
+        match pack(key) {
+            Some(packed) => {
+                let packed = u64::from_le_bytes(packed);
+                table.find(self.hasher.hash_one(packed), |r| {
+                    self.packed
+                        .get(*r as usize)
+                        .is_some_and(|k| u64::from_le_bytes(*k) == packed)
+                })
+            }
+            None => table.find(self.hasher.hash_one(key), |r| self.bytes(*r) == key),
+        }
+        .copied()
     }
 
     /// The key of `rank` ("" past the last).
