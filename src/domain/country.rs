@@ -30,28 +30,37 @@ const ISO_SLOTS: [bool; CountryCode::SLOTS] = {
     let mut i = 0;
     while i < ISO_CODES.len() {
         let code = ISO_CODES[i].as_bytes();
-        slots[(code[0] - b'A') as usize * 26 + (code[1] - b'A') as usize] = true;
+        slots[CountryCode::slot_of([code[0], code[1]])] = true;
         i += 1;
     }
     slots
 };
 
 /// `AAABAC...ZZ`: every pair of letters, in [`CountryCode::slot`] order.
-const LETTER_PAIRS: &str = {
-    const BYTES: [u8; CountryCode::SLOTS * 2] = {
-        let mut bytes = [0u8; CountryCode::SLOTS * 2];
-        let mut slot = 0;
-        while slot < CountryCode::SLOTS {
-            bytes[slot * 2] = b'A' + (slot / 26) as u8;
-            bytes[slot * 2 + 1] = b'A' + (slot % 26) as u8;
-            slot += 1;
-        }
-        bytes
-    };
-    match std::str::from_utf8(&BYTES) {
-        Ok(text) => text,
-        Err(_) => panic!("ASCII letters"),
+const LETTER_PAIRS: &[u8] = &{
+    let mut bytes = [0u8; CountryCode::SLOTS * 2];
+    let mut slot = 0;
+    while slot < CountryCode::SLOTS {
+        bytes[slot * 2] = b'A' + (slot / 26) as u8;
+        bytes[slot * 2 + 1] = b'A' + (slot % 26) as u8;
+        slot += 1;
     }
+    bytes
+};
+
+/// Each pair of letters as text, by [`CountryCode::slot`].
+const PAIRS: [&str; CountryCode::SLOTS] = {
+    let mut pairs = [""; CountryCode::SLOTS];
+    let mut slot = 0;
+    while slot < CountryCode::SLOTS {
+        let (pair, _) = LETTER_PAIRS.split_at(slot * 2).1.split_at(2);
+        pairs[slot] = match std::str::from_utf8(pair) {
+            Ok(text) => text,
+            Err(_) => panic!("ASCII letters"),
+        };
+        slot += 1;
+    }
+    pairs
 };
 
 /// A valid ISO 3166-1 alpha-2 code, upper case. Whether postal data is loaded for it is
@@ -81,8 +90,14 @@ impl CountryCode {
     /// This code's place among all pairs of letters (`AA` 0, `AB` 1, ... `ZZ` 675): a
     /// table indexed by it finds a country's data without hashing.
     pub fn slot(self) -> usize {
-        let [a, b] = self.0;
-        usize::from(a - b'A') * 26 + usize::from(b - b'A')
+        CountryCode::slot_of(self.0)
+    }
+
+    /// The [`CountryCode::slot`] of two upper-case letters, for tables built at compile
+    /// time.
+    pub const fn slot_of(letters: [u8; 2]) -> usize {
+        let [a, b] = letters;
+        (a - b'A') as usize * 26 + (b - b'A') as usize
     }
 
     /// Its two letters.
@@ -91,10 +106,10 @@ impl CountryCode {
     }
 
     pub fn as_str(&self) -> &'static str {
-        // A slice of the text of every pair of letters: `from_utf8` of the two bytes took
-        // about 50 instructions, and `/api/validate-bulk` asked it a few times a record.
-        let at = self.slot() * 2;
-        &LETTER_PAIRS[at..at + 2]
+        // From a table of every pair of letters: `from_utf8` of the two bytes took about 50
+        // instructions, and slicing one text of all pairs 12 (the checks that both ends are
+        // whole characters); `/api/validate-bulk` asks it once a record.
+        PAIRS[self.slot()]
     }
 }
 

@@ -235,35 +235,76 @@ enum RuleKey {
     Prefixed,
 }
 
-/// The per-country table of decisions.md: long forms -> the stored key. `code` is the
-/// compact code, ASCII letters and digits (as [`PostalQuery::parse`] and
-/// [`ShortQuery::parse`] leave it).
+/// The per-country rules of decisions.md: which accepted long form a country's codes
+/// have (most countries have none).
+#[derive(Clone, Copy)]
+enum CountryRule {
+    None,
+    /// `02134-1234`, `021341234` -> `02134`
+    ZipPlusFour,
+    /// full postcode (5 to 7 characters) -> outward code: drop a trailing inward code
+    /// `9AA`. Longer inputs are no postcode; shortening them once would leave a key that
+    /// shortens again (`SW19AA1AA` -> `SW19AA` -> `SW1`).
+    Outward,
+    /// `K1A0B1` -> FSA `K1A`
+    Fsa,
+    /// Eircode `D02X285` -> routing key `D02`
+    RoutingKey,
+    /// `1012AB` -> `1012`
+    NlDigits,
+    /// CPA `C1425ABC` -> `1425`
+    Cpa,
+    /// `VLT1117` -> `VLT`
+    MtLocality,
+    /// `1001` -> `LV1001` (stored `LV-1001`)
+    Prefixed,
+}
+
+/// The countries with a rule.
+const RULED: [([u8; 2], CountryRule); 12] = [
+    (*b"US", CountryRule::ZipPlusFour),
+    (*b"GB", CountryRule::Outward),
+    (*b"IM", CountryRule::Outward),
+    (*b"JE", CountryRule::Outward),
+    (*b"GG", CountryRule::Outward),
+    (*b"CA", CountryRule::Fsa),
+    (*b"IE", CountryRule::RoutingKey),
+    (*b"NL", CountryRule::NlDigits),
+    (*b"AR", CountryRule::Cpa),
+    (*b"MT", CountryRule::MtLocality),
+    (*b"LV", CountryRule::Prefixed),
+    (*b"MD", CountryRule::Prefixed),
+];
+
+/// Each country's rule by its slot: a table, not a comparison with each ruled country
+/// (that was 25 instructions of `/api/validate-bulk`'s work a record, issue 37).
+const RULES: [CountryRule; CountryCode::SLOTS] = {
+    let mut rules = [CountryRule::None; CountryCode::SLOTS];
+    let mut i = 0;
+    while i < RULED.len() {
+        rules[CountryCode::slot_of(RULED[i].0)] = RULED[i].1;
+        i += 1;
+    }
+    rules
+};
+
+/// The key the country rule makes of `code`, the compact code: ASCII letters and digits
+/// (as [`PostalQuery::parse`] and [`ShortQuery::parse`] leave it).
+#[inline(always)]
 fn country_rule(country: CountryCode, code: &[u8]) -> RuleKey {
     let len = code.len();
-    // The country's two bytes, not its text: each arm is then a comparison of integers.
-    match &country.bytes() {
-        // `02134-1234`, `021341234` -> `02134`
-        b"US" if shape_is(code, b"999999999") => RuleKey::Part(0..5),
-        // full postcode (5 to 7 characters) -> outward code: drop a trailing inward code
-        // `9AA`. Longer inputs are no postcode; shortening them once would leave a key
-        // that shortens again (`SW19AA1AA` -> `SW19AA` -> `SW1`).
-        b"GB" | b"IM" | b"JE" | b"GG"
-            if (5..=7).contains(&len) && shape_is(&code[len - 3..], b"9AA") =>
-        {
+    match RULES[country.slot()] {
+        CountryRule::None => RuleKey::Part(0..len),
+        CountryRule::ZipPlusFour if shape_is(code, b"999999999") => RuleKey::Part(0..5),
+        CountryRule::Outward if (5..=7).contains(&len) && shape_is(&code[len - 3..], b"9AA") => {
             RuleKey::Part(0..len - 3)
         }
-        // `K1A0B1` -> FSA `K1A`
-        b"CA" if len == 6 => RuleKey::Part(0..3),
-        // Eircode `D02X285` -> routing key `D02`
-        b"IE" if len == 7 => RuleKey::Part(0..3),
-        // `1012AB` -> `1012`
-        b"NL" if shape_is(code, b"9999AA") => RuleKey::Part(0..4),
-        // CPA `C1425ABC` -> `1425`
-        b"AR" if shape_is(code, b"A9999AAA") => RuleKey::Part(1..5),
-        // `VLT1117` -> `VLT`
-        b"MT" if shape_is(code, b"AAA9999") => RuleKey::Part(0..3),
-        // `1001` -> `LV1001` (stored `LV-1001`)
-        b"LV" | b"MD" if shape_is(code, b"9999") => RuleKey::Prefixed,
+        CountryRule::Fsa if len == 6 => RuleKey::Part(0..3),
+        CountryRule::RoutingKey if len == 7 => RuleKey::Part(0..3),
+        CountryRule::NlDigits if shape_is(code, b"9999AA") => RuleKey::Part(0..4),
+        CountryRule::Cpa if shape_is(code, b"A9999AAA") => RuleKey::Part(1..5),
+        CountryRule::MtLocality if shape_is(code, b"AAA9999") => RuleKey::Part(0..3),
+        CountryRule::Prefixed if shape_is(code, b"9999") => RuleKey::Prefixed,
         _ => RuleKey::Part(0..len),
     }
 }
@@ -392,10 +433,9 @@ impl<'b> ShortQuery<'b> {
     #[inline(always)]
     pub fn parse(
         country: CountryCode,
-        input: &'b str,
+        code: &'b [u8],
         buffer: &'b mut ShortBuffer,
     ) -> ShortParse<'b> {
-        let code = input.as_bytes();
         // Most codes come as upper-case letters and digits of at most 8 bytes, some with a
         // space or a hyphen (JP `100-0001`): compacted as one word; else in one plain pass;
         // anything else in `compact_into`.
@@ -645,7 +685,7 @@ mod tests {
     fn the_short_query_stops_at_the_first_key_found() {
         let gb = CountryCode::parse("GB").unwrap();
         let mut buffer = ShortBuffer::default();
-        let ShortParse::Query(short) = ShortQuery::parse(gb, "SW1A 1AA", &mut buffer) else {
+        let ShortParse::Query(short) = ShortQuery::parse(gb, b"SW1A 1AA", &mut buffer) else {
             panic!("a query");
         };
         let mut tried = 0;
@@ -764,7 +804,7 @@ mod tests {
             for input in inputs {
                 let slow = PostalQuery::parse(country, input);
                 let mut buffer = ShortBuffer::default();
-                match ShortQuery::parse(country, input, &mut buffer) {
+                match ShortQuery::parse(country, input.as_bytes(), &mut buffer) {
                     ShortParse::Query(short) => {
                         let slow = slow.expect("the same input is valid");
                         let mut keys: Vec<&[u8]> = Vec::new();

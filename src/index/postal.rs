@@ -700,7 +700,7 @@ impl PostalIndex {
     /// `PostalQuery`'s for a code too long or not ASCII for them (the same keys either
     /// way).
     fn find_text(&self, country: CountryCode, input: &str) -> Option<RecordRef<'_>> {
-        match self.find_short(country, input) {
+        match self.find_short(country, input.as_bytes()) {
             Short::Found(codes, rank) => codes.at(rank),
             Short::Missing | Short::Invalid => None,
             Short::Long => self.find(country, &PostalQuery::parse(country, input)?),
@@ -711,12 +711,12 @@ impl PostalIndex {
     /// (`/api/lookup` and each record of `/api/validate-bulk`). Always inlined: as a
     /// call it cost validate-bulk 24 instructions a record (bench/counts.sh: 388 / 364).
     #[inline(always)]
-    fn find_short(&self, country: CountryCode, input: &str) -> Short<'_> {
+    fn find_short(&self, country: CountryCode, code: &[u8]) -> Short<'_> {
         let Some(codes) = self.first.get(country) else {
             return Short::Missing;
         };
         let mut buffer = ShortBuffer::default();
-        match ShortQuery::parse(country, input, &mut buffer) {
+        match ShortQuery::parse(country, code, &mut buffer) {
             ShortParse::Invalid => Short::Invalid,
             ShortParse::Long => Short::Long,
             ShortParse::Query(short) => match short.first_found(|key| codes.rank_bytes(key)) {
@@ -744,14 +744,15 @@ impl PostalIndex {
             .is_some_and(|query| self.find(country, &query).is_some())
     }
 
-    /// The verdict on a code given as text (`/api/validate-bulk`, per record): a short
+    /// The verdict on a code given as the bytes of its text (`/api/validate-bulk`, per
+    /// record: a slice of bytes needs no check of its ends' characters): a short
     /// code is looked up without allocating (`ShortQuery`); a code not found, or too long
     /// for that, takes `PostalQuery`'s path, which also says whether it is well-formed.
-    pub fn check_code(&self, country: CountryCode, input: &str) -> Verdict {
+    pub fn check_code(&self, country: CountryCode, code: &[u8]) -> Verdict {
         let Some(data) = self.countries.get(country) else {
             return Verdict::UnknownCountry;
         };
-        match self.find_short(country, input) {
+        match self.find_short(country, code) {
             Short::Invalid => return Verdict::InvalidFormat,
             Short::Found(codes, rank) => {
                 if let Some(code) = codes.canonical(country, rank) {
@@ -761,7 +762,10 @@ impl PostalIndex {
             // Whether a code not found is well-formed is `PostalQuery`'s to say.
             Short::Missing | Short::Long => {}
         }
-        let Some(query) = PostalQuery::parse(country, input) else {
+        let Some(query) = std::str::from_utf8(code)
+            .ok()
+            .and_then(|input| PostalQuery::parse(country, input))
+        else {
             return Verdict::InvalidFormat;
         };
         match self.find(country, &query) {

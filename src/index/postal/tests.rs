@@ -33,7 +33,7 @@ fn codes_of(country: &str, stored: &[&str]) -> (CountryCode, CountryCodes) {
 /// What `check_code` answers from the short query, and from the postal query.
 fn found(country: CountryCode, codes: &CountryCodes, input: &str) -> [Option<String>; 2] {
     let mut buffer = ShortBuffer::default();
-    let short = match ShortQuery::parse(country, input, &mut buffer) {
+    let short = match ShortQuery::parse(country, input.as_bytes(), &mut buffer) {
         ShortParse::Query(short) => short
             .first_found(|key| codes.rank_bytes(key))
             .and_then(|rank| codes.canonical(country, rank))
