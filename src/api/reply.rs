@@ -20,7 +20,7 @@ use poem_openapi::types::{ToJSON, Type};
 use serde::Serialize;
 
 use super::types::Envelope;
-use crate::domain::postal_code::word;
+use crate::domain::word::{HIGH, below, splat, word};
 
 /// A JSON 200 of type `T`, with the `RateLimit` headers of its envelope; with `CACHED`
 /// (`Cached<T>`), also `Cache-Control: private, max-age=...` (the GET forms' answers,
@@ -125,14 +125,7 @@ pub(crate) fn json_utf8(out: &mut Vec<u8>, text: &[u8]) -> serde_json::Result<()
 /// Whether any of the first `len` (1 to 8) bytes of `word` (little-endian) is one that
 /// serde_json escapes: below 0x20, `"` or `\\`. A byte from 0x80 (UTF-8) is none.
 fn any_escaped(word: u64, len: usize) -> bool {
-    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
-    // The high bit of each byte below `b` (at most 0x80), exact up to the first such
-    // byte: a borrow runs only upwards, from a byte that is flagged itself.
-    let below = |x: u64, b: u8| x.wrapping_sub(ONES * u64::from(b)) & !x & HIGH;
-    let flags = below(word, 0x20)
-        | below(word ^ (ONES * u64::from(b'"')), 1)
-        | below(word ^ (ONES * u64::from(b'\\')), 1);
+    let flags = below(word, 0x20) | below(word ^ splat(b'"'), 1) | below(word ^ splat(b'\\'), 1);
     // The padding's bytes are above the text's, so their flags are left out whole.
     flags & (HIGH >> (64 - 8 * len)) != 0
 }
@@ -299,6 +292,32 @@ mod tests {
         same::<VerifyResponse>();
         same::<VerifyBulkResponse>();
         same::<DatasetResponse>();
+    }
+
+    /// The word test says no for a short text without escapes (UTF-8 bytes included, such
+    /// as C2 A2, C4 A0 and DC 9C: an escaped byte plus 0x80), and yes for each escaped
+    /// byte at each place: so that such texts take the word path, not only get the same
+    /// bytes.
+    #[test]
+    fn the_word_test_finds_exactly_the_escaped_bytes() {
+        use crate::domain::word::word;
+        for text in [
+            "90210", "US", "é", "😀", "¢", "Ġ", "ܜ", "\u{7f}", "SW1A 1AA", "x😀é",
+        ] {
+            assert!(
+                !super::any_escaped(word(text.as_bytes()), text.len()),
+                "{text:?}"
+            );
+        }
+        for len in 1..=8 {
+            for at in 0..len {
+                for escaped in [0, 0x1f, b'"', b'\\'] {
+                    let mut text = vec![b'a'; len];
+                    text[at] = escaped;
+                    assert!(super::any_escaped(word(&text), len), "{text:?}");
+                }
+            }
+        }
     }
 
     /// `json_utf8` writes serde_json's bytes for every text of up to three of these

@@ -94,8 +94,8 @@ impl CountryCode {
     }
 
     /// The [`CountryCode::slot`] of two upper-case letters, for tables built at compile
-    /// time.
-    pub const fn slot_of(letters: [u8; 2]) -> usize {
+    /// time (anything else panics or is out of the slots' range).
+    pub(crate) const fn slot_of(letters: [u8; 2]) -> usize {
         let [a, b] = letters;
         (a - b'A') as usize * 26 + (b - b'A') as usize
     }
@@ -108,7 +108,7 @@ impl CountryCode {
     pub fn as_str(&self) -> &'static str {
         // From a table of every pair of letters: `from_utf8` of the two bytes took about 50
         // instructions, and slicing one text of all pairs 12 (the checks that both ends are
-        // whole characters); `/api/validate-bulk` asks it once a record.
+        // whole characters); `/api/validate-bulk` asks it twice a record.
         PAIRS[self.slot()]
     }
 }

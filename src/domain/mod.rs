@@ -18,6 +18,7 @@ pub mod postal_code;
 pub mod rate_limit;
 pub mod regions;
 pub mod text;
+pub(crate) mod word;
 
 pub use country::CountryCode;
 pub use postal_code::PostalQuery;

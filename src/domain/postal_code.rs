@@ -8,6 +8,7 @@
 use std::ops::Range;
 
 use super::country::CountryCode;
+use super::word::{HIGH, splat, word};
 
 /// A postal code as a caller sent it, already mapped to the compact key to look up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,7 +240,8 @@ enum RuleKey {
 /// have (most countries have none).
 #[derive(Clone, Copy)]
 enum CountryRule {
-    None,
+    /// The whole compact code (most countries).
+    Whole,
     /// `02134-1234`, `021341234` -> `02134`
     ZipPlusFour,
     /// full postcode (5 to 7 characters) -> outward code: drop a trailing inward code
@@ -279,7 +281,7 @@ const RULED: [([u8; 2], CountryRule); 12] = [
 /// Each country's rule by its slot: a table, not a comparison with each ruled country
 /// (that was 25 instructions of `/api/validate-bulk`'s work a record, issue 37).
 const RULES: [CountryRule; CountryCode::SLOTS] = {
-    let mut rules = [CountryRule::None; CountryCode::SLOTS];
+    let mut rules = [CountryRule::Whole; CountryCode::SLOTS];
     let mut i = 0;
     while i < RULED.len() {
         rules[CountryCode::slot_of(RULED[i].0)] = RULED[i].1;
@@ -289,12 +291,13 @@ const RULES: [CountryRule; CountryCode::SLOTS] = {
 };
 
 /// The key the country rule makes of `code`, the compact code: ASCII letters and digits
-/// (as [`PostalQuery::parse`] and [`ShortQuery::parse`] leave it).
+/// (as [`PostalQuery::parse`] and [`ShortQuery::parse`] leave it). Always inlined: as a
+/// call it cost validate-bulk 29 instructions a record (bench/counts.sh: 343 / 314).
 #[inline(always)]
 fn country_rule(country: CountryCode, code: &[u8]) -> RuleKey {
     let len = code.len();
     match RULES[country.slot()] {
-        CountryRule::None => RuleKey::Part(0..len),
+        CountryRule::Whole => RuleKey::Part(0..len),
         CountryRule::ZipPlusFour if shape_is(code, b"999999999") => RuleKey::Part(0..5),
         CountryRule::Outward if (5..=7).contains(&len) && shape_is(&code[len - 3..], b"9AA") => {
             RuleKey::Part(0..len - 3)
@@ -305,6 +308,7 @@ fn country_rule(country: CountryCode, code: &[u8]) -> RuleKey {
         CountryRule::Cpa if shape_is(code, b"A9999AAA") => RuleKey::Part(1..5),
         CountryRule::MtLocality if shape_is(code, b"AAA9999") => RuleKey::Part(0..3),
         CountryRule::Prefixed if shape_is(code, b"9999") => RuleKey::Prefixed,
+        // A ruled country's code of another shape.
         _ => RuleKey::Part(0..len),
     }
 }
@@ -320,38 +324,6 @@ fn shape_is(code: &[u8], pattern: &[u8]) -> bool {
             }
         })
 }
-
-/// The bytes of `bytes` (at most 8: more is a bug of the caller's, and panics) in a
-/// word, little-endian, zero-padded: as
-/// `copy_from_slice` into `[0; 8]`, which calls `memcpy` for a length not known at compile
-/// time (a tenth of `/api/validate-bulk`'s work a record, issue 37). Two loads that may
-/// overlap, whose common bytes agree.
-#[inline]
-pub fn word(bytes: &[u8]) -> u64 {
-    let len = bytes.len();
-    let at = |i: usize| u64::from(bytes[i]) << (8 * i);
-    match len {
-        0 => 0,
-        1..=3 => at(0) | at(len / 2) | at(len - 1),
-        4..=8 => {
-            let four = |from: usize| {
-                let mut four = [0u8; 4];
-                four.copy_from_slice(&bytes[from..from + 4]);
-                u64::from(u32::from_le_bytes(four)) << (8 * from)
-            };
-            four(0) | four(len - 4)
-        }
-        _ => panic!("a word holds at most 8 bytes"),
-    }
-}
-
-/// A byte repeated in each byte of a word.
-const fn splat(b: u8) -> u64 {
-    u64::from_le_bytes([b; 8])
-}
-
-/// The high bit of each byte of a word.
-const HIGH: u64 = splat(0x80);
 
 /// Of a word of ASCII bytes: the high bit of each byte that is at least `b` (at most 0x80).
 fn at_least(word: u64, b: u8) -> u64 {
@@ -427,9 +399,9 @@ pub enum ShortParse<'b> {
 }
 
 impl<'b> ShortQuery<'b> {
-    /// As [`PostalQuery::parse`] (same keys, same `None` as `Invalid`), allocating nothing;
-    /// the keys are in `buffer`. Always inlined: as a call it cost validate-bulk 25
-    /// instructions a record (bench/counts.sh: 389 / 364).
+    /// As [`PostalQuery::parse`] of the text whose bytes `code` are (same keys, same `None`
+    /// as `Invalid`), allocating nothing; the keys are in `buffer`. Always inlined: as a
+    /// call it cost validate-bulk 25 instructions a record (bench/counts.sh: 389 / 364).
     #[inline(always)]
     pub fn parse(
         country: CountryCode,
@@ -564,6 +536,24 @@ mod tests {
         }
         assert_eq!(key("GB", "M1 1AE").as_deref(), Some("M1"));
         assert_eq!(key("IM", "IM1 1AA").as_deref(), Some("IM1"));
+        assert_eq!(key("JE", "JE2 3AB").as_deref(), Some("JE2"));
+        assert_eq!(key("GG", "GY1 1AA").as_deref(), Some("GY1"));
+    }
+
+    #[test]
+    fn a_country_without_a_rule_keeps_a_ruled_shape_whole() {
+        assert_eq!(key("DE", "1012 AB").as_deref(), Some("1012AB"));
+        assert_eq!(key("FR", "SW1A 1AA").as_deref(), Some("SW1A1AA"));
+        assert_eq!(key("EE", "1001").as_deref(), Some("1001"));
+    }
+
+    #[test]
+    fn each_ruled_country_is_an_iso_code_listed_once() {
+        for (i, (letters, _)) in RULED.iter().enumerate() {
+            let code = std::str::from_utf8(letters).unwrap();
+            assert!(CountryCode::parse(code).is_some(), "{code}");
+            assert!(!RULED[..i].iter().any(|(l, _)| l == letters), "{code}");
+        }
     }
 
     #[test]

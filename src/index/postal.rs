@@ -707,9 +707,10 @@ impl PostalIndex {
         }
     }
 
-    /// A code given as text, looked up by `ShortQuery`'s keys in a buffer on the stack
-    /// (`/api/lookup` and each record of `/api/validate-bulk`). Always inlined: as a
-    /// call it cost validate-bulk 24 instructions a record (bench/counts.sh: 388 / 364).
+    /// A code given as its text's bytes, looked up by `ShortQuery`'s keys in a buffer on
+    /// the stack (`/api/lookup` and each record of `/api/validate-bulk`). Always inlined:
+    /// as a call it cost validate-bulk 24 instructions a record (bench/counts.sh: 388 /
+    /// 364).
     #[inline(always)]
     fn find_short(&self, country: CountryCode, code: &[u8]) -> Short<'_> {
         let Some(codes) = self.first.get(country) else {

@@ -144,24 +144,28 @@ fn codes_an_import_removed_are_answered_as_retired_and_the_dataset_tells_the_cha
     let record = |code: &str| json!({"postalCode": code, "countryCode": "US"});
     let bulk = app.validate_bulk(json!({
         "apiKey": key,
-        "records": [record("90209"), record("90210"), record("90200"), record("9021")],
+        // The retired codes not first and last: each day goes to its own record.
+        "records": [record("90210"), record("90209"), record("90200"), record("9021"),
+                    record("90211")],
     }));
     assert_eq!(bulk.status, 200);
     assert_eq!(
         bulk.body["results"],
         json!([
-            {"postalCode": "90209", "countryCode": "US", "valid": false, "normalized": null,
-             "reason": "not_found", "retiredSince": since},
             {"postalCode": "90210", "countryCode": "US", "valid": true, "normalized": "90210",
              "reason": null},
+            {"postalCode": "90209", "countryCode": "US", "valid": false, "normalized": null,
+             "reason": "not_found", "retiredSince": since},
             {"postalCode": "90200", "countryCode": "US", "valid": false, "normalized": null,
              "reason": "not_found"},
             {"postalCode": "9021", "countryCode": "US", "valid": false, "normalized": null,
              "reason": "invalid_format"},
+            {"postalCode": "90211", "countryCode": "US", "valid": false, "normalized": null,
+             "reason": "not_found", "retiredSince": since},
         ])
     );
-    // 404s cost nothing; validate 3 x 28, the bulk 4 x 28; /api/dataset is free.
-    let spent = spent_before + 3 * 28 + 4 * 28;
+    // 404s cost nothing; validate 3 x 28, the bulk 5 x 28; /api/dataset is free.
+    let spent = spent_before + 3 * 28 + 5 * 28;
     assert_eq!(app.balance_micros(&account), 28_000 - spent);
     app.post("/api/dataset", &json!({"apiKey": key}));
     assert_eq!(app.balance_micros(&account), 28_000 - spent);

@@ -79,7 +79,7 @@ pub struct ValidateBulk;
 pub struct BulkChecked {
     texts: Arc<str>,
     records: Vec<BulkRecord>,
-    /// `records[i]`'s verdict: the work writes 24 bytes a record, and moves no record (a
+    /// `records[i]`'s verdict: the work writes 24 bytes a record, and moves no record (an
     /// 80-byte result a record, record and all, was a fifth of the work, issue 37).
     verdicts: Vec<Verdict>,
     /// For each code an import removed, its record's index and the day it went, in index
@@ -468,11 +468,10 @@ mod tests {
                 }
             })
             .collect();
-        let retired = verdicts
-            .iter()
-            .enumerate()
-            .filter(|(_, verdict)| **verdict == Verdict::NotFound)
-            .map(|(i, _)| (i, "2026-01-02".into()))
+        // Days on the first record, a middle one and the last.
+        let retired = [0, 3, 5]
+            .into_iter()
+            .map(|i| (i, format!("2026-01-0{i}")))
             .collect();
         BulkAnswer {
             checked: BulkChecked {
@@ -484,6 +483,23 @@ mod tests {
             total_cost: 0.000168,
             envelope,
         }
+    }
+
+    #[test]
+    fn each_retired_day_goes_to_its_own_record() {
+        let answer = answer(example_envelope(0.1));
+        let days: Vec<Option<&str>> = answer.checked.results().map(|(_, _, day)| day).collect();
+        assert_eq!(
+            days,
+            [
+                Some("2026-01-00"),
+                None,
+                None,
+                Some("2026-01-03"),
+                None,
+                Some("2026-01-05")
+            ]
+        );
     }
 
     #[test]

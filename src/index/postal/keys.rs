@@ -5,7 +5,7 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
-use crate::domain::postal_code::word;
+use crate::domain::word::word;
 
 /// A country's compact keys by rank.
 pub(super) struct Keys {
