@@ -49,7 +49,7 @@ const LETTER_PAIRS: &[u8] = &{
 };
 
 /// Each pair of letters as text, by [`CountryCode::slot`].
-const PAIRS: [&str; CountryCode::SLOTS] = {
+static PAIRS: [&str; CountryCode::SLOTS] = {
     let mut pairs = [""; CountryCode::SLOTS];
     let mut slot = 0;
     while slot < CountryCode::SLOTS {

@@ -278,9 +278,9 @@ const RULED: [([u8; 2], CountryRule); 12] = [
     (*b"MD", CountryRule::Prefixed),
 ];
 
-/// Each country's rule by its slot: a table, not a comparison with each ruled country
-/// (that was 25 instructions of `/api/validate-bulk`'s work a record, issue 37).
-const RULES: [CountryRule; CountryCode::SLOTS] = {
+/// Each country's rule by its slot: one load, then a jump on the rule, where the match on
+/// the country's bytes compared it with each ruled country.
+static RULES: [CountryRule; CountryCode::SLOTS] = {
     let mut rules = [CountryRule::Whole; CountryCode::SLOTS];
     let mut i = 0;
     while i < RULED.len() {

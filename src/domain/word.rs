@@ -2,11 +2,10 @@
 //! short texts of the hot paths (postal codes, country codes) without a loop or a
 //! `memcpy` call a text (issue 37).
 
-/// The bytes of `bytes` (at most 8: more is a bug of the caller's, and panics) in a
-/// word, little-endian, zero-padded: as
-/// `copy_from_slice` into `[0; 8]`, which calls `memcpy` for a length not known at compile
-/// time (a tenth of `/api/validate-bulk`'s work a record, issue 37). Two loads that may
-/// overlap, whose common bytes agree.
+/// The bytes of `bytes` (at most 8: more is a bug of the caller's, and panics) in a word,
+/// little-endian, zero-padded: as `copy_from_slice` into `[0; 8]`, which calls `memcpy`
+/// for a length not known at compile time (a tenth of `/api/validate-bulk`'s work a
+/// record, issue 37). Two loads that may overlap, whose common bytes agree.
 #[inline]
 pub fn word(bytes: &[u8]) -> u64 {
     let len = bytes.len();
