@@ -20,8 +20,9 @@
 # its CPU time per answered request (user + system of all its threads, nginx's workers
 # summed, from /proc: on cores shared with wrk, that CPU is what bounds its requests/s)
 # and that CPU as a ratio to the bare handler's (a) (median of the paired rounds), and its
-# system calls and context switches per answered request (all its threads, counted by
-# perf while wrk runs, when the kernel lets perf count them; "nan" when not);
+# system calls (all its threads, counted by perf while wrk runs, when the kernel lets perf
+# count them; "nan" when not) and voluntary and nonvoluntary context switches (/proc) per
+# answered request;
 # each one's ratio to nginx (n) and to nginx with its access log (l) (medians of the
 # paired ratios); and how many billing flushes took 100 ms or more (the "slow billing
 # flush" warnings in the logs of this version's two servers, warm-ups included: port
@@ -226,30 +227,43 @@ cpu_ticks() {
 }
 TICKS_PER_SECOND=$(getconf CLK_TCK)
 
-# System calls and context switches of the servers' threads while wrk runs, counted by
-# perf (a tracepoint's counter and a software event: nothing is traced or slowed), when
-# this kernel lets perf count them: the steady state at full load, beside bench/counts.sh's
-# one request at a time (issue 37).
+# Context switches (voluntary: a thread waited, for a request or for another thread;
+# nonvoluntary: it was preempted, mostly by wrk on the same cores) of all threads of the
+# processes given, from /proc: "voluntary nonvoluntary".
+switches() {
+  local pid
+  for pid in "$@"; do
+    cat /proc/"$pid"/task/*/status
+  done | awk '/^voluntary_ctxt_switches/ {v += $2} /^nonvoluntary_ctxt_switches/ {n += $2}
+    END {print v + 0, n + 0}'
+}
+
+# System calls of the servers' threads while wrk runs, counted by perf (a tracepoint's
+# counter: nothing is traced or slowed) when this kernel lets perf count it: the steady
+# state at full load, beside bench/counts.sh's one request at a time (issue 37).
 command -v perf >/dev/null || (apt-get install -y -qq linux-perf >/dev/null 2>&1 || true)
 PERF_COUNTS=
-if perf stat -e raw_syscalls:sys_enter -e context-switches true >/dev/null 2>&1; then
+if perf stat -e raw_syscalls:sys_enter true >/dev/null 2>&1; then
   PERF_COUNTS=1
 fi
 
-# -> prints "rps p50_ms p99_ms non2xx cpu_us_per_request syscalls_per_request switches_per_request"
+# -> prints "rps p50_ms p99_ms non2xx cpu_us_per_request syscalls_per_request
+#            voluntary_switches_per_request nonvoluntary_switches_per_request"
 run_wrk() { # url script server-pids...
   local url=$1 script=$2
   shift 2
-  local before after count=()
+  local before after switched count=()
   rm -f "$OUT/perf.txt"
   if [ -n "$PERF_COUNTS" ]; then
-    count=(perf stat -x, -o "$OUT/perf.txt" -e raw_syscalls:sys_enter -e context-switches
+    count=(perf stat -x, -o "$OUT/perf.txt" -e raw_syscalls:sys_enter
       -p "$(echo "$@" | tr ' ' ',')" --)
   fi
   before=$(cpu_ticks "$@")
+  switched=$(switches "$@")
   "${count[@]}" "${WRK_ON[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -s "$script" "$url" >"$OUT/wrk.txt"
   after=$(cpu_ticks "$@")
-  python3 - "$OUT/wrk.txt" "$((after - before))" "$TICKS_PER_SECOND" "$OUT/perf.txt" <<'PY'
+  switched="$switched $(switches "$@")"
+  python3 - "$OUT/wrk.txt" "$((after - before))" "$TICKS_PER_SECOND" "$OUT/perf.txt" "$switched" <<'PY'
 import os, re, sys
 text = open(sys.argv[1]).read()
 def ms(label):
@@ -261,15 +275,15 @@ non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
 errors = int(non2xx.group(1)) if non2xx else 0
 requests = int(re.search(r"(\d+) requests in", text).group(1))
 cpu_us = int(sys.argv[2]) / int(sys.argv[3]) / requests * 1e6
-counts = {}
+calls = float("nan")
 if os.path.exists(sys.argv[4]):
     for line in open(sys.argv[4]):
         fields = line.strip().split(",")
-        if len(fields) > 2 and fields[0].isdigit():
-            counts[fields[2]] = int(fields[0]) / requests
-calls, switches = counts.get("raw_syscalls:sys_enter", "nan"), counts.get("context-switches", "nan")
-print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {errors} {cpu_us:.2f} {calls:.3f} {switches:.3f}"
-      if counts else f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {errors} {cpu_us:.2f} nan nan")
+        if len(fields) > 2 and fields[0].isdigit() and fields[2] == "raw_syscalls:sys_enter":
+            calls = int(fields[0]) / requests
+v0, n0, v1, n1 = map(int, sys.argv[5].split())
+print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {errors} {cpu_us:.2f} {calls:.3f}"
+      f" {(v1 - v0) / requests:.4f} {(n1 - n0) / requests:.4f}")
 PY
 }
 
@@ -296,7 +310,7 @@ for round in $(seq "$ROUNDS"); do
   p=
   [ -n "$BASE" ] && p=$(run_wrk http://127.0.0.1:$P_BASE "$OUT/us-post.lua" $base)
   echo "$n $l $a $w $d $m $g $p" >>"$OUT/rounds.txt"
-  echo "round $round: nginx $n | nginx+log $l | bare $a | write-behind $w | durable $d | mixed $m | GET pub $g${p:+ | $BASE $p} (rps p50 p99 non-2xx cpu-us/req calls/req switches/req)"
+  echo "round $round: nginx $n | nginx+log $l | bare $a | write-behind $w | durable $d | mixed $m | GET pub $g${p:+ | $BASE $p} (rps p50 p99 non-2xx cpu-us/req calls/req voluntary/req nonvoluntary/req)"
 done
 
 # (c): bulk requests one after the other on one keep-alive connection, without and with
@@ -359,7 +373,7 @@ if sys.argv[5]:
 import os
 how = "servers on core 0, wrk -t1 on core 1" if os.environ.get("PIN") else "wrk -t2 on the same 2 cores"
 print(f"connections: {sys.argv[2]}, {sys.argv[3]} s per run, {len(rows)} rounds, {how}; medians:")
-W = 7  # fields a server a round (run_wrk's)
+W = 8  # fields a server a round (run_wrk's)
 for i, name in enumerate(names):
     col = lambda k: [r[W * i + k] for r in rows]
     ratio = lambda j: statistics.median(r[W * i] / r[W * j] for r in rows)
@@ -369,8 +383,9 @@ for i, name in enumerate(names):
           f"  p99 {statistics.median(col(2)):6.3f} ms (worst round {max(col(2)):7.3f})"
           f"  non-2xx {sum(col(3)):.0f}  x nginx {ratio(0):.2f}  x nginx+log {ratio(1):.2f}"
           f"  server CPU {statistics.median(col(4)):5.2f} us/req = {cpu_ratio:.2f}x bare"
-          f"  system calls {statistics.median(col(5)):.2f}/req, context switches"
-          f" {statistics.median(col(6)):.3f}/req")
+          f"  system calls {statistics.median(col(5)):.2f}/req"
+          f" = {statistics.median(r[W * i + 5] / r[W * 2 + 5] for r in rows):.2f}x bare, context switches"
+          f" {statistics.median(col(6)):.4f} voluntary + {statistics.median(col(7)):.4f}/req")
 for row in sys.argv[4].splitlines():
     name, encoding, total, wire, cpu = row.split()
     label = "1,000 records" if name == "validate-bulk" else "1,000 points x 10"
