@@ -756,23 +756,29 @@ impl PostalIndex {
         let Some(data) = self.countries.get(country) else {
             return Verdict::UnknownCountry;
         };
-        match self.find_short(country, code) {
+        // Whether `PostalQuery`'s keys, the same as `ShortQuery`'s, were looked up already.
+        let missing = match self.find_short(country, code) {
             Short::Invalid => return Verdict::InvalidFormat,
-            Short::Found(codes, rank) => {
-                if let Some(code) = codes.canonical(country, rank) {
-                    return Verdict::Valid(code);
-                }
-            }
+            Short::Found(codes, rank) => match codes.canonical(country, rank) {
+                Some(code) => return Verdict::Valid(code),
+                None => false,
+            },
             // Whether a code not found is well-formed is `PostalQuery`'s to say.
-            Short::Missing | Short::Long => {}
-        }
+            Short::Missing => true,
+            Short::Long => false,
+        };
         let Some(query) = std::str::from_utf8(code)
             .ok()
             .and_then(|input| PostalQuery::parse(country, input))
         else {
             return Verdict::InvalidFormat;
         };
-        match self.find(country, &query) {
+        let found = if missing {
+            None
+        } else {
+            self.find(country, &query)
+        };
+        match found {
             Some(record) => Verdict::Valid(CanonicalCode::of(country, record.postal_code())),
             None if query.is_well_formed(&data.key_shapes, data.postal_regex.as_deref()) => {
                 Verdict::NotFound
