@@ -1,7 +1,8 @@
 //! postal: a self-hosted postal-code data service, billed per query.
 //!
 //! One SQLite file holds everything (postal data, accounts, keys, ledger, rate-limit
-//! counters); its schema is `schema.sql`. Two binaries use this library: `postal`
+//! counters; its schema is `schema.sql`), or, in cluster mode (docs/cluster.md), each node
+//! its own file of postal data and one PostgreSQL ledger the accounts, keys and money. Two binaries use this library: `postal`
 //! (`src/main.rs`: serve the HTTP API, administer accounts) and `postal-import`
 //! (`src/bin/postal-import.rs`: load or refresh the GeoNames dataset).
 //!
@@ -30,11 +31,30 @@
 //!    rateLimit) to JSON; every error leaves through one `ApiError`. On the way out,
 //!    `api::server::gzip` compresses any answer over 1 KiB for a client that accepts gzip.
 //!
+//! The path of a customer's request (the account dashboard, docs/account.md), and where
+//! each step lives:
+//!
+//! 1. **sign in**: `api::account` (HTTP only) sends the browser to a provider and checks
+//!    what comes back (OpenID Connect); `accounts` finds the identity's account, or makes
+//!    one with the free allowance.
+//! 2. **session**: `accounts` stores the session (its id only hashed); every call of
+//!    `/account/api` finds it, and a change also carries its CSRF token.
+//! 3. **keys and limits**: `accounts::Admin`, the CLI's own interface, makes, rolls and
+//!    revokes keys and sets limits, each change checked by `domain::admin`, written by
+//!    `db`, written to the audit log, and held by `billing`'s books (every node's) before
+//!    it returns.
+//! 4. **top-up**: `accounts` opens a top-up and `api::account` a Stripe Checkout Session.
+//! 5. **webhook credit**: Stripe's signed event, read back from Stripe's API, credits the
+//!    top-up once (`accounts`), and the books hold the new balance.
+//!
+//! The dashboard's work and its calls to providers and Stripe run on the account store's
+//! own threads (`accounts::store`), a bounded number at once, never on the API's.
+//!
 //! Modules (rooms), each using only the ones to its right:
 //!
 //! ```text
-//! cli (src/cli, src/bin) -> api -> { billing, index } -> db -> domain
-//!                  import -------------------------------^
+//! cli (src/cli, src/bin) -> api -> accounts -> { billing, index } -> db -> domain
+//!                  import ------------------------------------------^
 //! ```
 //!
 //! - [`domain`]: the rules, no I/O: country codes, postal-code normalisation, text
@@ -50,9 +70,13 @@
 //!   from the rows `db` reads, and the loader thread that builds, swaps and frees them.
 //! - [`billing`]: the books in memory, their writer thread, the `ChargeStore` trait and
 //!   its stores (the SQLite file; `billing::pg`, cluster mode's PostgreSQL ledger, which
-//!   leases each node grants: docs/cluster.md), the serve lock, the CLI-to-server
-//!   notifier (changes and flush requests), and the one admin interface over the file and
-//!   the ledger (`billing::admin`, whose rules are `domain::admin`'s).
+//!   leases each node grants: docs/cluster.md), the serve lock and the CLI-to-server
+//!   notifier (changes and flush requests). Money only.
+//! - [`accounts`]: the customer's side: the one admin interface over the file and the
+//!   ledger (`accounts::Admin`, whose rules are `domain::admin`'s), by area (accounts,
+//!   keys, sign-in and identities, sessions, payments, the audit log), and the account
+//!   store the server opens once (`accounts::Accounts`: pooled connections, threads of
+//!   its own).
 //! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt, the
 //!   gazetteer) and their sources (file, zip, directory, URL), the diff of an import
 //!   against the live data (changes, retired codes, the shrink guard) and the operator's
@@ -60,12 +84,14 @@
 //! - [`api`]: HTTP, JSON shapes, OpenAPI, status codes, one file per operation in
 //!   `api::routes`; what operations share (the billed path, the envelope, the one error
 //!   type, the app and its state) beside them; the operator's routes (`/healthz`,
-//!   `/readyz`, `/metrics`) and request telemetry.
+//!   `/readyz`, `/metrics`) and request telemetry; the dashboard's pages and
+//!   `/account/api` in `api::account` (HTTP only: its words and work are `accounts`').
 //! - [`alloc`]: the allocator of every binary (mimalloc, measured) and handing a load's
 //!   freed memory back to the OS (a leaf: any room may use it).
 //!
-//! No room uses one to its left, and no two modules inside a room use each other.
+//! No room uses one to its left.
 
+pub mod accounts;
 pub mod alloc;
 pub mod api;
 pub mod billing;

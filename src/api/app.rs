@@ -77,7 +77,7 @@ pub struct Settings {
     pub without_hot_path: bool,
     /// Cluster mode: accounts, keys and the ledger in this PostgreSQL (`--ledger`), the
     /// file holding only the postal data (docs/cluster.md). `None`: the file holds all.
-    pub ledger: Option<crate::db::pg::LedgerConfig>,
+    pub ledger: Option<crate::billing::LedgerConfig>,
     /// A dataset already in memory, loaded from a copy of this file: answered from instead
     /// of loading the file's. The tests start about 150 servers on copies of a few
     /// databases and load each once. Only the generation is checked (a file whose
@@ -180,9 +180,10 @@ async fn run(
             format!("http://{bound}")
         });
         tracing::info!("account dashboard at {public_url}/account");
+        let accounts =
+            crate::accounts::Accounts::open(db_path, settings.ledger.as_ref(), billing.clone())?;
         let dashboard = account::Dashboard::new(
-            db_path.to_path_buf(),
-            settings.ledger.clone(),
+            accounts,
             public_url,
             &settings.dashboard,
             settings.trusted_proxies.clone(),

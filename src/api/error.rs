@@ -261,6 +261,24 @@ impl ApiError {
         matches!(self.0, Status::Internal(_) | Status::ServiceUnavailable(..))
     }
 
+    /// The error's HTTP status.
+    pub fn status(&self) -> poem::http::StatusCode {
+        use poem::http::StatusCode as S;
+        match &self.0 {
+            Status::BadRequest(_) => S::BAD_REQUEST,
+            Status::Unauthorized(_) => S::UNAUTHORIZED,
+            Status::PaymentRequired(_) => S::PAYMENT_REQUIRED,
+            Status::Forbidden(_) => S::FORBIDDEN,
+            Status::NotFound(_) => S::NOT_FOUND,
+            Status::Conflict(_) => S::CONFLICT,
+            Status::PayloadTooLarge(_) => S::PAYLOAD_TOO_LARGE,
+            Status::UnprocessableEntity(_) => S::UNPROCESSABLE_ENTITY,
+            Status::TooManyRequests(..) => S::TOO_MANY_REQUESTS,
+            Status::Internal(_) => S::INTERNAL_SERVER_ERROR,
+            Status::ServiceUnavailable(..) => S::SERVICE_UNAVAILABLE,
+        }
+    }
+
     /// The error's text (`{"error": ...}`).
     pub fn text(&self) -> &str {
         match &self.0 {

@@ -206,12 +206,6 @@ pub(super) async fn scrape(ops: Data<&Ops>, req: &poem::Request) -> Response {
         .body(text)
 }
 
-fn unix_secs(t: SystemTime) -> i64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 /// Sets the series read at scrape time: dataset, index, ledger writer, process.
 fn refresh(ops: &Ops) {
     let m = &ops.metrics;
@@ -219,7 +213,8 @@ fn refresh(ops: &Ops) {
     let coverage = index.coverage();
     m.dataset_records.set(coverage.records);
     m.dataset_countries.set(coverage.countries);
-    m.dataset_loaded.set(unix_secs(index.loaded_at()));
+    m.dataset_loaded
+        .set(crate::domain::date::unix_secs(index.loaded_at()));
     m.dataset_imported.set(index.imported_at().unwrap_or(0));
     let (countries, codes) = index.size();
     m.index_countries.set(countries as i64);

@@ -30,7 +30,6 @@
 //!   with the answer, so one commit writes both: a stored answer never stands for a
 //!   charge that is not in the file, nor a charge for an answer a retry cannot replay.
 
-pub(crate) mod admin;
 pub(crate) mod answers;
 mod books;
 mod claims;
@@ -65,6 +64,8 @@ use writer::run_writer;
 type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
+/// Where a cluster's ledger is (`serve --ledger`): what a node's books lease from.
+pub use crate::db::pg::LedgerConfig;
 use crate::db::rows::{ChargeRow, Holder, KeyClaim, ReleasedClaim, StoredAnswer};
 use crate::domain::grant::WindowQueries;
 pub use answers::Claim;

@@ -1,6 +1,6 @@
 //! Where the admin commands run: a runtime of the command's own, and the file or (with
 //! `--ledger URL`, docs/cluster.md) a connection to a cluster's PostgreSQL ledger, behind
-//! the one admin interface (`billing::admin::Admin`).
+//! the one admin interface (`accounts::Admin`).
 
 use std::future::Future;
 use std::path::Path;
@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 use tokio_postgres::Client;
 
-use crate::billing::admin::{Admin, OPERATOR};
+use crate::accounts::{Admin, OPERATOR};
 use crate::db;
 use crate::db::pg::{self, LedgerConfig};
 

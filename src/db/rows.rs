@@ -4,7 +4,7 @@
 //! stored.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::domain::api_key::{KeyHash, Publishable};
 use crate::domain::charge::{Caller, Endpoint};
@@ -94,9 +94,4 @@ pub struct ReleasedClaim {
     pub ticket: u64,
 }
 
-/// A time as both ledgers store it: unix seconds.
-pub(crate) fn unix_secs(now: SystemTime) -> i64 {
-    now.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
+pub(crate) use crate::domain::date::unix_secs;

@@ -1,6 +1,7 @@
 //! A calendar day in UTC (`2026-11-22`), as the admin CLI takes it (`ledger show --since`).
 
 use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A valid proleptic Gregorian date from 1970-01-01 on; parse it with [`UtcDate::parse`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -54,6 +55,14 @@ impl UtcDate {
 }
 
 /// A unix second as RFC 3339 in UTC: `2026-11-25T16:53:21Z`.
+/// A time as both ledgers store it and the dashboard compares it: unix seconds (0 before
+/// the epoch).
+pub fn unix_secs(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
 pub fn rfc3339(seconds: i64) -> String {
     let (y, m, d) = civil_from_days(seconds.div_euclid(86_400));
     let s = seconds.rem_euclid(86_400);

@@ -104,7 +104,13 @@ fn add_provider(app: &TestApp, name: &str, issuer: &str, client: &str, secret: &
     add_provider_to(&["--db", &db], name, issuer, client, secret);
 }
 
-fn add_provider_to(target: &[&str], name: &str, issuer: &str, client: &str, secret: &str) {
+pub(crate) fn add_provider_to(
+    target: &[&str],
+    name: &str,
+    issuer: &str,
+    client: &str,
+    secret: &str,
+) {
     let output = Command::new(env!("CARGO_BIN_EXE_postal"))
         .args(target)
         .args([

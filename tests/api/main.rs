@@ -20,6 +20,8 @@ mod city_v3;
 mod city_v4;
 /// gzip of answers over 1 KiB, read off the wire.
 mod compression;
+/// The dashboard under load on a cluster node: lookups and /readyz unharmed.
+mod dashboard_load;
 /// The dataset's history: retired codes on every operation after a live import,
 /// /api/dataset.
 mod dataset;

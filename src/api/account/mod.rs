@@ -4,10 +4,10 @@
 //! page (`page`) is a client of.
 //!
 //! Every change goes through the one admin interface the CLI uses
-//! (`billing::admin::Admin`), on the file or on the cluster's ledger, so its rules, texts
-//! and effect (held from the next request, on every node) are the CLI's. An admin
-//! operation runs on a blocking thread: the file's are synchronous SQLite calls, and both
-//! wait for the books (every node's) to hold a change.
+//! (`accounts::Admin`), on the file or on the cluster's ledger, so its rules, texts and
+//! effect (held from the next request, on every node) are the CLI's. Its operations, and
+//! the calls to providers and Stripe, run on the account store's own threads
+//! (`accounts::store`), never the API's, a bounded number at once.
 //!
 //! Sessions live in the database (shared by every node), their id only hashed; the cookie
 //! is `__Host-postal_session` (Secure) when the public URL is https, `postal_session` on
@@ -23,16 +23,15 @@ pub(crate) mod topups;
 
 pub(crate) use page::SecurityHeaders;
 
-use std::path::PathBuf;
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::{Request, Response, Route};
 
+use crate::accounts::{AccountError, Accounts, Admin, Failed, SessionRow};
 use crate::api::ApiError;
-use crate::billing::admin::Admin;
-use crate::db::admin::{AccountError, SessionRow};
 use crate::domain::dashboard;
 
 /// How the dashboard runs (`postal serve --public-url`, `--signups`).
@@ -48,8 +47,7 @@ pub struct DashboardSettings {
 
 /// What the dashboard's handlers share.
 pub(crate) struct Dashboard {
-    db: PathBuf,
-    ledger: Option<crate::db::pg::LedgerConfig>,
+    accounts: Accounts,
     public_url: String,
     signups_open: bool,
     /// Requests to providers: no redirects (the crate's SSRF warning), bounded in time.
@@ -72,8 +70,7 @@ pub const STARTS_PER_MINUTE: u32 = 20;
 
 impl Dashboard {
     pub(crate) fn new(
-        db: PathBuf,
-        ledger: Option<crate::db::pg::LedgerConfig>,
+        accounts: Accounts,
         public_url: String,
         settings: &DashboardSettings,
         trusted_proxies: Vec<crate::domain::cidr::Cidr>,
@@ -81,12 +78,11 @@ impl Dashboard {
         let http = ureq::Agent::config_builder()
             .max_redirects(0)
             .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
+            .timeout_global(Some(crate::accounts::OUTSIDE_TIMEOUT))
             .build()
             .into();
         Arc::new(Dashboard {
-            db,
-            ledger,
+            accounts,
             public_url: public_url.trim_end_matches('/').to_owned(),
             signups_open: !settings.signups_closed,
             http,
@@ -118,44 +114,36 @@ impl Dashboard {
         &self.public_url[..end]
     }
 
-    /// Runs `work` with the admin interface (the file, or a connection to the ledger) on a
-    /// blocking thread, as the customer of no session in particular (reads, sign-in).
-    async fn admin<T, F>(&self, work: F) -> Result<T, ApiError>
+    /// Runs `work` with the admin interface (the account store: the file, or the
+    /// cluster's ledger) as the customer of no session in particular (reads, sign-in).
+    async fn admin<T, F, Fut>(&self, work: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
-        F: AsyncFnOnce(&mut Admin) -> Result<T, AccountError> + Send + 'static,
+        F: FnOnce(Admin) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, AccountError>> + Send + 'static,
     {
         self.admin_as(CUSTOMER.to_owned(), work).await
     }
 
-    /// `admin`, the changes named in the audit log as `actor`'s.
-    async fn admin_as<T, F>(&self, actor: String, work: F) -> Result<T, ApiError>
+    /// `admin`, the changes named in the audit log as `actor`'s. On the store's own
+    /// threads (`accounts::store`); 503 when it is busy.
+    async fn admin_as<T, F, Fut>(&self, actor: String, work: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
-        F: AsyncFnOnce(&mut Admin) -> Result<T, AccountError> + Send + 'static,
+        F: FnOnce(Admin) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, AccountError>> + Send + 'static,
     {
-        let (db, ledger) = (self.db.clone(), self.ledger.clone());
-        let handle = crate::api::server::background();
-        crate::api::server::spawn_blocking(move || {
-            handle.block_on(async move {
-                let mut admin = match ledger {
-                    Some(ledger) => Admin::ledger(
-                        crate::db::pg::connect(&ledger)
-                            .await
-                            .map_err(AccountError::Unexpected)?,
-                        &actor,
-                    ),
-                    None => Admin::file(
-                        crate::db::open(&db).map_err(AccountError::Unexpected)?,
-                        &actor,
-                    ),
-                };
-                work(&mut admin).await
-            })
-        })
-        .await
-        .map_err(|e| ApiError::internal(e.into()))?
-        .map_err(account_error)
+        self.accounts.run(actor, work).await.map_err(failed)
+    }
+
+    /// Runs `call` (blocking, a call to a provider or Stripe, bounded by the agent's
+    /// timeout) on the store's threads, never the API's; 503 when all are taken.
+    async fn outside<T, F>(&self, call: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        self.accounts.outside(call).await.map_err(failed)
     }
 
     /// The live session the request's cookie names, or 401 `Not signed in`.
@@ -166,7 +154,7 @@ impl Dashboard {
         let hash = dashboard::token_hash(&id);
         let now = now_unix();
         let row = self
-            .admin(async move |admin| admin.session(&hash, now).await)
+            .admin(move |mut admin| async move { admin.session(&hash, now).await })
             .await?;
         row.map(|row| Session { row })
             .ok_or_else(|| ApiError::unauthorized(NOT_SIGNED_IN))
@@ -235,6 +223,16 @@ fn cookie(req: &Request, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// A store call that did not run (503, try again in a second), or its admin error.
+fn failed(e: Failed) -> ApiError {
+    match e {
+        Failed::Busy => ApiError::unavailable(BUSY, 1),
+        Failed::Account(e) => account_error(e),
+    }
+}
+
+const BUSY: &str = "The account service is busy; try again in a moment";
+
 /// An admin error as the dashboard answers it: the CLI's texts, as 400 (404 for a key
 /// the account does not hold, 401 for an account gone).
 fn account_error(e: AccountError) -> ApiError {
@@ -248,7 +246,7 @@ fn account_error(e: AccountError) -> ApiError {
 }
 
 fn now_unix() -> i64 {
-    crate::db::rows::unix_secs(SystemTime::now())
+    crate::domain::date::unix_secs(SystemTime::now())
 }
 
 /// A redirect (303: the browser follows it with a GET).

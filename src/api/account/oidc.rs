@@ -25,7 +25,7 @@ use poem::{Request, Response, handler};
 use serde::Deserialize;
 
 use super::{Dashboard, SIGNIN_COOKIE, STARTS_PER_MINUTE, cookie, now_unix, see_other};
-use crate::db::admin::{AccountError, IdentityView, Provider, SessionRow, SignIn};
+use crate::accounts::{AccountError, IdentityView, Provider, SessionRow, SignIn};
 use crate::domain::dashboard;
 
 type Client = CoreClient<
@@ -110,7 +110,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 async fn provider(dash: &Dashboard, name: &str) -> Result<Provider, Failure> {
     let name = name.to_owned();
     let providers = dash
-        .admin(async move |admin| admin.providers().await)
+        .admin(move |mut admin| async move { admin.providers().await })
         .await
         .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.text()))?;
     providers
@@ -187,22 +187,23 @@ async fn start(
 ) -> Result<Response, Failure> {
     let provider = provider(dash, name).await?;
     let worker = dash.clone();
-    let (url, state, nonce, verifier) = crate::api::server::spawn_blocking(move || {
-        let client = client(&worker, &provider)?;
-        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-        let (url, state, nonce) = client
-            .authorize_url(
-                CoreAuthenticationFlow::AuthorizationCode,
-                || CsrfToken::new(dashboard::random_token()),
-                || Nonce::new(dashboard::random_token()),
-            )
-            .add_scope(Scope::new("email".to_string()))
-            .set_pkce_challenge(challenge)
-            .url();
-        Ok::<_, Failure>((url, state, nonce, verifier))
-    })
-    .await
-    .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let (url, state, nonce, verifier) = dash
+        .outside(move || {
+            let client = client(&worker, &provider)?;
+            let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+            let (url, state, nonce) = client
+                .authorize_url(
+                    CoreAuthenticationFlow::AuthorizationCode,
+                    || CsrfToken::new(dashboard::random_token()),
+                    || Nonce::new(dashboard::random_token()),
+                )
+                .add_scope(Scope::new("email".to_string()))
+                .set_pkce_challenge(challenge)
+                .url();
+            Ok::<_, Failure>((url, state, nonce, verifier))
+        })
+        .await
+        .map_err(|e| Failure::new(e.status(), e.text()))??;
     let pending = SignIn {
         provider: name.to_owned(),
         nonce: nonce.secret().clone(),
@@ -211,7 +212,7 @@ async fn start(
     };
     let state_hash = dashboard::token_hash(state.secret());
     let now = now_unix();
-    dash.admin(async move |admin| admin.put_signin(&state_hash, &pending, now).await)
+    dash.admin(move |mut admin| async move { admin.put_signin(&state_hash, &pending, now).await })
         .await
         .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.text()))?;
     let mut response = see_other(url.as_str());
@@ -284,7 +285,7 @@ async fn finish(
     let state_hash = dashboard::token_hash(&state);
     let now = now_unix();
     let pending = dash
-        .admin(async move |admin| admin.take_signin(&state_hash, now).await)
+        .admin(move |mut admin| async move { admin.take_signin(&state_hash, now).await })
         .await
         .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.text()))?
         .ok_or_else(|| bad("This sign-in expired or was already used; start again."))?;
@@ -298,7 +299,7 @@ async fn finish(
     let provider_name = provider.name.clone();
     let nonce = pending.nonce.clone();
     let verifier = pending.verifier.clone();
-    let identity = crate::api::server::spawn_blocking(move || {
+    let identity = dash.outside(move || {
         let client = client(&worker, &provider)?;
         let refused = |why: String| {
             tracing::warn!(provider = %provider.name, "sign-in refused: {why}");
@@ -333,7 +334,7 @@ async fn finish(
         })
     })
     .await
-    .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    .map_err(|e| Failure::new(e.status(), e.text()))??;
 
     let refused = |e: crate::api::ApiError| {
         Failure::new(
@@ -346,7 +347,7 @@ async fn finish(
         )
     };
     if let Some(account) = pending.link_account {
-        dash.admin(async move |admin| admin.link(&account, &identity, now).await)
+        dash.admin(move |mut admin| async move { admin.link(&account, &identity, now).await })
             .await
             .map_err(refused)?;
         return Ok(see_other("/account"));
@@ -364,7 +365,7 @@ async fn finish(
         client: client_text,
     };
     let id_hash = dashboard::token_hash(&session_id);
-    dash.admin(async move |admin| {
+    dash.admin(move |mut admin| async move {
         let signed_in = admin.sign_in(&identity, signups_open, now).await?;
         let row = SessionRow {
             account_id: signed_in.account_id,

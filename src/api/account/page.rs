@@ -71,7 +71,10 @@ pub(super) async fn index(req: &Request, dash: Data<&Arc<Dashboard>>) -> Respons
              <script src=\"/account/app.js\" defer></script>",
         );
     }
-    let providers = match dash.admin(async |admin| admin.providers().await).await {
+    let providers = match dash
+        .admin(move |mut admin| async move { admin.providers().await })
+        .await
+    {
         Ok(providers) => providers,
         Err(e) => return message(StatusCode::INTERNAL_SERVER_ERROR, "Sign in", e.text()),
     };

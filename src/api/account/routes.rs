@@ -15,8 +15,8 @@ use serde_json::{Map, Value};
 
 use super::extract::{Body, Changing, Signed};
 use super::{Dashboard, now_unix};
+use crate::accounts::{AccountError, KeyLine};
 use crate::api::{ApiError, ApiTags};
-use crate::db::admin::{AccountError, KeyLine};
 use crate::domain::admin::LimitsChange;
 use crate::domain::api_key::{Budget, DEFAULT_PER_IP_MINUTE, Publishable};
 use crate::domain::dashboard;
@@ -408,7 +408,7 @@ impl AccountApi {
         let session = signed.0;
         let account = session.account();
         let (view, identities, providers) = dash
-            .admin(async move |admin| {
+            .admin(move |mut admin| async move {
                 Ok::<_, AccountError>((
                     admin.show(&account).await?,
                     admin.identities(&account).await?,
@@ -447,7 +447,7 @@ impl AccountApi {
     ) -> Result<Json<KeysBody>, ApiError> {
         let account = signed.0.account();
         let keys = dash
-            .admin(async move |admin| admin.keys(&account).await)
+            .admin(move |mut admin| async move { admin.keys(&account).await })
             .await?;
         Ok(Json(KeysBody {
             keys: keys.iter().map(KeyBody::of).collect(),
@@ -491,7 +491,7 @@ impl AccountApi {
         };
         let now = SystemTime::now();
         let (key, keys) = dash
-            .admin_as(actor, async move |admin| {
+            .admin_as(actor, move |mut admin| async move {
                 let key = admin
                     .create_key(&account, publishable.as_ref(), name.as_deref(), now)
                     .await?;
@@ -517,7 +517,7 @@ impl AccountApi {
         let key_id = key_id.0;
         let wanted = key_id.clone();
         let keys = dash
-            .admin_as(actor, async move |admin| {
+            .admin_as(actor, move |mut admin| async move {
                 admin.rename_key(&account, &key_id, name.as_deref()).await?;
                 admin.keys(&account).await
             })
@@ -537,7 +537,7 @@ impl AccountApi {
         let (account, actor) = (changing.0.account(), changing.0.actor());
         let key_id = key_id.0;
         let shown = key_id.clone();
-        dash.admin_as(actor, async move |admin| {
+        dash.admin_as(actor, move |mut admin| async move {
             admin
                 .revoke_own_key(&account, &key_id, SystemTime::now())
                 .await
@@ -568,10 +568,10 @@ impl AccountApi {
         };
         let grace = dashboard::grace_secs(hours).map_err(refused)?;
         let now = SystemTime::now();
-        let ends = crate::db::rows::unix_secs(now) + grace;
+        let ends = crate::domain::date::unix_secs(now) + grace;
         let key_id = key_id.0;
         let (key, keys) = dash
-            .admin_as(actor, async move |admin| {
+            .admin_as(actor, move |mut admin| async move {
                 let key = admin.roll_key(&account, &key_id, ends, now).await?;
                 Ok::<_, AccountError>((key, admin.keys(&account).await?))
             })
@@ -604,7 +604,7 @@ impl AccountApi {
         };
         let change = LimitsChange::exactly(limits).map_err(refused)?;
         let limits = dash
-            .admin_as(actor, async move |admin| {
+            .admin_as(actor, move |mut admin| async move {
                 Ok(admin.set_limits(&account, change).await?)
             })
             .await?;
@@ -629,7 +629,7 @@ impl AccountApi {
         let now = now_unix();
         let wanted = account.clone();
         let lines = dash
-            .admin(async move |admin| Ok(admin.usage(days, now).await?))
+            .admin(move |mut admin| async move { Ok(admin.usage(days, now).await?) })
             .await?
             .into_iter()
             .filter(|l| l.account_id == wanted)
@@ -675,7 +675,9 @@ impl AccountApi {
         let account = signed.0.account();
         let since = now_unix() - 90 * 86_400;
         let mut entries = dash
-            .admin(async move |admin| admin.ledger_entries(&account, Some(since)).await)
+            .admin(
+                move |mut admin| async move { admin.ledger_entries(&account, Some(since)).await },
+            )
             .await?;
         entries.reverse();
         Ok(Json(LedgerBody {
@@ -704,7 +706,7 @@ impl AccountApi {
         let (account, current) = (signed.0.account(), signed.0.row.public_id.clone());
         let now = now_unix();
         let list = dash
-            .admin(async move |admin| admin.sessions(&account, now).await)
+            .admin(move |mut admin| async move { admin.sessions(&account, now).await })
             .await?;
         Ok(Json(SessionsBody {
             sessions: list
@@ -737,7 +739,7 @@ impl AccountApi {
         let shown = session_id.clone();
         let now = now_unix();
         let ended = dash
-            .admin_as(actor, async move |admin| {
+            .admin_as(actor, move |mut admin| async move {
                 admin.end_session(&account, &session_id, now).await
             })
             .await?;
@@ -769,7 +771,7 @@ impl AccountApi {
             .unwrap_or("")
             .to_owned();
         let now = now_unix();
-        dash.admin_as(actor, async move |admin| {
+        dash.admin_as(actor, move |mut admin| async move {
             admin.unlink(&account, &issuer, &subject, now).await
         })
         .await?;
@@ -787,7 +789,7 @@ impl AccountApi {
     ) -> Result<Listing<AuditBody>, ApiError> {
         let account = signed.0.account();
         let entries = dash
-            .admin(async move |admin| admin.audit_entries(&account).await)
+            .admin(move |mut admin| async move { admin.audit_entries(&account).await })
             .await?;
         Ok(Listing::Ok(match format.0.unwrap_or(Format::Json) {
             Format::Json => JsonOrCsv::Json(Json(AuditBody {
@@ -825,7 +827,7 @@ impl AccountApi {
             session.actor(),
         );
         let now = now_unix();
-        dash.admin_as(actor, async move |admin| {
+        dash.admin_as(actor, move |mut admin| async move {
             admin.end_session(&account, &id, now).await
         })
         .await?;

@@ -21,8 +21,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Dashboard, now_unix};
+use crate::accounts::{Credited, Payment, PaymentSettings, Refunded};
 use crate::api::ApiError;
-use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunded};
 use crate::domain::money::Micros;
 use crate::domain::payments;
 
@@ -94,7 +94,7 @@ async fn call(
     let agent = dash.http.clone();
     let url = format!("{}{path}", settings.api_base);
     let auth = format!("Bearer {}", settings.secret_key);
-    crate::api::server::spawn_blocking(move || {
+    dash.outside(move || {
         let mut request = ureq::http::Request::builder()
             .method(method)
             .uri(&url)
@@ -143,7 +143,7 @@ async fn call(
         })
     })
     .await
-    .map_err(|e| StripeError::Unreachable(e.to_string()))?
+    .map_err(|e| StripeError::Unreachable(e.text().to_owned()))?
 }
 
 /// Makes the Checkout Session of top-up `topup_id`: one line item of exactly `amount`
@@ -248,7 +248,7 @@ pub(super) async fn webhook(req: &Request, body: Body, dash: Data<&Arc<Dashboard
 async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<String, ApiError> {
     let raw = crate::api::contract::read_whole(body, MAX_EVENT_BYTES, "Invalid event body").await?;
     let settings = dash
-        .admin(async |admin| admin.payments().await)
+        .admin(move |mut admin| async move { admin.payments().await })
         .await?
         .ok_or_else(|| ApiError::bad_request("Card payments are not set up on this server"))?;
     let now = now_unix();
@@ -279,7 +279,7 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
                 _ => "failed",
             };
             let closed = dash
-                .admin_as(actor, async move |admin| {
+                .admin_as(actor, move |mut admin| async move {
                     admin
                         .close_topup(topup_id.as_deref(), Some(&session_id), status)
                         .await
@@ -305,7 +305,7 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
                     ApiError::bad_request("Invalid event: no valid 'amount_refunded'")
                 })?;
             let refunded = dash
-                .admin_as(actor, async move |admin| {
+                .admin_as(actor, move |mut admin| async move {
                     admin
                         .refund_payment(&payment, topup_id.as_deref(), total, now)
                         .await
@@ -377,7 +377,7 @@ async fn fulfil(
         amount,
     };
     let credited = dash
-        .admin_as(actor, async move |admin| -> Result<_, AccountError> {
+        .admin_as(actor, move |mut admin| async move {
             admin.credit_payment(&paid, now).await
         })
         .await?;

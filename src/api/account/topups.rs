@@ -13,8 +13,8 @@ use serde_json::Value;
 use super::extract::{Body, Changing, Signed};
 use super::stripe;
 use super::{Dashboard, now_unix};
+use crate::accounts::{AccountError, TopupView};
 use crate::api::{ApiError, ApiTags};
-use crate::db::admin::{AccountError, TopupView};
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::payments;
 
@@ -113,7 +113,7 @@ impl TopupsApi {
         let account = signed.0.account();
         let wanted = account.clone();
         let (settings, topups) = dash
-            .admin(async move |admin| {
+            .admin(move |mut admin| async move {
                 Ok::<_, AccountError>((admin.payments().await?, admin.topups(&wanted).await?))
             })
             .await?;
@@ -149,7 +149,7 @@ impl TopupsApi {
             _ => return Err(ApiError::bad_request("Invalid 'amount'")),
         };
         let settings = dash
-            .admin(async |admin| admin.payments().await)
+            .admin(move |mut admin| async move { admin.payments().await })
             .await?
             .ok_or_else(|| ApiError::forbidden(&not_set_up(&account)))?;
         let amount = payments::topup_amount(&amount, settings.max_topup)
@@ -157,7 +157,7 @@ impl TopupsApi {
         let now = now_unix();
         let owner = account.clone();
         let topup_id = dash
-            .admin_as(actor.clone(), async move |admin| {
+            .admin_as(actor.clone(), move |mut admin| async move {
                 admin.start_topup(&owner, amount, now).await
             })
             .await?;
@@ -166,7 +166,7 @@ impl TopupsApi {
                 Ok(session) => session,
                 Err(e) => {
                     let failed = topup_id.clone();
-                    dash.admin_as(actor, async move |admin| {
+                    dash.admin_as(actor, move |mut admin| async move {
                         admin.close_topup(Some(&failed), None, "failed").await
                     })
                     .await?;
@@ -175,8 +175,10 @@ impl TopupsApi {
             };
         let url = session.url.unwrap_or_default();
         let (opened, session_id, page) = (topup_id.clone(), session.id.clone(), url.clone());
-        dash.admin(async move |admin| admin.topup_opened(&opened, &session_id, &page).await)
-            .await?;
+        dash.admin(move |mut admin| async move {
+            admin.topup_opened(&opened, &session_id, &page).await
+        })
+        .await?;
         Ok(Started::Created(Json(TopupStarted {
             topup_id,
             session_id: session.id,

@@ -65,27 +65,18 @@ impl MetacodeApi {
     }
 }
 
-pub struct Metacode;
+/// `/api/metacode` and `/api/metazip`: one operation under two names, billed each under
+/// its own.
+pub struct MetaLookup<const METAZIP: bool>;
+pub type Metacode = MetaLookup<false>;
+pub type Metazip = MetaLookup<true>;
 
-impl Operation for Metacode {
-    const ENDPOINT: Endpoint = Endpoint::Metacode;
-    type Request = CodeRequest;
-    type Parsed = CodeQuery;
-    type Answer = FirstRecord;
-
-    fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiError> {
-        super::lookup::parse(body)
-    }
-
-    fn work(postal: &PostalIndex, query: CodeQuery) -> Result<FirstRecord, ApiError> {
-        first_record(postal, query)
-    }
-}
-
-pub struct Metazip;
-
-impl Operation for Metazip {
-    const ENDPOINT: Endpoint = Endpoint::Metazip;
+impl<const METAZIP: bool> Operation for MetaLookup<METAZIP> {
+    const ENDPOINT: Endpoint = if METAZIP {
+        Endpoint::Metazip
+    } else {
+        Endpoint::Metacode
+    };
     type Request = CodeRequest;
     type Parsed = CodeQuery;
     type Answer = FirstRecord;

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use rustls::pki_types::CertificateDer;
@@ -130,6 +131,62 @@ pub async fn connect_task(
         }
     });
     Ok((client, task))
+}
+
+/// A pool of at most `size` connections to the ledger, made when first wanted, on the
+/// runtime that asks (the account store's): each connect bounded by `connect`, a wait for
+/// a free connection by `wait`, every statement by `statement`.
+pub fn pool(
+    ledger: &LedgerConfig,
+    size: usize,
+    connect: Duration,
+    wait: Duration,
+    statement: Duration,
+) -> anyhow::Result<deadpool_postgres::Pool> {
+    use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, RecyclingMethod, Runtime};
+    let mut config = ledger.config.clone();
+    config.connect_timeout(connect);
+    let manager = Manager::from_config(
+        config,
+        MakeRustlsConnect::new((*ledger.tls).clone()),
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let bound = format!("SET statement_timeout = {}", statement.as_millis());
+    deadpool_postgres::Pool::builder(manager)
+        .max_size(size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(wait))
+        .create_timeout(Some(connect))
+        .recycle_timeout(Some(connect))
+        .post_create(Hook::async_fn(move |client, _| {
+            let bound = bound.clone();
+            Box::pin(async move {
+                client
+                    .batch_execute(&bound)
+                    .await
+                    .map_err(HookError::Backend)
+            })
+        }))
+        .build()
+        .with_context(|| format!("a connection pool for the ledger {}", ledger.shown))
+}
+
+/// A connection lent by [`pool`], as the client it is.
+pub struct Pooled(pub deadpool_postgres::Object);
+
+impl std::ops::Deref for Pooled {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Pooled {
+    fn deref_mut(&mut self) -> &mut Client {
+        &mut self.0
+    }
 }
 
 /// libpq's `sslmode` values.

@@ -31,7 +31,9 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_postgres::Client;
 
-pub use connection::{LedgerConfig, LedgerConnection, Security, connect, connect_task, open};
+pub use connection::{
+    LedgerConfig, LedgerConnection, Pooled, Security, connect, connect_task, open, pool,
+};
 
 /// The channel admin commands notify on after a change (payload: the new version).
 pub const CHANGES_CHANNEL: &str = "postal_changes";

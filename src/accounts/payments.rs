@@ -3,7 +3,6 @@
 //! webhook confirms (a payment credited once, a refund taken back), each held by the
 //! server (every node) before the call returns and written to the account's audit log.
 
-use crate::billing::notify;
 use crate::db::admin::TopupView;
 use crate::db::admin::{AccountError, Audited, Credited, Payment, PaymentSettings, Refunded};
 use crate::db::{pg, sqlite};
@@ -144,7 +143,7 @@ impl Admin {
     ) -> Result<Refunded, AccountError> {
         let (refunded, version) = match &mut self.store {
             Store::File(conn) => {
-                notify::announce(conn);
+                Admin::tell_server(self.books.as_ref(), conn);
                 let refunded =
                     sqlite::payments::refund(conn, payment, topup_id, refunded_total, now)?;
                 let changed = match &refunded {

@@ -1,0 +1,134 @@
+//! Accounts as the operator and the customer change and read them: creation, balance
+//! changes, limits, the ledger and usage reports.
+
+use std::time::SystemTime;
+
+use crate::db::admin::{
+    AccountError, AccountLine, AccountView, Audited, LedgerEntry, NewAccount, UsageLine,
+};
+use crate::db::{pg, sqlite};
+use crate::domain::admin::{BalanceChange, LimitsChange};
+use crate::domain::money::Micros;
+use crate::domain::rate_limit::Limits;
+
+use super::{Admin, Store};
+
+impl Admin {
+    pub async fn create_account(
+        &mut self,
+        name: Option<&str>,
+        now: SystemTime,
+    ) -> anyhow::Result<NewAccount> {
+        let (created, version) = match &mut self.store {
+            Store::File(conn) => (sqlite::accounts::create_account(conn, name, now)?, 0),
+            Store::Ledger(client) => pg::accounts::create_account(client, name, now).await?,
+        };
+        self.changed(version).await?;
+        self.audit(
+            Audited::Account(&created.account_id),
+            "account.create",
+            &format!("with key {}", created.key_id),
+        )
+        .await?;
+        Ok(created)
+    }
+
+    /// The account as stored. A server on the file is asked to flush first, so the balance
+    /// holds every charge answered before the call; cluster nodes flush every 10 ms.
+    pub async fn show(&mut self, account_id: &str) -> Result<AccountView, AccountError> {
+        match &mut self.store {
+            Store::File(conn) => {
+                Admin::tell_server(self.books.as_ref(), conn);
+                sqlite::accounts::show(conn, account_id)
+            }
+            Store::Ledger(client) => pg::accounts::show(client, account_id).await,
+        }
+    }
+
+    /// Applies a checked top-up or adjustment; the new balance.
+    pub async fn change_balance(
+        &mut self,
+        account_id: &str,
+        change: &BalanceChange,
+        now: SystemTime,
+    ) -> anyhow::Result<Micros> {
+        let (balance, version) = match &mut self.store {
+            Store::File(conn) => (
+                sqlite::accounts::change_balance(conn, account_id, change, now)?,
+                0,
+            ),
+            Store::Ledger(client) => {
+                pg::accounts::change_balance(client, account_id, change, now).await?
+            }
+        };
+        self.changed(version).await?;
+        let detail = format!(
+            "{} USD{}; balance {} USD",
+            change.amount(),
+            change.note().map(|n| format!(" ({n})")).unwrap_or_default(),
+            balance
+        );
+        self.audit(Audited::Account(account_id), change.kind(), &detail)
+            .await?;
+        Ok(balance)
+    }
+
+    /// Applies a checked change of limits; the limits in force.
+    pub async fn set_limits(
+        &mut self,
+        account_id: &str,
+        change: LimitsChange,
+    ) -> anyhow::Result<Limits> {
+        let (limits, version) = match &mut self.store {
+            Store::File(conn) => (sqlite::accounts::set_limits(conn, account_id, change)?, 0),
+            Store::Ledger(client) => pg::accounts::set_limits(client, account_id, change).await?,
+        };
+        self.changed(version).await?;
+        let window = |l: Option<u64>| l.map_or("off".to_owned(), |n| n.to_string());
+        let detail = format!(
+            "per minute {}, per hour {}, per day {}",
+            window(limits.per_minute),
+            window(limits.per_hour),
+            window(limits.per_day)
+        );
+        self.audit(Audited::Account(account_id), "limits.set", &detail)
+            .await?;
+        Ok(limits)
+    }
+
+    /// Every account, oldest first (`now`, unix seconds: for "today").
+    pub async fn account_lines(&mut self, now: i64) -> anyhow::Result<Vec<AccountLine>> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::reports::account_lines(conn, now),
+            Store::Ledger(client) => pg::reports::account_lines(client, now).await,
+        }
+    }
+
+    /// The account's ledger in the order it was written, from `since` (unix seconds) on;
+    /// as `show`, a server on the file flushes first.
+    pub async fn ledger_entries(
+        &mut self,
+        account_id: &str,
+        since: Option<i64>,
+    ) -> Result<Vec<LedgerEntry>, AccountError> {
+        match &mut self.store {
+            Store::File(conn) => {
+                Admin::tell_server(self.books.as_ref(), conn);
+                sqlite::reports::ledger_entries(conn, account_id, since)
+            }
+            Store::Ledger(client) => pg::reports::ledger_entries(client, account_id, since).await,
+        }
+    }
+
+    /// Charges of the last `days` UTC days, per day, account and endpoint (a server on the
+    /// file flushes first).
+    pub async fn usage(&mut self, days: u32, now: i64) -> anyhow::Result<Vec<UsageLine>> {
+        match &mut self.store {
+            Store::File(conn) => {
+                Admin::tell_server(self.books.as_ref(), conn);
+                sqlite::reports::usage(conn, days, now)
+            }
+            Store::Ledger(client) => pg::reports::usage(client, days, now).await,
+        }
+    }
+}

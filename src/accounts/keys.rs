@@ -1,0 +1,130 @@
+//! API keys as customers and the operator manage them: made, named, rolled (the old key
+//! working through its grace), revoked, listed.
+
+use std::time::SystemTime;
+
+use crate::db::admin::{AccountError, Audited, KeyLine, NewKey};
+use crate::db::{pg, sqlite};
+use crate::domain::api_key::Publishable;
+
+use super::{Admin, Store};
+
+impl Admin {
+    pub async fn create_key(
+        &mut self,
+        account_id: &str,
+        publishable: Option<&Publishable>,
+        name: Option<&str>,
+        now: SystemTime,
+    ) -> Result<NewKey, AccountError> {
+        let (key, version) = match &mut self.store {
+            Store::File(conn) => (
+                sqlite::keys::create_key(conn, account_id, publishable, name, now)?,
+                0,
+            ),
+            Store::Ledger(client) => {
+                pg::keys::create_key(client, account_id, publishable, name, now).await?
+            }
+        };
+        self.changed(version).await?;
+        let detail = format!(
+            "{} ({}{})",
+            key.key_id,
+            if publishable.is_some() {
+                "publishable"
+            } else {
+                "secret"
+            },
+            name.map(|n| format!(", named {n:?}")).unwrap_or_default()
+        );
+        self.audit(Audited::Account(account_id), "key.create", &detail)
+            .await?;
+        Ok(key)
+    }
+
+    pub async fn revoke_key(&mut self, key_id: &str, now: SystemTime) -> anyhow::Result<()> {
+        let version = match &mut self.store {
+            Store::File(conn) => {
+                sqlite::keys::revoke_key(conn, key_id, now)?;
+                0
+            }
+            Store::Ledger(client) => pg::keys::revoke_key(client, key_id, now).await?,
+        };
+        self.changed(version).await?;
+        self.audit(Audited::Key(key_id), "key.revoke", key_id)
+            .await?;
+        Ok(())
+    }
+
+    /// The account's keys, oldest first.
+    pub async fn keys(&mut self, account_id: &str) -> Result<Vec<KeyLine>, AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::reports::keys(conn, account_id),
+            Store::Ledger(client) => pg::reports::keys(client, account_id).await,
+        }
+    }
+
+    pub async fn rename_key(
+        &mut self,
+        account_id: &str,
+        key_id: &str,
+        name: Option<&str>,
+    ) -> Result<(), AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::dashboard::rename_key(conn, account_id, key_id, name)?,
+            Store::Ledger(client) => {
+                pg::dashboard::rename_key(client, account_id, key_id, name).await?
+            }
+        }
+        let detail = format!(
+            "{key_id} named {}",
+            name.map_or("nothing".to_owned(), |n| format!("{n:?}"))
+        );
+        self.audit(Audited::Account(account_id), "key.rename", &detail)
+            .await
+    }
+
+    /// Rolls a live key of the account: the new key (shown once); the old one works until
+    /// `ends` (unix seconds), on every node.
+    pub async fn roll_key(
+        &mut self,
+        account_id: &str,
+        key_id: &str,
+        ends: i64,
+        now: SystemTime,
+    ) -> Result<NewKey, AccountError> {
+        let (key, version) = match &mut self.store {
+            Store::File(conn) => (
+                sqlite::keys::roll_key(conn, account_id, key_id, ends, now)?,
+                0,
+            ),
+            Store::Ledger(client) => {
+                pg::keys::roll_key(client, account_id, key_id, ends, now).await?
+            }
+        };
+        self.changed(version).await?;
+        let end = crate::domain::date::rfc3339(ends);
+        let detail = format!("{key_id} to {}; {key_id} works until {end}", key.key_id);
+        self.audit(Audited::Account(account_id), "key.roll", &detail)
+            .await?;
+        Ok(key)
+    }
+
+    /// Revokes a key of this account (`UnknownKey` for a key of another account).
+    pub async fn revoke_own_key(
+        &mut self,
+        account_id: &str,
+        key_id: &str,
+        now: SystemTime,
+    ) -> Result<(), AccountError> {
+        if !self
+            .keys(account_id)
+            .await?
+            .iter()
+            .any(|k| k.key_id == key_id)
+        {
+            return Err(AccountError::UnknownKey(key_id.to_owned()));
+        }
+        Ok(self.revoke_key(key_id, now).await?)
+    }
+}

@@ -1,0 +1,63 @@
+//! The dashboard's sessions: made at sign-in, found (and marked seen) per request, listed
+//! and ended by their customer.
+
+use crate::db::admin::{AccountError, Audited, SessionRow, SessionView};
+use crate::db::{pg, sqlite};
+
+use super::{Admin, Store};
+
+impl Admin {
+    pub async fn create_session(
+        &mut self,
+        id_hash: &[u8; 32],
+        session: &SessionRow,
+    ) -> Result<(), AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::dashboard::create_session(conn, id_hash, session),
+            Store::Ledger(client) => pg::dashboard::create_session(client, id_hash, session).await,
+        }
+    }
+
+    /// The live session of this id (marked seen now), `None` when unknown, ended or expired.
+    pub async fn session(
+        &mut self,
+        id_hash: &[u8; 32],
+        now: i64,
+    ) -> Result<Option<SessionRow>, AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::dashboard::session(conn, id_hash, now),
+            Store::Ledger(client) => pg::dashboard::session(client, id_hash, now).await,
+        }
+    }
+
+    /// Ends the account's session `public_id`; whether it was live.
+    pub async fn end_session(
+        &mut self,
+        account_id: &str,
+        public_id: &str,
+        now: i64,
+    ) -> Result<bool, AccountError> {
+        let ended = match &mut self.store {
+            Store::File(conn) => sqlite::dashboard::end_session(conn, account_id, public_id, now)?,
+            Store::Ledger(client) => {
+                pg::dashboard::end_session(client, account_id, public_id, now).await?
+            }
+        };
+        if ended {
+            self.audit(Audited::Account(account_id), "session.end", public_id)
+                .await?;
+        }
+        Ok(ended)
+    }
+
+    pub async fn sessions(
+        &mut self,
+        account_id: &str,
+        now: i64,
+    ) -> Result<Vec<SessionView>, AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::dashboard::sessions(conn, account_id, now),
+            Store::Ledger(client) => pg::dashboard::sessions(client, account_id, now).await,
+        }
+    }
+}
