@@ -1,8 +1,12 @@
 -- The one schema of the service: postal data, accounts, keys, ledger, rate-limit counters.
 -- `db::open` applies this whole file in one IMMEDIATE transaction when the file's
 -- `PRAGMA user_version` is 0 (a new file), so two processes opening a new file at once
--- cannot both apply it. The last statement sets the version; a later change of schema
--- adds a numbered migration in `src/db/mod.rs` rather than editing a released version.
+-- cannot both apply it. The last statement sets the version. This file states the
+-- current version whole: a change of schema edits it and adds the numbered migration in
+-- `src/db/mod.rs` that brings an older file to the same tables and columns, in the same
+-- column order (its tests compare a migrated file with a new one). The PostgreSQL ledger's
+-- copy of the money and account tables is `src/db/pg/mod.rs`; `ledger migrate` moves them
+-- (`src/db/pg/from_file.rs`, which lists every table here as moved or not).
 
 ---------------------------------------------------------------------------------------
 -- Postal data. Owned by `postal-import`, which builds new copies of `postal_codes`,
@@ -215,7 +219,18 @@ CREATE TABLE api_keys (
     -- minute per client IP). Keys made before version 4 are secret.
     kind          TEXT NOT NULL DEFAULT 'secret' CHECK (kind IN ('secret', 'publishable')),
     origins       TEXT CHECK (origins IS NULL OR length(origins) > 0), -- canonical patterns, one per line
-    per_ip_minute INTEGER CHECK (per_ip_minute IS NULL OR per_ip_minute > 0)
+    per_ip_minute INTEGER CHECK (per_ip_minute IS NULL OR per_ip_minute > 0),
+    -- The name the customer gives it, and its first characters ('sk_AbCd'), to tell keys
+    -- apart (version 7).
+    name          TEXT CHECK (name IS NULL OR length(name) BETWEEN 1 AND 100),
+    hint          TEXT,
+    -- A rolled key works until then (unix seconds), then is refused as if revoked.
+    expires_at    INTEGER,
+    -- A publishable key's budget: at most this many requests in a UTC minute, in a UTC
+    -- day, over every client IP (NULL: no bound). Counted in memory by each node
+    -- (version 9).
+    max_per_minute INTEGER CHECK (max_per_minute IS NULL OR max_per_minute > 0),
+    max_per_day    INTEGER CHECK (max_per_day IS NULL OR max_per_day > 0)
 ) STRICT;
 
 CREATE INDEX api_keys_by_account ON api_keys (account_id);
@@ -335,12 +350,6 @@ CREATE TABLE audit_log (
 ) STRICT;
 CREATE INDEX audit_log_by_account ON audit_log (account_id, id);
 
--- Keys get a name the customer gives them, and show their first characters.
-ALTER TABLE api_keys ADD COLUMN name TEXT CHECK (name IS NULL OR length(name) BETWEEN 1 AND 100);
-ALTER TABLE api_keys ADD COLUMN hint TEXT; -- the key's first characters ('sk_AbCd'), to tell keys apart
--- A rolled key works until then (unix seconds), then is refused as if revoked.
-ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
-
 -- Top-ups by card (docs/payments.md). The processor's settings (`postal payments stripe`),
 -- one row; its secret key and webhook secret are kept here, as the providers' secrets are:
 -- whoever reads the file can charge cards and forge webhooks as this service.
@@ -377,12 +386,5 @@ CREATE TABLE topups (
     CHECK (taken_back BETWEEN 0 AND refunded)
 ) STRICT;
 CREATE INDEX topups_by_account ON topups (account_id, id);
-
--- A publishable key's budget: at most this many requests in a UTC minute, in a UTC day,
--- over every client IP (NULL: no bound). Counted in memory by each node.
-ALTER TABLE api_keys ADD COLUMN max_per_minute INTEGER
-    CHECK (max_per_minute IS NULL OR max_per_minute > 0);
-ALTER TABLE api_keys ADD COLUMN max_per_day INTEGER
-    CHECK (max_per_day IS NULL OR max_per_day > 0);
 
 PRAGMA user_version = 9;

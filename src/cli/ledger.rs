@@ -29,9 +29,10 @@ pub(super) enum LedgerCommand {
     /// Check that every balance equals the sum of its account's ledger (with --ledger,
     /// also that every account's leased amount is the sum of its nodes' grants).
     Verify,
-    /// Move a single-file installation's accounts, keys and ledger into the empty
+    /// Move a single-file installation's customers (accounts, keys, ledger, sign-in
+    /// providers and identities, audit log, payment settings and top-ups) into the empty
     /// PostgreSQL ledger given by --ledger, then check both with `verify`; refused while a
-    /// server runs on the file.
+    /// server runs on the file. Sessions and sign-ins under way are not moved.
     Migrate {
         /// The SQLite file to move from.
         #[arg(long, value_name = "FILE")]
@@ -77,8 +78,24 @@ struct Migrated {
     accounts: u64,
     keys: u64,
     entries: u64,
+    /// Rows moved per table of the file, in the order they were moved.
+    tables: Tables,
     file_ok: bool,
     ledger_ok: bool,
+}
+
+/// `{"accounts": 2, "api_keys": 3, ...}`, in the order the tables were moved.
+struct Tables(Vec<(&'static str, u64)>);
+
+impl Serialize for Tables {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (table, rows) in &self.0 {
+            map.serialize_entry(table, rows)?;
+        }
+        map.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -195,7 +212,7 @@ fn migrate(file: &Path, ledger: &LedgerConfig) -> anyhow::Result<Verdict> {
         .into());
     }
     let (moved, after, leases) = cluster::run(ledger, async |client| {
-        let moved = pg::changes::migrate_from_file(client, &conn).await?;
+        let moved = pg::from_file::migrate_from_file(client, &conn).await?;
         let (after, leases) = pg::ledger::verify(client).await?;
         Ok((moved, after, leases))
     })?;
@@ -204,9 +221,10 @@ fn migrate(file: &Path, ledger: &LedgerConfig) -> anyhow::Result<Verdict> {
         && after.accounts == before.accounts
         && after.entries == before.entries;
     print(&Migrated {
-        accounts: moved.accounts,
-        keys: moved.keys,
-        entries: moved.entries,
+        accounts: moved.rows("accounts"),
+        keys: moved.rows("api_keys"),
+        entries: moved.rows("ledger"),
+        tables: Tables(moved.tables),
         file_ok: true,
         ledger_ok,
     })?;

@@ -44,6 +44,8 @@ mod hot;
 mod http;
 /// `Idempotency-Key` on the bulk operations: replays uncharged, reused keys refused.
 mod idempotency;
+/// `postal ledger migrate`: a file deployment's customers of every kind on a cluster's node.
+mod migrate;
 /// What is charged and when; 402 and 429.
 mod money;
 /// The normalisation table of decisions.md.

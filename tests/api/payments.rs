@@ -19,9 +19,9 @@ const SECRET_KEY: &str = "sk_test_postal_stand_in";
 const WEBHOOK_SECRET: &str = "whsec_postal_stand_in";
 
 /// The stand-in, running until dropped.
-struct Stripe {
+pub(crate) struct Stripe {
     child: Child,
-    base: String,
+    pub(crate) base: String,
     agent: ureq::Agent,
 }
 
@@ -67,7 +67,7 @@ fn python() -> Option<PathBuf> {
 
 impl Stripe {
     /// The stand-in, posting events to `webhook`.
-    fn start(webhook: &str) -> Option<Stripe> {
+    pub(crate) fn start(webhook: &str) -> Option<Stripe> {
         let python = python()?;
         let config = json!({
             "secretKey": SECRET_KEY,
@@ -99,7 +99,7 @@ impl Stripe {
         Some(Stripe { child, base, agent })
     }
 
-    fn get(&self, path: &str) -> Value {
+    pub(crate) fn get(&self, path: &str) -> Value {
         let text = self
             .agent
             .get(format!("{}{path}", self.base))
@@ -111,7 +111,7 @@ impl Stripe {
         serde_json::from_str(&text).unwrap()
     }
 
-    fn post(&self, path: &str, body: Value) -> Value {
+    pub(crate) fn post(&self, path: &str, body: Value) -> Value {
         let text = self
             .agent
             .post(format!("{}{path}", self.base))
@@ -139,7 +139,7 @@ impl Stripe {
 }
 
 /// `postal payments stripe` with the stand-in's secrets, on the ledger `target` names.
-fn enable_payments(target: &[&str], api_base: &str) -> Value {
+pub(crate) fn enable_payments(target: &[&str], api_base: &str) -> Value {
     let output = Command::new(env!("CARGO_BIN_EXE_postal"))
         .args(target)
         .args(["payments", "stripe", "--api-base", api_base])

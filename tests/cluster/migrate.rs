@@ -1,5 +1,7 @@
+use std::collections::BTreeSet;
 use std::process::Command;
 
+use postal::db::pg::{self, from_file::FILE_TABLES, from_file::Fate};
 use serde_json::{Value, json};
 
 use crate::helpers::{Node, PgCluster, assert_ledger_ok, one_at_a_time, postal};
@@ -157,4 +159,108 @@ fn a_publishable_keys_budget_moves_to_the_ledger_and_each_node_holds_it() {
     assert_eq!(lookup(&made["apiKey"]).0, 429);
     drop(node);
     assert_ledger_ok(&pg);
+}
+
+/// The tables and columns of a new file (as `db::open` makes it) against `ledger migrate`'s
+/// list and a migrated ledger: every table of the file is moved or not moved with a reason,
+/// every column of a moved table (but those it leaves with a reason) has a column in the
+/// ledger of a type its values bind to, and the list names nothing the file lacks. So the
+/// next table or column added to `schema.sql` fails here until it is given a place.
+#[test]
+fn ledger_migrate_leaves_no_table_or_column_of_the_file_behind() {
+    let _one = one_at_a_time();
+    let Some(pg) = PgCluster::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = postal::db::open(&dir.path().join("new.db")).unwrap();
+    let file_columns: Vec<(String, String, String)> = file
+        .prepare(
+            "SELECT m.name, p.name, upper(p.type) FROM sqlite_master m, pragma_table_info(m.name) p
+             WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+             ORDER BY m.name, p.cid",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    let file_tables: BTreeSet<&str> = file_columns.iter().map(|(t, _, _)| t.as_str()).collect();
+
+    // The ledger as the CLI migrates it.
+    postal(&pg.url(), &["ledger", "verify"]).json();
+    let ledger_columns: Vec<(String, String, String)> =
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let ledger = pg::LedgerConfig::parse(&pg.url(), None).unwrap();
+                let client = pg::connect(&ledger).await.unwrap();
+                client
+                    .query(
+                        "SELECT table_name::text, column_name::text, data_type::text
+                     FROM information_schema.columns WHERE table_schema = current_schema()",
+                        &[],
+                    )
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| (r.get(0), r.get(1), r.get(2)))
+                    .collect()
+            });
+
+    let mut problems = Vec::new();
+    for table in &file_tables {
+        if !FILE_TABLES.iter().any(|(listed, _)| listed == table) {
+            problems.push(format!(
+                "the file's table {table} is neither moved nor not moved (from_file::FILE_TABLES)"
+            ));
+        }
+    }
+    for (table, fate) in FILE_TABLES {
+        if !file_tables.contains(table) {
+            problems.push(format!("FILE_TABLES names {table}, which a new file lacks"));
+        }
+        let Fate::Moved { except } = fate else {
+            continue;
+        };
+        for (column, _) in *except {
+            if !file_columns
+                .iter()
+                .any(|(t, c, _)| t == table && c == column)
+            {
+                problems.push(format!(
+                    "{table}.{column} is left behind but a new file lacks it"
+                ));
+            }
+        }
+        for (_, column, file_type) in file_columns.iter().filter(|(t, _, _)| t == table) {
+            if except.iter().any(|(c, _)| c == column) {
+                continue;
+            }
+            let target = ledger_columns
+                .iter()
+                .find(|(t, c, _)| t == table && c == column)
+                .map(|(_, _, ty)| ty.as_str());
+            let fits = match (file_type.as_str(), target) {
+                (_, None) => {
+                    problems.push(format!(
+                        "{table}.{column} is moved but the ledger has no such column \
+                         (add a migration to db/pg/mod.rs MIGRATIONS)"
+                    ));
+                    continue;
+                }
+                ("INTEGER", Some(ty)) => ["bigint", "integer", "smallint", "boolean"].contains(&ty),
+                ("TEXT", Some(ty)) => ty == "text",
+                ("BLOB", Some(ty)) => ty == "bytea",
+                ("REAL", Some(ty)) => ty == "double precision",
+                _ => false,
+            };
+            if !fits {
+                problems.push(format!(
+                    "{table}.{column}: the file's {file_type} cannot go into the ledger's {target:?}"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
 }

@@ -2,8 +2,8 @@
 //! what a node reads and writes (`node`: snapshots, grants, numbered flushes, the sweep of
 //! expired grants, acknowledgements) and what the admin commands do (`accounts`, `keys`,
 //! `reports`, `ledger`: the twins of `db::sqlite`'s files of the same names and functions;
-//! `changes`: the version every change bumps, the nodes' confirmation, the migration from
-//! a file; `connection`: how the ledger is reached, TLS and the password). The SQL of
+//! `changes`: the version every change bumps, the nodes' confirmation; `from_file`: the
+//! migration from a file; `connection`: how the ledger is reached, TLS and the password). The SQL of
 //! cluster mode lives here, beside the SQLite file's, because `db` is the one room with SQL
 //! strings; the money rules it applies are `domain::grant`'s.
 //!
@@ -18,6 +18,7 @@ pub(crate) mod changes;
 mod connection;
 pub(crate) mod dashboard;
 pub(crate) mod decode;
+pub mod from_file;
 pub(crate) mod idempotency;
 pub(crate) mod keys;
 pub(crate) mod ledger;
