@@ -1,5 +1,7 @@
 //! `ApiError`: the one way an error leaves the API, with the contract's status and text.
 
+use std::marker::PhantomData;
+
 use poem::{IntoResponse, Response};
 use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaResponses, Registry};
@@ -328,5 +330,61 @@ impl ApiResponse for ApiError {
 impl From<ApiError> for poem::Error {
     fn from(error: ApiError) -> poem::Error {
         error.0.into()
+    }
+}
+
+/// The error statuses an operation can answer, each with what the document says of it:
+/// for operations that answer fewer than the API's, in their own words (the dashboard's,
+/// which never answer the API's 401 and 402).
+pub trait Documented {
+    /// Status and description (which gives the texts), in no particular order.
+    const ERRORS: &'static [(u16, &'static str)];
+}
+
+/// An `ApiError` of an operation that documents only the statuses and texts of `D`: the
+/// same response, the same one shape (`{"error": ...}`).
+pub struct OperationError<D>(ApiError, PhantomData<fn() -> D>);
+
+impl<D> From<ApiError> for OperationError<D> {
+    fn from(error: ApiError) -> Self {
+        OperationError(error, PhantomData)
+    }
+}
+
+impl<D> std::fmt::Debug for OperationError<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<D> IntoResponse for OperationError<D> {
+    fn into_response(self) -> Response {
+        self.0.into_response()
+    }
+}
+
+impl<D> From<OperationError<D>> for poem::Error {
+    fn from(error: OperationError<D>) -> poem::Error {
+        error.0.into()
+    }
+}
+
+impl<D: Documented> ApiResponse for OperationError<D> {
+    fn meta() -> MetaResponses {
+        let mut meta = Status::meta();
+        meta.responses.retain_mut(|response| {
+            let documented = D::ERRORS
+                .iter()
+                .find(|(status, _)| response.status == Some(*status));
+            if let Some((_, description)) = documented {
+                response.description = description;
+            }
+            documented.is_some()
+        });
+        meta
+    }
+
+    fn register(registry: &mut Registry) {
+        Status::register(registry);
     }
 }

@@ -42,7 +42,7 @@ use poem::http::StatusCode;
 use poem_openapi::OpenApiService;
 
 pub use app::{Dataset, Settings, serve, serve_with};
-pub use error::ApiError;
+pub use error::{ApiError, Documented, OperationError};
 pub use routes::Apis;
 use state::State;
 

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use poem::http::{StatusCode, header};
 use poem::web::Data;
 use poem::{Response, handler};
+use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 
 use super::State;
@@ -22,7 +23,7 @@ const READY_PATIENCE: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone, Default)]
 pub struct Operations {
     /// When set, `/metrics` answers only `Authorization: Bearer <token>`.
-    pub metrics_token: Option<String>,
+    pub metrics_token: Option<SecretString>,
 }
 
 /// What the operator's routes look at: handles shared with the API's `State`.
@@ -44,7 +45,9 @@ impl Ops {
             file: state.file.clone(),
             billing: state.billing.clone(),
             metrics,
-            metrics_token: operations.metrics_token.map(Arc::from),
+            metrics_token: operations
+                .metrics_token
+                .map(|token| Arc::from(token.expose_secret())),
             scraping: Arc::new(Mutex::new(())),
         }
     }

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use clap::Subcommand;
+use secrecy::ExposeSecret;
 use serde::Serialize;
 use serde_json::Number;
 
@@ -72,7 +73,7 @@ impl Shown {
             Some(s) => Shown {
                 enabled: true,
                 processor: Some("stripe"),
-                mode: Some(key_mode(&s.secret_key)),
+                mode: Some(key_mode(s.secret_key.expose_secret())),
                 api_base: Some(s.api_base),
                 max_topup: Some(s.max_topup.to_json_number()),
                 webhook_path: Some(WEBHOOK_PATH),
@@ -151,8 +152,8 @@ pub(super) fn run(
                         ))
                     })?;
                 let settings = PaymentSettings {
-                    secret_key,
-                    webhook_secret,
+                    secret_key: secret_key.into(),
+                    webhook_secret: webhook_secret.into(),
                     api_base: api_base.trim_end_matches('/').to_owned(),
                     max_topup,
                 };

@@ -102,7 +102,7 @@ pub(super) fn run(
                     name,
                     issuer: issuer.trim_end_matches('/').to_owned(),
                     client_id,
-                    client_secret,
+                    client_secret: client_secret.into(),
                 };
                 admin.add_provider(&provider, now_unix()).await?;
                 print(&Listed::of(provider))?;

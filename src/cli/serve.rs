@@ -136,7 +136,7 @@ pub(super) fn run(
             durable: args.durable_charges,
         },
         operations: Operations {
-            metrics_token: args.metrics_token,
+            metrics_token: args.metrics_token.map(Into::into),
         },
         access_log: Some(access_log),
         trusted_proxies: args.trusted_proxies,

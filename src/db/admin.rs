@@ -2,6 +2,8 @@
 //! file, `db::sqlite`; a cluster's PostgreSQL, `db::pg`): the shapes of their answers
 //! and their one error. The rules of a change are `domain::admin`'s.
 
+use secrecy::SecretString;
+
 use crate::domain::admin::Refused;
 use crate::domain::api_key::{ApiKey, Publishable};
 use crate::domain::money::Micros;
@@ -144,20 +146,21 @@ pub struct Mismatch {
 }
 
 /// An OpenID Connect provider customers sign in with (`postal provider add`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Provider {
     pub name: String,
     pub issuer: String,
     pub client_id: String,
-    pub client_secret: String,
+    pub client_secret: SecretString,
 }
 
 /// A sign-in under way: what its callback needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SignIn {
     pub provider: String,
     pub nonce: String,
-    pub verifier: String,
+    /// The PKCE code verifier: whoever holds it with the code gets the customer's tokens.
+    pub verifier: SecretString,
     /// The account of the signed-in customer who links this provider, if any.
     pub link_account: Option<String>,
 }
@@ -183,11 +186,11 @@ pub struct SignedIn {
 }
 
 /// A dashboard session (its id is only ever stored hashed).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SessionRow {
     pub public_id: String,
     pub account_id: String,
-    pub csrf: String,
+    pub csrf: SecretString,
     /// Unix seconds of the sign-in.
     pub created_at: i64,
     pub client: Option<String>,
@@ -238,10 +241,10 @@ mod tests {
 }
 
 /// The card processor's settings (`postal payments stripe`, docs/payments.md).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PaymentSettings {
-    pub secret_key: String,
-    pub webhook_secret: String,
+    pub secret_key: SecretString,
+    pub webhook_secret: SecretString,
     /// `https://api.stripe.com`, or a proxy's (tests: a stand-in), without a trailing `/`.
     pub api_base: String,
     /// The largest top-up a customer may start.

@@ -155,3 +155,44 @@ fn every_free_text_field_states_its_length_limit() {
     assert!(seen.contains(&"/api/city city".to_string()), "{seen:?}");
     assert!(seen.len() >= 12, "{seen:?}");
 }
+
+/// The dashboard's operations (`/account/api`) document their own errors: `Not signed in`
+/// for 401, never the API's 401 of a key nor its 402 (which they never answer), 403 only
+/// where a change is checked for its CSRF token and Origin.
+#[test]
+fn the_dashboard_s_operations_document_only_the_errors_they_answer() {
+    let spec: serde_json::Value =
+        serde_json::from_str(&postal::api::spec_json()).expect("spec JSON");
+    let mut seen = 0;
+    for (path, operations) in spec["paths"].as_object().expect("paths") {
+        if !path.starts_with("/account/api/") {
+            continue;
+        }
+        for (method, operation) in operations.as_object().expect("operations") {
+            seen += 1;
+            let responses = operation["responses"].as_object().expect("responses");
+            let statuses: Vec<&str> = responses.keys().map(String::as_str).collect();
+            let text = |status: &str| responses[status]["description"].as_str().unwrap();
+            assert!(!statuses.contains(&"402"), "{method} {path}: {statuses:?}");
+            assert!(text("401").contains("`Not signed in`"), "{method} {path}");
+            assert!(
+                text("500").contains("`Internal server error`"),
+                "{method} {path}"
+            );
+            let changes = method != "get";
+            assert_eq!(statuses.contains(&"403"), changes, "{method} {path}");
+            if changes {
+                assert!(
+                    text("403").contains("`Missing or wrong X-CSRF-Token`"),
+                    "{method} {path}"
+                );
+            }
+            let takes_body = operation.get("requestBody").is_some();
+            assert_eq!(statuses.contains(&"413"), takes_body, "{method} {path}");
+            if takes_body {
+                assert!(text("400").contains("`Invalid '"), "{method} {path}");
+            }
+        }
+    }
+    assert_eq!(seen, 16);
+}

@@ -14,6 +14,7 @@
 //! plain http for local use. Every state-changing request carries the session's CSRF
 //! token (`X-CSRF-Token`) and an `Origin` equal to the public URL's.
 
+mod answers;
 mod extract;
 mod oidc;
 mod page;
@@ -29,6 +30,7 @@ use std::time::SystemTime;
 
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::{Request, Response, Route};
+use secrecy::ExposeSecret;
 
 use crate::accounts::{AccountError, Accounts, Admin, Failed, SessionRow};
 use crate::api::ApiError;
@@ -169,7 +171,7 @@ impl Dashboard {
             return Err(ApiError::forbidden("Origin not allowed for the dashboard"));
         }
         let token = req.header("X-CSRF-Token").unwrap_or("");
-        if dashboard::token_hash(token) != dashboard::token_hash(&session.row.csrf) {
+        if dashboard::token_hash(token) != dashboard::token_hash(session.row.csrf.expose_secret()) {
             return Err(ApiError::forbidden("Missing or wrong X-CSRF-Token"));
         }
         Ok(session)
@@ -269,4 +271,139 @@ pub(crate) fn pages(route: Route) -> Route {
         .at("/account/link/:name", poem::get(oidc::link))
         .at("/account/callback/:name", poem::get(oidc::callback))
         .at("/account/stripe/webhook", poem::post(stripe::webhook))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::accounts::{PaymentSettings, Provider, SessionRow, SignIn};
+    use crate::domain::money::Micros;
+
+    use super::routes::{KeyBody, LimitsBody, MeBody};
+
+    /// The secrets below, each of which must be absent from every `Debug` output.
+    const SECRETS: [&str; 9] = [
+        "client-secret-4f1c",
+        "pkce-verifier-9a2e",
+        "csrf-token-77d0",
+        "sk_test_stripe-key-31b5",
+        "whsec_webhook-secret-c8e6",
+        "metrics-token-05aa",
+        "ledger-password-e3d9",
+        "sk_live_api-key-6b12",
+        "csrf-token-shown-8f44",
+    ];
+
+    fn printed(what: &str, debug: String) {
+        for secret in SECRETS {
+            assert!(!debug.contains(secret), "{what} prints {secret}: {debug}");
+        }
+    }
+
+    #[test]
+    fn no_configuration_or_session_type_prints_its_secrets() {
+        printed(
+            "Provider",
+            format!(
+                "{:?}",
+                Provider {
+                    name: "p1".into(),
+                    issuer: "https://id.example".into(),
+                    client_id: "postal".into(),
+                    client_secret: SECRETS[0].into(),
+                }
+            ),
+        );
+        printed(
+            "SignIn",
+            format!(
+                "{:?}",
+                SignIn {
+                    provider: "p1".into(),
+                    nonce: "nonce".into(),
+                    verifier: SECRETS[1].into(),
+                    link_account: None,
+                }
+            ),
+        );
+        printed(
+            "SessionRow",
+            format!(
+                "{:?}",
+                SessionRow {
+                    public_id: "ses_abc".into(),
+                    account_id: "acct_1".into(),
+                    csrf: SECRETS[2].into(),
+                    created_at: 0,
+                    client: None,
+                }
+            ),
+        );
+        printed(
+            "PaymentSettings",
+            format!(
+                "{:?}",
+                PaymentSettings {
+                    secret_key: SECRETS[3].into(),
+                    webhook_secret: SECRETS[4].into(),
+                    api_base: "https://api.stripe.com".into(),
+                    max_topup: Micros::ZERO,
+                }
+            ),
+        );
+        let ledger = crate::billing::LedgerConfig::parse(
+            &format!("postgres://postal:{}@127.0.0.1/postal", SECRETS[6]),
+            None,
+        )
+        .expect("a ledger URL on loopback");
+        printed(
+            "Settings",
+            format!(
+                "{:?}",
+                crate::api::Settings {
+                    operations: crate::api::ops::Operations {
+                        metrics_token: Some(SECRETS[5].into()),
+                    },
+                    ledger: Some(ledger),
+                    ..Default::default()
+                }
+            ),
+        );
+        let key = KeyBody {
+            key_id: "key_1".into(),
+            name: None,
+            kind: "secret".into(),
+            hint: Some("sk_live".into()),
+            created_at: "2026-11-28T00:00:00Z".into(),
+            revoked: false,
+            revoked_at: None,
+            expires_at: None,
+            origins: None,
+            per_ip_minute: None,
+            max_per_minute: None,
+            max_per_day: None,
+            api_key: Some(SECRETS[7].into()),
+        };
+        printed("KeyBody", format!("{key:?}"));
+        printed(
+            "MeBody",
+            format!(
+                "{:?}",
+                MeBody {
+                    account_id: "acct_1".into(),
+                    name: None,
+                    balance: 0.0,
+                    queries_left: 0,
+                    limits: LimitsBody {
+                        per_minute: None,
+                        per_hour: None,
+                        per_day: None,
+                    },
+                    identities: Vec::new(),
+                    providers: Vec::new(),
+                    session_id: "ses_abc".into(),
+                    csrf_token: SECRETS[8].into(),
+                }
+            ),
+        );
+    }
 }

@@ -22,6 +22,7 @@ use openidconnect::{
 use poem::http::{StatusCode, header};
 use poem::web::{Data, Path, Query};
 use poem::{Request, Response, handler};
+use secrecy::ExposeSecret;
 use serde::Deserialize;
 
 use super::{Dashboard, SIGNIN_COOKIE, STARTS_PER_MINUTE, cookie, now_unix, see_other};
@@ -91,7 +92,9 @@ fn client(dash: &Dashboard, provider: &Provider) -> Result<Client, Failure> {
     Ok(CoreClient::from_provider_metadata(
         metadata,
         ClientId::new(provider.client_id.clone()),
-        Some(ClientSecret::new(provider.client_secret.clone())),
+        Some(ClientSecret::new(
+            provider.client_secret.expose_secret().to_owned(),
+        )),
     )
     .set_redirect_uri(redirect))
 }
@@ -207,7 +210,7 @@ async fn start(
     let pending = SignIn {
         provider: name.to_owned(),
         nonce: nonce.secret().clone(),
-        verifier: verifier.secret().clone(),
+        verifier: verifier.secret().clone().into(),
         link_account,
     };
     let state_hash = dashboard::token_hash(state.secret());
@@ -311,7 +314,9 @@ async fn finish(
         let exchange = client
             .exchange_code(AuthorizationCode::new(code))
             .map_err(|e| refused(e.to_string()))?
-            .set_pkce_verifier(PkceCodeVerifier::new(verifier));
+            .set_pkce_verifier(PkceCodeVerifier::new(
+                verifier.expose_secret().to_owned(),
+            ));
         let tokens = exchange
             .request(&http_client(&worker.http))
             .map_err(|e| refused(error_chain(&e)))?;
@@ -360,7 +365,7 @@ async fn finish(
     let row = SessionRow {
         public_id: dashboard::new_session_id(),
         account_id: String::new(),
-        csrf: dashboard::random_token(),
+        csrf: dashboard::random_token().into(),
         created_at: now,
         client: client_text,
     };

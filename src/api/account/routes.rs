@@ -11,15 +11,19 @@ use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::{Json, PlainText};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, ResponseContent};
-use serde_json::{Map, Value};
+use secrecy::ExposeSecret;
 
-use super::extract::{Body, Changing, Signed};
+use super::answers::{
+    EndSession, Failed, KeyRename, KeyRevoke, KeyRoll, NewKey, Read, ReadQuery, SetLimits, SignOut,
+    Unlink,
+};
+use super::extract::{Body, Changing, DashboardBody, Signed};
 use super::{Dashboard, now_unix};
 use crate::accounts::{AccountError, KeyLine};
 use crate::api::{ApiError, ApiTags};
-use crate::domain::admin::LimitsChange;
+use crate::domain::admin::{LimitsChange, Refused};
 use crate::domain::api_key::{Budget, DEFAULT_PER_IP_MINUTE, Publishable};
-use crate::domain::dashboard;
+use crate::domain::dashboard::{self, DashboardRefused};
 use crate::domain::origin::OriginPattern;
 use crate::domain::rate_limit::Limits;
 
@@ -62,7 +66,8 @@ pub struct IdentityBody {
 }
 
 /// Who is signed in, their balance and limits, and the CSRF token of their changes.
-#[derive(Debug, Object)]
+/// (`Debug` by hand: it leaves out the token.)
+#[derive(Object)]
 pub struct MeBody {
     #[oai(rename = "accountId")]
     pub account_id: String,
@@ -84,7 +89,8 @@ pub struct MeBody {
 }
 
 /// A key of the account; `apiKey` only in the answer that made it (shown once).
-#[derive(Debug, Object)]
+/// (`Debug` by hand: it leaves out the key.)
+#[derive(Object)]
 pub struct KeyBody {
     #[oai(rename = "keyId")]
     pub key_id: String,
@@ -116,6 +122,39 @@ pub struct KeyBody {
     /// The key itself: only when it was just made.
     #[oai(rename = "apiKey", skip_serializing_if_is_none)]
     pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for MeBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MeBody")
+            .field("account_id", &self.account_id)
+            .field("name", &self.name)
+            .field("balance", &self.balance)
+            .field("queries_left", &self.queries_left)
+            .field("limits", &self.limits)
+            .field("identities", &self.identities)
+            .field("providers", &self.providers)
+            .field("session_id", &self.session_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for KeyBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyBody")
+            .field("key_id", &self.key_id)
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("hint", &self.hint)
+            .field("created_at", &self.created_at)
+            .field("revoked_at", &self.revoked_at)
+            .field("expires_at", &self.expires_at)
+            .field("origins", &self.origins)
+            .field("per_ip_minute", &self.per_ip_minute)
+            .field("max_per_minute", &self.max_per_minute)
+            .field("max_per_day", &self.max_per_day)
+            .finish_non_exhaustive()
+    }
 }
 
 impl KeyBody {
@@ -179,11 +218,31 @@ pub struct NewKeyRequest {
     pub max_per_day: Option<u32>,
 }
 
+impl DashboardBody for NewKeyRequest {
+    fn out_of_bounds(field: &str) -> ApiError {
+        key_name_out_of_bounds(field)
+    }
+}
+
+/// A key name over 100 characters: the CLI's text.
+fn key_name_out_of_bounds(field: &str) -> ApiError {
+    match field {
+        "name" => refused(DashboardRefused::KeyName),
+        _ => super::extract::invalid(field),
+    }
+}
+
 #[derive(Debug, Object)]
 pub struct RenameRequest {
     /// 1 to 100 characters; empty or `null` removes it.
     #[oai(validator(max_length = 100))]
     pub name: Option<String>,
+}
+
+impl DashboardBody for RenameRequest {
+    fn out_of_bounds(field: &str) -> ApiError {
+        key_name_out_of_bounds(field)
+    }
 }
 
 #[derive(Debug, Object)]
@@ -194,6 +253,13 @@ pub struct RollRequest {
         validator(minimum(value = "1"), maximum(value = "168"))
     )]
     pub grace_hours: Option<u64>,
+}
+
+impl DashboardBody for RollRequest {
+    /// `graceHours` out of 1 to 168: the CLI's text.
+    fn out_of_bounds(_field: &str) -> ApiError {
+        refused(DashboardRefused::Grace)
+    }
 }
 
 #[derive(Debug, Object)]
@@ -212,6 +278,13 @@ pub struct LimitsRequest {
     pub per_hour: Option<u64>,
     #[oai(rename = "perDay", validator(minimum(value = "1")))]
     pub per_day: Option<u64>,
+}
+
+impl DashboardBody for LimitsRequest {
+    /// A limit of 0: the CLI's text.
+    fn out_of_bounds(_field: &str) -> ApiError {
+        refused(Refused::ZeroLimit)
+    }
 }
 
 #[derive(Debug, Object)]
@@ -303,6 +376,8 @@ pub struct UnlinkRequest {
     pub subject: String,
 }
 
+impl DashboardBody for UnlinkRequest {}
+
 #[derive(Debug, Object)]
 pub struct UnlinkedBody {
     pub unlinked: bool,
@@ -344,28 +419,6 @@ pub enum Format {
     Csv,
 }
 
-fn text_field<'a>(body: &'a Map<String, Value>, name: &str) -> Result<Option<&'a str>, ApiError> {
-    match body.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ApiError::bad_request(format!("Invalid '{name}'"))),
-    }
-}
-
-/// A count of requests in the body (a key's rules): absent or `null`, else a whole
-/// number from 1 to 2^32 - 1.
-fn count_field(body: &Map<String, Value>, name: &str) -> Result<Option<u32>, ApiError> {
-    match body.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .filter(|n| *n >= 1)
-            .map(Some)
-            .ok_or_else(|| ApiError::bad_request(format!("Invalid '{name}'"))),
-    }
-}
-
 fn refused(why: impl ToString) -> ApiError {
     ApiError::bad_request(why.to_string())
 }
@@ -404,7 +457,7 @@ impl AccountApi {
         &self,
         dash: Data<&Arc<Dashboard>>,
         signed: Signed,
-    ) -> Result<Json<MeBody>, ApiError> {
+    ) -> Result<Json<MeBody>, Failed<Read>> {
         let session = signed.0;
         let account = session.account();
         let (view, identities, providers) = dash
@@ -434,7 +487,7 @@ impl AccountApi {
                 .collect(),
             providers: providers.into_iter().map(|p| p.name).collect(),
             session_id: session.row.public_id,
-            csrf_token: session.row.csrf,
+            csrf_token: session.row.csrf.expose_secret().to_owned(),
         }))
     }
 
@@ -444,7 +497,7 @@ impl AccountApi {
         &self,
         dash: Data<&Arc<Dashboard>>,
         signed: Signed,
-    ) -> Result<Json<KeysBody>, ApiError> {
+    ) -> Result<Json<KeysBody>, Failed<Read>> {
         let account = signed.0.account();
         let keys = dash
             .admin(move |mut admin| async move { admin.keys(&account).await })
@@ -461,33 +514,26 @@ impl AccountApi {
         dash: Data<&Arc<Dashboard>>,
         changing: Changing,
         body: Body<NewKeyRequest>,
-    ) -> Result<Created, ApiError> {
+    ) -> Result<Created, Failed<NewKey>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
-        let body = body.fields;
-        let name = dashboard::key_name(text_field(&body, "name")?).map_err(refused)?;
-        let publishable = match text_field(&body, "kind")?.unwrap_or("secret") {
-            "secret" => None,
-            "publishable" => {
-                let origins = match body.get("origins") {
-                    Some(Value::Array(items)) => items
-                        .iter()
-                        .map(|o| {
-                            o.as_str()
-                                .ok_or_else(|| ApiError::bad_request("Invalid 'origins'"))
-                                .and_then(|o| OriginPattern::parse(o).map_err(refused))
-                        })
-                        .collect::<Result<Vec<_>, _>>()?,
-                    None | Some(Value::Null) => Vec::new(),
-                    Some(_) => return Err(ApiError::bad_request("Invalid 'origins'")),
-                };
-                let per_ip = count_field(&body, "perIpMinute")?.unwrap_or(DEFAULT_PER_IP_MINUTE);
+        let request = body.0;
+        let name = dashboard::key_name(request.name.as_deref()).map_err(refused)?;
+        let publishable = match request.kind.unwrap_or(NewKeyKind::Secret) {
+            NewKeyKind::Secret => None,
+            NewKeyKind::Publishable => {
+                let origins = request
+                    .origins
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|o| OriginPattern::parse(o).map_err(refused))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let per_ip = request.per_ip_minute.unwrap_or(DEFAULT_PER_IP_MINUTE);
                 let budget = Budget {
-                    per_minute: count_field(&body, "maxPerMinute")?,
-                    per_day: count_field(&body, "maxPerDay")?,
+                    per_minute: request.max_per_minute,
+                    per_day: request.max_per_day,
                 };
                 Some(Publishable::new(origins, per_ip, budget).map_err(refused)?)
             }
-            _ => return Err(ApiError::bad_request("Invalid 'kind'")),
         };
         let now = SystemTime::now();
         let (key, keys) = dash
@@ -511,9 +557,9 @@ impl AccountApi {
         changing: Changing,
         key_id: Path<String>,
         body: Body<RenameRequest>,
-    ) -> Result<Json<KeyBody>, ApiError> {
+    ) -> Result<Json<KeyBody>, Failed<KeyRename>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
-        let name = dashboard::key_name(text_field(&body.fields, "name")?).map_err(refused)?;
+        let name = dashboard::key_name(body.0.name.as_deref()).map_err(refused)?;
         let key_id = key_id.0;
         let wanted = key_id.clone();
         let keys = dash
@@ -533,7 +579,7 @@ impl AccountApi {
         dash: Data<&Arc<Dashboard>>,
         changing: Changing,
         key_id: Path<String>,
-    ) -> Result<Json<RevokedBody>, ApiError> {
+    ) -> Result<Json<RevokedBody>, Failed<KeyRevoke>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
         let key_id = key_id.0;
         let shown = key_id.clone();
@@ -558,14 +604,9 @@ impl AccountApi {
         changing: Changing,
         key_id: Path<String>,
         body: Body<RollRequest>,
-    ) -> Result<Created, ApiError> {
+    ) -> Result<Created, Failed<KeyRoll>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
-        let hours = match body.fields.get("graceHours") {
-            None | Some(Value::Null) => 24,
-            Some(v) => v
-                .as_u64()
-                .ok_or_else(|| ApiError::bad_request("Invalid 'graceHours'"))?,
-        };
+        let hours = body.0.grace_hours.unwrap_or(24);
         let grace = dashboard::grace_secs(hours).map_err(refused)?;
         let now = SystemTime::now();
         let ends = crate::domain::date::unix_secs(now) + grace;
@@ -588,19 +629,13 @@ impl AccountApi {
         dash: Data<&Arc<Dashboard>>,
         changing: Changing,
         body: Body<LimitsRequest>,
-    ) -> Result<Json<LimitsAnswer>, ApiError> {
+    ) -> Result<Json<LimitsAnswer>, Failed<SetLimits>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
-        let window = |name: &str| match body.fields.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .map(Some)
-                .ok_or_else(|| ApiError::bad_request(format!("Invalid '{name}'"))),
-        };
+        let request = body.0;
         let limits = Limits {
-            per_minute: window("perMinute")?,
-            per_hour: window("perHour")?,
-            per_day: window("perDay")?,
+            per_minute: request.per_minute,
+            per_hour: request.per_hour,
+            per_day: request.per_day,
         };
         let change = LimitsChange::exactly(limits).map_err(refused)?;
         let limits = dash
@@ -623,7 +658,7 @@ impl AccountApi {
         #[oai(validator(minimum(value = "1"), maximum(value = "366")))]
         days: Query<Option<u32>>,
         format: Query<Option<Format>>,
-    ) -> Result<Listing<UsageBody>, ApiError> {
+    ) -> Result<Listing<UsageBody>, Failed<ReadQuery>> {
         let account = signed.0.account();
         let days = days.0.unwrap_or(30);
         let now = now_unix();
@@ -671,7 +706,7 @@ impl AccountApi {
         &self,
         dash: Data<&Arc<Dashboard>>,
         signed: Signed,
-    ) -> Result<Json<LedgerBody>, ApiError> {
+    ) -> Result<Json<LedgerBody>, Failed<Read>> {
         let account = signed.0.account();
         let since = now_unix() - 90 * 86_400;
         let mut entries = dash
@@ -702,7 +737,7 @@ impl AccountApi {
         &self,
         dash: Data<&Arc<Dashboard>>,
         signed: Signed,
-    ) -> Result<Json<SessionsBody>, ApiError> {
+    ) -> Result<Json<SessionsBody>, Failed<Read>> {
         let (account, current) = (signed.0.account(), signed.0.row.public_id.clone());
         let now = now_unix();
         let list = dash
@@ -733,7 +768,7 @@ impl AccountApi {
         dash: Data<&Arc<Dashboard>>,
         changing: Changing,
         session_id: Path<String>,
-    ) -> Result<Json<EndedBody>, ApiError> {
+    ) -> Result<Json<EndedBody>, Failed<EndSession>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
         let session_id = session_id.0;
         let shown = session_id.clone();
@@ -748,7 +783,7 @@ impl AccountApi {
                 session_id: shown,
                 ended: true,
             })),
-            false => Err(ApiError::not_found(&format!("no session {shown:?}"))),
+            false => Err(ApiError::not_found(&format!("no session {shown:?}")).into()),
         }
     }
 
@@ -764,12 +799,9 @@ impl AccountApi {
         dash: Data<&Arc<Dashboard>>,
         changing: Changing,
         body: Body<UnlinkRequest>,
-    ) -> Result<Json<UnlinkedBody>, ApiError> {
+    ) -> Result<Json<UnlinkedBody>, Failed<Unlink>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
-        let issuer = text_field(&body.fields, "issuer")?.unwrap_or("").to_owned();
-        let subject = text_field(&body.fields, "subject")?
-            .unwrap_or("")
-            .to_owned();
+        let UnlinkRequest { issuer, subject } = body.0;
         let now = now_unix();
         dash.admin_as(actor, move |mut admin| async move {
             admin.unlink(&account, &issuer, &subject, now).await
@@ -786,7 +818,7 @@ impl AccountApi {
         dash: Data<&Arc<Dashboard>>,
         signed: Signed,
         format: Query<Option<Format>>,
-    ) -> Result<Listing<AuditBody>, ApiError> {
+    ) -> Result<Listing<AuditBody>, Failed<ReadQuery>> {
         let account = signed.0.account();
         let entries = dash
             .admin(move |mut admin| async move { admin.audit_entries(&account).await })
@@ -819,7 +851,7 @@ impl AccountApi {
         &self,
         dash: Data<&Arc<Dashboard>>,
         changing: Changing,
-    ) -> Result<SignedOut, ApiError> {
+    ) -> Result<SignedOut, Failed<SignOut>> {
         let session = changing.0;
         let (account, id, actor) = (
             session.account(),

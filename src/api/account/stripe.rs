@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use poem::web::{Data, Json};
 use poem::{Body, IntoResponse, Request, Response, handler};
+use secrecy::ExposeSecret;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -93,7 +94,7 @@ async fn call(
 ) -> Result<CheckoutSession, StripeError> {
     let agent = dash.http.clone();
     let url = format!("{}{path}", settings.api_base);
-    let auth = format!("Bearer {}", settings.secret_key);
+    let auth = format!("Bearer {}", settings.secret_key.expose_secret());
     dash.outside(move || {
         let mut request = ureq::http::Request::builder()
             .method(method)
@@ -255,7 +256,7 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
     payments::verify_signature(
         req.header("Stripe-Signature"),
         &raw,
-        &settings.webhook_secret,
+        settings.webhook_secret.expose_secret(),
         now,
     )
     .map_err(|e| ApiError::bad_request(e.to_string()))?;

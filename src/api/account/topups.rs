@@ -5,18 +5,17 @@
 
 use std::sync::Arc;
 
-use poem::web::Data;
-use poem_openapi::payload::Json;
-use poem_openapi::{ApiResponse, Object, OpenApi};
-use serde_json::Value;
-
-use super::extract::{Body, Changing, Signed};
+use super::answers::{Failed, Read, StartTopup};
+use super::extract::{Body, Changing, DashboardBody, Signed};
 use super::stripe;
 use super::{Dashboard, now_unix};
 use crate::accounts::{AccountError, TopupView};
 use crate::api::{ApiError, ApiTags};
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::payments;
+use poem::web::Data;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
 
 /// The dashboard's top-up operations.
 pub struct TopupsApi;
@@ -30,6 +29,8 @@ pub struct TopupRequest {
     #[oai(validator(max_length = 20))]
     pub amount: String,
 }
+
+impl DashboardBody for TopupRequest {}
 
 /// A top-up made: pay it at `url` (Stripe's page); the balance grows when Stripe confirms.
 #[derive(Debug, Object)]
@@ -109,7 +110,7 @@ impl TopupsApi {
         &self,
         dash: Data<&Arc<Dashboard>>,
         signed: Signed,
-    ) -> Result<Json<TopupsBody>, ApiError> {
+    ) -> Result<Json<TopupsBody>, Failed<Read>> {
         let account = signed.0.account();
         let wanted = account.clone();
         let (settings, topups) = dash
@@ -142,12 +143,9 @@ impl TopupsApi {
         dash: Data<&Arc<Dashboard>>,
         changing: Changing,
         body: Body<TopupRequest>,
-    ) -> Result<Started, ApiError> {
+    ) -> Result<Started, Failed<StartTopup>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
-        let amount = match body.fields.get("amount") {
-            Some(Value::String(text)) => text.clone(),
-            _ => return Err(ApiError::bad_request("Invalid 'amount'")),
-        };
+        let amount = body.0.amount;
         let settings = dash
             .admin(move |mut admin| async move { admin.payments().await })
             .await?
@@ -170,7 +168,7 @@ impl TopupsApi {
                         admin.close_topup(Some(&failed), None, "failed").await
                     })
                     .await?;
-                    return Err(e.into_api_error());
+                    return Err(e.into_api_error().into());
                 }
             };
         let url = session.url.unwrap_or_default();

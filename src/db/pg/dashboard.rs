@@ -2,6 +2,7 @@
 //! way and sessions, shared by every node. The twin of `db::sqlite::dashboard`. A new
 //! account bumps the version (`changes::bump`), as `account create` does.
 
+use secrecy::ExposeSecret;
 use tokio_postgres::{Client, GenericClient};
 
 use crate::db::admin::{
@@ -23,7 +24,13 @@ pub async fn add_provider(client: &Client, p: &Provider, now: i64) -> Result<(),
         .execute(
             "INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING",
-            &[&p.name, &p.issuer, &p.client_id, &p.client_secret, &now],
+            &[
+                &p.name,
+                &p.issuer,
+                &p.client_id,
+                &p.client_secret.expose_secret(),
+                &now,
+            ],
         )
         .await?;
     match added {
@@ -48,7 +55,7 @@ pub async fn providers(client: &Client) -> Result<Vec<Provider>, AccountError> {
             name: r.get(0),
             issuer: r.get(1),
             client_id: r.get(2),
-            client_secret: r.get(3),
+            client_secret: r.get::<_, String>(3).into(),
         })
         .collect())
 }
@@ -79,7 +86,7 @@ pub async fn put_signin(
             &&state_hash[..],
             &signin.provider,
             &signin.nonce,
-            &signin.verifier,
+            &signin.verifier.expose_secret(),
             &signin.link_account,
             &now,
         ],
@@ -108,7 +115,7 @@ pub async fn take_signin(
         (now - at < dashboard::SIGNIN_SECS).then(|| SignIn {
             provider: r.get(0),
             nonce: r.get(1),
-            verifier: r.get(2),
+            verifier: r.get::<_, String>(2).into(),
             link_account: r.get(3),
         })
     }))
@@ -306,7 +313,7 @@ pub async fn create_session(
                 &&id_hash[..],
                 &session.public_id,
                 &rowid,
-                &session.csrf,
+                &session.csrf.expose_secret(),
                 &session.created_at,
                 &session.client,
             ],
@@ -344,7 +351,7 @@ pub async fn session(
     Ok(Some(SessionRow {
         public_id: r.get(0),
         account_id: r.get(1),
-        csrf: r.get(2),
+        csrf: r.get::<_, String>(2).into(),
         created_at,
         client: r.get(5),
     }))

@@ -3,6 +3,7 @@
 //! refund bumps the version (`changes::bump`), as `account topup` does, for the nodes to
 //! hold it from the next request. The twin of `db::sqlite::payments`.
 
+use secrecy::ExposeSecret;
 use tokio_postgres::{Client, Row};
 
 use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunded, TopupView};
@@ -29,8 +30,8 @@ pub async fn set_settings(
                  webhook_secret = excluded.webhook_secret, api_base = excluded.api_base,
                  max_topup = excluded.max_topup, updated_at = excluded.updated_at",
             &[
-                &s.secret_key,
-                &s.webhook_secret,
+                &s.secret_key.expose_secret(),
+                &s.webhook_secret.expose_secret(),
                 &s.api_base,
                 &s.max_topup,
                 &now,
@@ -49,8 +50,8 @@ pub async fn settings(client: &Client) -> Result<Option<PaymentSettings>, Accoun
         .await?;
     Ok(match row {
         Some(r) => Some(PaymentSettings {
-            secret_key: r.get(0),
-            webhook_secret: r.get(1),
+            secret_key: r.get::<_, String>(0).into(),
+            webhook_secret: r.get::<_, String>(1).into(),
             api_base: r.get(2),
             max_topup: r.try_get(3)?,
         }),

@@ -3,6 +3,7 @@
 //! `db::pg::dashboard`.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use secrecy::ExposeSecret;
 
 use crate::db::admin::{
     AccountError, AuditEntry, Audited, IdentityView, Provider, SessionRow, SessionView, SignIn,
@@ -34,7 +35,13 @@ pub fn add_provider(conn: &mut Connection, p: &Provider, now: i64) -> Result<(),
     tx.execute(
         "INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![p.name, p.issuer, p.client_id, p.client_secret, now],
+        params![
+            p.name,
+            p.issuer,
+            p.client_id,
+            p.client_secret.expose_secret(),
+            now
+        ],
     )?;
     tx.commit()?;
     Ok(())
@@ -51,7 +58,7 @@ pub fn providers(conn: &Connection) -> Result<Vec<Provider>, AccountError> {
                 name: r.get(0)?,
                 issuer: r.get(1)?,
                 client_id: r.get(2)?,
-                client_secret: r.get(3)?,
+                client_secret: r.get::<_, String>(3)?.into(),
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -83,7 +90,7 @@ pub fn put_signin(
             &state_hash[..],
             signin.provider,
             signin.nonce,
-            signin.verifier,
+            signin.verifier.expose_secret(),
             signin.link_account,
             now
         ],
@@ -110,7 +117,7 @@ pub fn take_signin(
                     SignIn {
                         provider: r.get(0)?,
                         nonce: r.get(1)?,
-                        verifier: r.get(2)?,
+                        verifier: r.get::<_, String>(2)?.into(),
                         link_account: r.get(3)?,
                     },
                     r.get::<_, i64>(4)?,
@@ -289,7 +296,7 @@ pub fn create_session(
             &id_hash[..],
             session.public_id,
             rowid,
-            session.csrf,
+            session.csrf.expose_secret(),
             session.created_at,
             session.client
         ],
@@ -315,7 +322,7 @@ pub fn session(
                     SessionRow {
                         public_id: r.get(0)?,
                         account_id: r.get(1)?,
-                        csrf: r.get(2)?,
+                        csrf: r.get::<_, String>(2)?.into(),
                         created_at: r.get(3)?,
                         client: r.get(5)?,
                     },

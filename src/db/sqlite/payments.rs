@@ -3,6 +3,7 @@
 //! writes its ledger row) and their refunds. The twin of `db::pg::payments`.
 
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use secrecy::ExposeSecret;
 
 use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunded, TopupView};
 use crate::db::sqlite::accounts::write_change;
@@ -23,7 +24,13 @@ pub fn set_settings(
          ON CONFLICT (id) DO UPDATE SET secret_key = excluded.secret_key,
              webhook_secret = excluded.webhook_secret, api_base = excluded.api_base,
              max_topup = excluded.max_topup, updated_at = excluded.updated_at",
-        params![s.secret_key, s.webhook_secret, s.api_base, s.max_topup, now],
+        params![
+            s.secret_key.expose_secret(),
+            s.webhook_secret.expose_secret(),
+            s.api_base,
+            s.max_topup,
+            now
+        ],
     )?;
     Ok(())
 }
@@ -35,8 +42,8 @@ pub fn settings(conn: &Connection) -> Result<Option<PaymentSettings>, AccountErr
             [],
             |r| {
                 Ok(PaymentSettings {
-                    secret_key: r.get(0)?,
-                    webhook_secret: r.get(1)?,
+                    secret_key: r.get::<_, String>(0)?.into(),
+                    webhook_secret: r.get::<_, String>(1)?.into(),
                     api_base: r.get(2)?,
                     max_topup: r.get(3)?,
                 })

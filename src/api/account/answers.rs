@@ -1,0 +1,201 @@
+//! What each `/account/api` operation can answer besides its success, word for word, for
+//! the OpenAPI document: the dashboard's own 401 and 403, never the API's 401 of a key or
+//! its 402 (`crate::api::OperationError`).
+
+/// An error of a dashboard operation, documented as `D` lists it: never the API's 401 of
+/// a key nor its 402, which the dashboard does not answer.
+pub(super) type Failed<D> = crate::api::OperationError<D>;
+
+// What the operations answer besides their success, word for word. An account gone while
+// signed in is also `Not signed in` (`account_error`).
+const UNSIGNED_401: (u16, &str) = (
+    401,
+    "No live session: no session cookie, or its session ended or was signed out \
+     (`Not signed in`).",
+);
+const REFUSED_403: (u16, &str) = (
+    403,
+    "The change lacks its session's `X-CSRF-Token` (`Missing or wrong X-CSRF-Token`) or \
+     comes from another `Origin` than the public URL's (`Origin not allowed for the \
+     dashboard`); nothing changed.",
+);
+const TOO_LARGE_413: (u16, &str) = (
+    413,
+    "The request body is larger than 64 KiB (`Request body too large`); nothing changed.",
+);
+const INTERNAL_500: (u16, &str) = (500, "Internal server error (`Internal server error`).");
+const NO_KEY_404: (u16, &str) = (
+    404,
+    "The account holds no key of that id (`no key \"<keyId>\"`); nothing changed.",
+);
+
+/// A read of the signed-in account.
+pub(super) struct Read;
+impl crate::api::Documented for Read {
+    const ERRORS: &'static [(u16, &'static str)] = &[UNSIGNED_401, INTERNAL_500];
+}
+
+/// A read with query parameters.
+pub(super) struct ReadQuery;
+impl crate::api::Documented for ReadQuery {
+    const ERRORS: &'static [(u16, &'static str)] = &[
+        (
+            400,
+            "A query parameter outside its documented values (`Invalid JSON body`, the text \
+             of any request that cannot be parsed).",
+        ),
+        UNSIGNED_401,
+        INTERNAL_500,
+    ];
+}
+
+/// `createKey`.
+pub(super) struct NewKey;
+impl crate::api::Documented for NewKey {
+    const ERRORS: &'static [(u16, &'static str)] = &[
+        (
+            400,
+            "The body is not a JSON object (`Request body must be a JSON object`), a field \
+             does not fit its documented type or bounds (`Invalid '<field>'`; a name over \
+             100 characters: `key name must be 1 to 100 characters`), or the CLI refuses \
+             the key, in its words (`invalid origin ...`, `a publishable key needs at least \
+             one origin`, `an account holds at most 20 live keys; revoke one first`); \
+             nothing changed.",
+        ),
+        UNSIGNED_401,
+        REFUSED_403,
+        TOO_LARGE_413,
+        INTERNAL_500,
+    ];
+}
+
+/// `renameKey`.
+pub(super) struct KeyRename;
+impl crate::api::Documented for KeyRename {
+    const ERRORS: &'static [(u16, &'static str)] = &[
+        (
+            400,
+            "The body is not a JSON object (`Request body must be a JSON object`), `name` is \
+             not a string (`Invalid 'name'`), or it is over 100 characters or holds a \
+             control character (`key name must be 1 to 100 characters`); nothing changed.",
+        ),
+        UNSIGNED_401,
+        REFUSED_403,
+        NO_KEY_404,
+        TOO_LARGE_413,
+        INTERNAL_500,
+    ];
+}
+
+/// `revokeKey`.
+pub(super) struct KeyRevoke;
+impl crate::api::Documented for KeyRevoke {
+    const ERRORS: &'static [(u16, &'static str)] =
+        &[UNSIGNED_401, REFUSED_403, NO_KEY_404, INTERNAL_500];
+}
+
+/// `rollKey`.
+pub(super) struct KeyRoll;
+impl crate::api::Documented for KeyRoll {
+    const ERRORS: &'static [(u16, &'static str)] = &[
+        (
+            400,
+            "The body is not a JSON object (`Request body must be a JSON object`), \
+             `graceHours` is not a whole number (`Invalid 'graceHours'`) or not 1 to 168 \
+             (`graceHours must be 1 to 168 (7 days)`), or the key is revoked (`a revoked \
+             key cannot be rolled`); nothing changed.",
+        ),
+        UNSIGNED_401,
+        REFUSED_403,
+        NO_KEY_404,
+        TOO_LARGE_413,
+        INTERNAL_500,
+    ];
+}
+
+/// `setLimits`.
+pub(super) struct SetLimits;
+impl crate::api::Documented for SetLimits {
+    const ERRORS: &'static [(u16, &'static str)] = &[
+        (
+            400,
+            "The body is not a JSON object (`Request body must be a JSON object`), a window \
+             is not a whole number (`Invalid '<window>'`), or it is 0 (`a limit must be at \
+             least 1 (use --off to remove limits)`); nothing changed.",
+        ),
+        UNSIGNED_401,
+        REFUSED_403,
+        TOO_LARGE_413,
+        INTERNAL_500,
+    ];
+}
+
+/// `endSession`.
+pub(super) struct EndSession;
+impl crate::api::Documented for EndSession {
+    const ERRORS: &'static [(u16, &'static str)] = &[
+        UNSIGNED_401,
+        REFUSED_403,
+        (
+            404,
+            "The account has no live session of that id (`no session \"<sessionId>\"`).",
+        ),
+        INTERNAL_500,
+    ];
+}
+
+/// `unlinkIdentity`.
+pub(super) struct Unlink;
+impl crate::api::Documented for Unlink {
+    const ERRORS: &'static [(u16, &'static str)] = &[
+        (
+            400,
+            "The body is not a JSON object (`Request body must be a JSON object`), `issuer` \
+             or `subject` is missing or not a string (`Invalid '<field>'`), the account has \
+             no such identity (`no such identity on this account`), or it is the last one \
+             (`an account keeps at least one identity`); nothing changed.",
+        ),
+        UNSIGNED_401,
+        REFUSED_403,
+        TOO_LARGE_413,
+        INTERNAL_500,
+    ];
+}
+
+/// `signOut`.
+pub(super) struct SignOut;
+impl crate::api::Documented for SignOut {
+    const ERRORS: &'static [(u16, &'static str)] = &[UNSIGNED_401, REFUSED_403, INTERNAL_500];
+}
+
+/// `startTopup`.
+pub(super) struct StartTopup;
+impl crate::api::Documented for StartTopup {
+    const ERRORS: &'static [(u16, &'static str)] = &[
+        (
+            400,
+            "The body is not a JSON object (`Request body must be a JSON object`), `amount` \
+             is missing, not a string or over 20 characters (`Invalid 'amount'`), or not an \
+             amount this server takes (`amount must be USD in whole cents, such as \"5.00\": \
+             got ...`, `a top-up must be at least 5 USD, got ... USD`, `a top-up can be at \
+             most ... USD on this server, got ... USD`, or the cap on pending top-ups); \
+             nothing was charged.",
+        ),
+        UNSIGNED_401,
+        (
+            403,
+            "The change lacks its session's `X-CSRF-Token` (`Missing or wrong X-CSRF-Token`) \
+             or comes from another `Origin` than the public URL's (`Origin not allowed for \
+             the dashboard`), or this server takes no cards (`Top-ups by card are not set up \
+             on this server. ...`); nothing changed.",
+        ),
+        TOO_LARGE_413,
+        INTERNAL_500,
+        (
+            503,
+            "Stripe could not be reached (`The payment processor could not be reached; try \
+             again in a minute`); the top-up is marked failed and nothing was charged. Retry \
+             after `Retry-After` seconds.",
+        ),
+    ];
+}
