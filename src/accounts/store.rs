@@ -100,7 +100,7 @@ impl Accounts {
                 LEDGER_STATEMENT,
             )?),
             None => Source::File {
-                pool: db::pool(db, STORE_CALLS as u32)?,
+                pool: db::pool_on_demand(db, STORE_CALLS as u32)?,
                 books,
             },
         };

@@ -402,12 +402,24 @@ pub fn shrink_memory(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-/// A connection pool over `path` (opened once with [`open`] first, so the schema exists).
+/// A connection pool over `path` (opened once with [`open`] first, so the schema exists),
+/// its `size` connections opened at once.
 pub fn pool(path: &Path, size: u32) -> Result<Pool> {
+    build_pool(path, size, None)
+}
+
+/// As [`pool`], each connection opened when first wanted (the account store's: a server
+/// whose dashboard nobody uses holds none).
+pub fn pool_on_demand(path: &Path, size: u32) -> Result<Pool> {
+    build_pool(path, size, Some(0))
+}
+
+fn build_pool(path: &Path, size: u32, min_idle: Option<u32>) -> Result<Pool> {
     open(path)?;
     let manager = SqliteConnectionManager::file(path).with_init(|c| configure(c));
     r2d2::Pool::builder()
         .max_size(size)
+        .min_idle(min_idle)
         // r2d2 would run `SELECT 1` on every checkout; a SQLite connection does not go stale.
         .test_on_check_out(false)
         .build(manager)
