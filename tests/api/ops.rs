@@ -216,7 +216,9 @@ fn metrics_count_requests_charges_and_refusals_exactly() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
-    assert!(loaded <= now && loaded > now - 600.0, "{loaded}");
+    // The dataset is loaded once per run and shared by the suite's servers: as old as the
+    // run (a loaded machine's suite took 834 s), not as old as this server.
+    assert!(loaded <= now && loaded > now - 3600.0, "{loaded}");
     assert!(sample(m, "postal_process_resident_memory_bytes").unwrap() > 1e6);
     let imported: i64 = conn
         .query_row("SELECT imported_at FROM dataset", [], |r| r.get(0))
