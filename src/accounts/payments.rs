@@ -6,7 +6,9 @@
 use crate::db::admin::TopupView;
 use crate::db::admin::{AccountError, Audited, Credited, Payment, PaymentSettings, Refunded};
 use crate::db::{pg, sqlite};
+use crate::domain::admin::AuditAction;
 use crate::domain::money::Micros;
+use crate::domain::payments::TopupStatus;
 
 use super::{Admin, Store};
 
@@ -51,8 +53,12 @@ impl Admin {
             }
         };
         let detail = format!("{topup_id}: {amount} USD by card, pending");
-        self.audit(Audited::Account(account_id), "topup.start", &detail)
-            .await?;
+        self.audit(
+            Audited::Account(account_id),
+            AuditAction::TopupStart,
+            &detail,
+        )
+        .await?;
         Ok(topup_id)
     }
 
@@ -71,12 +77,12 @@ impl Admin {
         }
     }
 
-    /// A pending top-up ends unpaid (`expired`, `failed`); whether it was pending.
+    /// A pending top-up ends unpaid (`Expired`, `Failed`); whether it was pending.
     pub async fn close_topup(
         &mut self,
         topup_id: Option<&str>,
         session_id: Option<&str>,
-        status: &str,
+        status: TopupStatus,
     ) -> Result<bool, AccountError> {
         match &mut self.store {
             Store::File(conn) => sqlite::payments::close_topup(conn, topup_id, session_id, status),
@@ -124,7 +130,7 @@ impl Admin {
                 "{topup_id}: {amount} USD paid by card ({}); balance {balance} USD",
                 crate::domain::payments::credit_note(&paid.session_id, paid.payment.as_deref())
             );
-            self.audit(Audited::Account(account_id), "topup", &detail)
+            self.audit(Audited::Account(account_id), AuditAction::Topup, &detail)
                 .await?;
         }
         Ok(credited)
@@ -172,7 +178,7 @@ impl Admin {
                  back, {} USD could not be; balance {balance} USD",
                 split.taken, split.shortfall
             );
-            self.audit(Audited::Account(account_id), "refund", &detail)
+            self.audit(Audited::Account(account_id), AuditAction::Refund, &detail)
                 .await?;
         }
         Ok(refunded)

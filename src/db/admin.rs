@@ -4,9 +4,10 @@
 
 use secrecy::SecretString;
 
-use crate::domain::admin::Refused;
+use crate::domain::admin::{AuditAction, LedgerKind, Refused};
 use crate::domain::api_key::{ApiKey, Publishable};
 use crate::domain::money::Micros;
+use crate::domain::payments::TopupStatus;
 use crate::domain::rate_limit::Limits;
 
 /// Why an admin operation failed. All but `Unexpected` are the caller's mistake (the CLI
@@ -86,8 +87,7 @@ pub struct AccountLine {
 pub struct LedgerEntry {
     /// RFC 3339, UTC, seconds.
     pub at: String,
-    /// `grant`, `topup`, `charge` or `adjustment`.
-    pub kind: String,
+    pub kind: LedgerKind,
     /// Signed: a charge is negative.
     pub amount: Micros,
     pub balance_after: Micros,
@@ -211,7 +211,7 @@ pub struct AuditEntry {
     /// Unix seconds.
     pub at: i64,
     pub actor: String,
-    pub action: String,
+    pub action: AuditAction,
     pub detail: String,
 }
 
@@ -257,8 +257,7 @@ pub struct TopupView {
     pub topup_id: String,
     /// Asked for.
     pub amount: Micros,
-    /// `pending`, `paid`, `expired` or `failed`.
-    pub status: String,
+    pub status: TopupStatus,
     pub session_id: Option<String>,
     /// The payment page, while pending.
     pub url: Option<String>,

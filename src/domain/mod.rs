@@ -1,5 +1,8 @@
 //! The rules of the service, free of I/O: parse, don't validate.
 
+#[macro_use]
+mod words;
+
 pub mod admin;
 pub mod api_key;
 pub mod charge;

@@ -7,6 +7,18 @@ use sha2::Sha256;
 
 use crate::domain::money::{MIN_TOPUP, Micros};
 
+words! {
+    /// Where a top-up by card is: started and `Pending` until the processor confirms its
+    /// payment (`Paid`, once) or it ends unpaid: its page expired (`Expired`) or was never
+    /// made (`Failed`).
+    pub enum TopupStatus {
+        Pending => "pending",
+        Paid => "paid",
+        Expired => "expired",
+        Failed => "failed",
+    }
+}
+
 /// The largest top-up when the operator sets none: 1,000.00 USD.
 pub const DEFAULT_MAX_TOPUP: Micros = match Micros::new(1_000_000_000) {
     Some(m) => m,
@@ -201,6 +213,14 @@ mod tests {
 
     fn usd(text: &str) -> Micros {
         Micros::parse_usd(text).unwrap()
+    }
+
+    #[test]
+    fn each_topup_status_reads_back_from_its_text() {
+        for status in TopupStatus::ALL {
+            assert_eq!(TopupStatus::from_stored(status.as_str()), Some(*status));
+        }
+        assert_eq!(TopupStatus::from_stored("refunded"), None);
     }
 
     #[test]

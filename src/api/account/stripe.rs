@@ -25,7 +25,7 @@ use super::{Dashboard, now_unix};
 use crate::accounts::{Credited, Payment, PaymentSettings, Refunded};
 use crate::api::ApiError;
 use crate::domain::money::Micros;
-use crate::domain::payments;
+use crate::domain::payments::{self, TopupStatus};
 
 /// The largest event body taken (Stripe's events are a few KB).
 const MAX_EVENT_BYTES: usize = 256 * 1024;
@@ -276,8 +276,8 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
             let session_id = stripe_id(object, "id")?.to_owned();
             let topup_id = object["metadata"]["topup_id"].as_str().map(str::to_owned);
             let status = match event.kind.as_str() {
-                "checkout.session.expired" => "expired",
-                _ => "failed",
+                "checkout.session.expired" => TopupStatus::Expired,
+                _ => TopupStatus::Failed,
             };
             let closed = dash
                 .admin_as(actor, move |mut admin| async move {

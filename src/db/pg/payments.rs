@@ -9,7 +9,7 @@ use tokio_postgres::{Client, Row};
 use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunded, TopupView};
 use crate::domain::admin::BalanceChange;
 use crate::domain::money::Micros;
-use crate::domain::payments;
+use crate::domain::payments::{self, TopupStatus};
 
 use super::accounts::write_change;
 use super::changes::bump;
@@ -134,7 +134,7 @@ pub async fn close_topup(
     client: &mut Client,
     topup_id: Option<&str>,
     session_id: Option<&str>,
-    status: &str,
+    status: TopupStatus,
 ) -> Result<bool, AccountError> {
     Ok(client
         .execute(
@@ -153,7 +153,7 @@ fn topup_at(r: &Row) -> Result<TopupView, tokio_postgres::Error> {
     Ok(TopupView {
         topup_id: r.get(0),
         amount: r.try_get(1)?,
-        status: r.get(2),
+        status: r.try_get(2)?,
         session_id: r.get(3),
         url: r.get(4),
         payment: r.get(5),
@@ -200,12 +200,12 @@ pub async fn credit(
     let Some(row) = found else {
         return Ok((Credited::Unknown, None));
     };
-    let (id, topup_id, status, account_id): (i64, String, String, String) =
-        (row.get(0), row.get(1), row.get(2), row.get(3));
+    let (id, topup_id, status, account_id): (i64, String, TopupStatus, String) =
+        (row.get(0), row.get(1), row.try_get(2)?, row.get(3));
     if paid.account_id.as_deref().is_some_and(|a| a != account_id) {
         return Ok((Credited::Unknown, None));
     }
-    if status == "paid" {
+    if status == TopupStatus::Paid {
         return Ok((Credited::Already { topup_id }, None));
     }
     let (account_row, balance, leased) = lock_account(&tx, &account_id).await?;

@@ -10,7 +10,7 @@ use crate::db::sqlite::accounts::write_change;
 use crate::db::sqlite::decode::find_account;
 use crate::domain::admin::BalanceChange;
 use crate::domain::money::Micros;
-use crate::domain::payments;
+use crate::domain::payments::{self, TopupStatus};
 
 pub fn set_settings(
     conn: &mut Connection,
@@ -128,7 +128,7 @@ pub fn close_topup(
     conn: &mut Connection,
     topup_id: Option<&str>,
     session_id: Option<&str>,
-    status: &str,
+    status: TopupStatus,
 ) -> Result<bool, AccountError> {
     Ok(conn.execute(
         "UPDATE topups SET status = ?3, url = NULL
@@ -184,7 +184,7 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
+                    r.get::<_, TopupStatus>(2)?,
                     r.get::<_, i64>(3)?,
                     r.get::<_, String>(4)?,
                     r.get::<_, Micros>(5)?,
@@ -198,7 +198,7 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
     if paid.account_id.as_deref().is_some_and(|a| a != account_id) {
         return Ok(Credited::Unknown);
     }
-    if status == "paid" {
+    if status == TopupStatus::Paid {
         return Ok(Credited::Already { topup_id });
     }
     let change = BalanceChange::paid(
