@@ -7,6 +7,7 @@ use crate::db::admin::TopupView;
 use crate::db::admin::{AccountError, Audited, Credited, Payment, PaymentSettings, Refunded};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
 
@@ -45,7 +46,7 @@ impl Admin {
         account_id: &str,
         amount: Micros,
         now: i64,
-    ) -> Result<String, AccountError> {
+    ) -> Result<TopupId, AccountError> {
         let topup_id = match &mut self.store {
             Store::File(conn) => sqlite::payments::new_topup(conn, account_id, amount, now)?,
             Store::Ledger(client) => {
@@ -65,7 +66,7 @@ impl Admin {
     /// The processor made the top-up's payment page.
     pub async fn topup_opened(
         &mut self,
-        topup_id: &str,
+        topup_id: &TopupId,
         session_id: &str,
         url: &str,
     ) -> Result<(), AccountError> {
@@ -80,7 +81,7 @@ impl Admin {
     /// A pending top-up ends unpaid (`Expired`, `Failed`); whether it was pending.
     pub async fn close_topup(
         &mut self,
-        topup_id: Option<&str>,
+        topup_id: Option<&TopupId>,
         session_id: Option<&str>,
         status: TopupStatus,
     ) -> Result<bool, AccountError> {
@@ -143,7 +144,7 @@ impl Admin {
     pub async fn refund_payment(
         &mut self,
         payment: &str,
-        topup_id: Option<&str>,
+        topup_id: Option<&TopupId>,
         refunded_total: Micros,
         now: i64,
     ) -> Result<Refunded, AccountError> {

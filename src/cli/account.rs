@@ -207,7 +207,7 @@ pub(super) fn run(
                         .into_iter()
                         .map(|t| ShownTopup {
                             refund_shortfall: t.shortfall().to_json_number(),
-                            topup_id: t.topup_id,
+                            topup_id: t.topup_id.into(),
                             status: t.status.as_str(),
                             amount: t.amount.to_json_number(),
                             created_at: crate::domain::date::rfc3339(t.created_at),

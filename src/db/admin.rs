@@ -6,6 +6,7 @@ use secrecy::SecretString;
 
 use crate::domain::admin::{AuditAction, LedgerKind, Refused};
 use crate::domain::api_key::{ApiKey, Publishable};
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
 use crate::domain::rate_limit::Limits;
@@ -254,7 +255,7 @@ pub struct PaymentSettings {
 /// A top-up as the customer and the operator see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopupView {
-    pub topup_id: String,
+    pub topup_id: TopupId,
     /// Asked for.
     pub amount: Micros,
     pub status: TopupStatus,
@@ -285,7 +286,7 @@ impl TopupView {
 pub struct Payment {
     pub session_id: String,
     /// The session's `metadata.topup_id` (found by it when the session id was never stored).
-    pub topup_id: Option<String>,
+    pub topup_id: Option<TopupId>,
     /// The session's `client_reference_id`.
     pub account_id: Option<String>,
     /// `amount_total`.
@@ -300,12 +301,12 @@ pub enum Credited {
     /// Credited now: the account's balance after it.
     Now {
         account_id: String,
-        topup_id: String,
+        topup_id: TopupId,
         amount: Micros,
         balance: Micros,
     },
     /// Credited before (a redelivery, another node): nothing changed.
-    Already { topup_id: String },
+    Already { topup_id: TopupId },
     /// No top-up of this server has that session (another product on the same Stripe
     /// account), or its account differs: nothing changed.
     Unknown,
@@ -316,7 +317,7 @@ pub enum Credited {
 pub enum Refunded {
     Now {
         account_id: String,
-        topup_id: String,
+        topup_id: TopupId,
         /// Refunded by this event (beyond what earlier ones counted).
         owed: Micros,
         split: crate::domain::payments::RefundSplit,

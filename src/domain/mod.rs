@@ -14,6 +14,7 @@ pub(crate) mod date;
 pub mod geo;
 pub mod grant;
 pub(crate) mod idempotency;
+pub mod ids;
 pub mod money;
 pub(crate) mod origin;
 pub mod payments;

@@ -93,12 +93,6 @@ pub fn too_many_pending() -> String {
     )
 }
 
-/// A new top-up's public id: `top_` + 16 base62 characters (also the idempotency key of
-/// its Checkout Session's creation).
-pub fn new_topup_id() -> String {
-    format!("top_{}", crate::domain::api_key::random_base62(16))
-}
-
 /// The ledger note of a card payment's credit.
 pub fn credit_note(session_id: &str, payment: Option<&str>) -> String {
     match payment {

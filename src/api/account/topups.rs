@@ -66,7 +66,7 @@ pub struct TopupBody {
 impl TopupBody {
     fn of(t: TopupView) -> TopupBody {
         TopupBody {
-            topup_id: t.topup_id,
+            topup_id: t.topup_id.into(),
             amount: t.amount.to_usd(),
             status: t.status.as_str().to_owned(),
             created_at: crate::domain::date::rfc3339(t.created_at),
@@ -180,7 +180,7 @@ impl TopupsApi {
         })
         .await?;
         Ok(Started::Created(Json(TopupStarted {
-            topup_id,
+            topup_id: topup_id.into(),
             session_id: session.id,
             url,
         })))

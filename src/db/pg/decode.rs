@@ -11,6 +11,7 @@ use tokio_postgres::{Row, Transaction};
 use crate::db::admin::AccountError;
 use crate::domain::admin::{AuditAction, LedgerKind};
 use crate::domain::api_key::{Budget, KeyKind, Publishable};
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
 use crate::domain::rate_limit::Limits;
@@ -76,6 +77,35 @@ stored_as_text!(
     LedgerKind => "ledger entry kind",
     AuditAction => "audit action",
 );
+
+/// Public ids stored as their text.
+macro_rules! stored_id {
+    ($($id:ty),+ $(,)?) => {$(
+        impl ToSql for $id {
+            fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+                self.as_str().to_sql(ty, out)
+            }
+
+            fn accepts(ty: &Type) -> bool {
+                <&str as ToSql>::accepts(ty)
+            }
+
+            to_sql_checked!();
+        }
+
+        impl<'a> FromSql<'a> for $id {
+            fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<$id, BoxError> {
+                Ok(<$id>::new(<&str as FromSql>::from_sql(ty, raw)?))
+            }
+
+            fn accepts(ty: &Type) -> bool {
+                <&str as FromSql>::accepts(ty)
+            }
+        }
+    )+};
+}
+
+stored_id!(TopupId);
 
 /// A stored count (never negative: a negative one reads as 0).
 pub(crate) fn count(stored: i64) -> u64 {

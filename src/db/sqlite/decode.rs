@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use crate::db::admin::AccountError;
 use crate::domain::admin::{AuditAction, LedgerKind};
 use crate::domain::api_key::{Budget, KeyKind, Publishable};
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
 use crate::domain::rate_limit::Limits;
@@ -51,6 +52,25 @@ stored_as_text!(
     LedgerKind => "ledger entry kind",
     AuditAction => "audit action",
 );
+
+/// Public ids stored as their text.
+macro_rules! stored_id {
+    ($($id:ty),+ $(,)?) => {$(
+        impl ToSql for $id {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $id {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                Ok(<$id>::new(value.as_str()?))
+            }
+        }
+    )+};
+}
+
+stored_id!(TopupId);
 
 /// A stored count (never negative: a negative one reads as 0).
 pub(crate) fn count(stored: i64) -> u64 {
