@@ -20,6 +20,7 @@ use tokio_postgres::Client;
 use crate::billing::{Billing, notify};
 use crate::db::admin::{AccountError, AuditEntry, Audited};
 use crate::db::{pg, sqlite};
+use crate::domain::admin::AuditAction;
 
 /// How long a change to a cluster's ledger waits for the nodes to acknowledge it, and a
 /// change to the file for its server's books.
@@ -124,7 +125,7 @@ impl Admin {
     pub(super) async fn audit(
         &mut self,
         whose: Audited<'_>,
-        action: &str,
+        action: AuditAction,
         detail: &str,
     ) -> Result<(), AccountError> {
         let at = crate::db::rows::unix_secs(SystemTime::now());

@@ -7,7 +7,7 @@ use crate::db::admin::{
     AccountError, AccountLine, AccountView, Audited, LedgerEntry, NewAccount, UsageLine,
 };
 use crate::db::{pg, sqlite};
-use crate::domain::admin::{BalanceChange, LimitsChange};
+use crate::domain::admin::{AuditAction, BalanceChange, LimitsChange};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Limits;
 
@@ -26,7 +26,7 @@ impl Admin {
         self.changed(version).await?;
         self.audit(
             Audited::Account(&created.account_id),
-            "account.create",
+            AuditAction::AccountCreate,
             &format!("with key {}", created.key_id),
         )
         .await?;
@@ -68,7 +68,7 @@ impl Admin {
             change.note().map(|n| format!(" ({n})")).unwrap_or_default(),
             balance
         );
-        self.audit(Audited::Account(account_id), change.kind(), &detail)
+        self.audit(Audited::Account(account_id), change.action(), &detail)
             .await?;
         Ok(balance)
     }
@@ -91,8 +91,12 @@ impl Admin {
             window(limits.per_hour),
             window(limits.per_day)
         );
-        self.audit(Audited::Account(account_id), "limits.set", &detail)
-            .await?;
+        self.audit(
+            Audited::Account(account_id),
+            AuditAction::LimitsSet,
+            &detail,
+        )
+        .await?;
         Ok(limits)
     }
 

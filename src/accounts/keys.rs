@@ -5,6 +5,7 @@ use std::time::SystemTime;
 
 use crate::db::admin::{AccountError, Audited, KeyLine, NewKey};
 use crate::db::{pg, sqlite};
+use crate::domain::admin::AuditAction;
 use crate::domain::api_key::Publishable;
 
 use super::{Admin, Store};
@@ -37,8 +38,12 @@ impl Admin {
             },
             name.map(|n| format!(", named {n:?}")).unwrap_or_default()
         );
-        self.audit(Audited::Account(account_id), "key.create", &detail)
-            .await?;
+        self.audit(
+            Audited::Account(account_id),
+            AuditAction::KeyCreate,
+            &detail,
+        )
+        .await?;
         Ok(key)
     }
 
@@ -51,7 +56,7 @@ impl Admin {
             Store::Ledger(client) => pg::keys::revoke_key(client, key_id, now).await?,
         };
         self.changed(version).await?;
-        self.audit(Audited::Key(key_id), "key.revoke", key_id)
+        self.audit(Audited::Key(key_id), AuditAction::KeyRevoke, key_id)
             .await?;
         Ok(())
     }
@@ -80,8 +85,12 @@ impl Admin {
             "{key_id} named {}",
             name.map_or("nothing".to_owned(), |n| format!("{n:?}"))
         );
-        self.audit(Audited::Account(account_id), "key.rename", &detail)
-            .await
+        self.audit(
+            Audited::Account(account_id),
+            AuditAction::KeyRename,
+            &detail,
+        )
+        .await
     }
 
     /// Rolls a live key of the account: the new key (shown once); the old one works until
@@ -105,7 +114,7 @@ impl Admin {
         self.changed(version).await?;
         let end = crate::domain::date::rfc3339(ends);
         let detail = format!("{key_id} to {}; {key_id} works until {end}", key.key_id);
-        self.audit(Audited::Account(account_id), "key.roll", &detail)
+        self.audit(Audited::Account(account_id), AuditAction::KeyRoll, &detail)
             .await?;
         Ok(key)
     }

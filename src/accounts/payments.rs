@@ -6,7 +6,10 @@
 use crate::db::admin::TopupView;
 use crate::db::admin::{AccountError, Audited, Credited, Payment, PaymentSettings, Refunded};
 use crate::db::{pg, sqlite};
+use crate::domain::admin::AuditAction;
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
+use crate::domain::payments::TopupStatus;
 
 use super::{Admin, Store};
 
@@ -43,7 +46,7 @@ impl Admin {
         account_id: &str,
         amount: Micros,
         now: i64,
-    ) -> Result<String, AccountError> {
+    ) -> Result<TopupId, AccountError> {
         let topup_id = match &mut self.store {
             Store::File(conn) => sqlite::payments::new_topup(conn, account_id, amount, now)?,
             Store::Ledger(client) => {
@@ -51,15 +54,19 @@ impl Admin {
             }
         };
         let detail = format!("{topup_id}: {amount} USD by card, pending");
-        self.audit(Audited::Account(account_id), "topup.start", &detail)
-            .await?;
+        self.audit(
+            Audited::Account(account_id),
+            AuditAction::TopupStart,
+            &detail,
+        )
+        .await?;
         Ok(topup_id)
     }
 
     /// The processor made the top-up's payment page.
     pub async fn topup_opened(
         &mut self,
-        topup_id: &str,
+        topup_id: &TopupId,
         session_id: &str,
         url: &str,
     ) -> Result<(), AccountError> {
@@ -71,12 +78,12 @@ impl Admin {
         }
     }
 
-    /// A pending top-up ends unpaid (`expired`, `failed`); whether it was pending.
+    /// A pending top-up ends unpaid (`Expired`, `Failed`); whether it was pending.
     pub async fn close_topup(
         &mut self,
-        topup_id: Option<&str>,
+        topup_id: Option<&TopupId>,
         session_id: Option<&str>,
-        status: &str,
+        status: TopupStatus,
     ) -> Result<bool, AccountError> {
         match &mut self.store {
             Store::File(conn) => sqlite::payments::close_topup(conn, topup_id, session_id, status),
@@ -124,7 +131,7 @@ impl Admin {
                 "{topup_id}: {amount} USD paid by card ({}); balance {balance} USD",
                 crate::domain::payments::credit_note(&paid.session_id, paid.payment.as_deref())
             );
-            self.audit(Audited::Account(account_id), "topup", &detail)
+            self.audit(Audited::Account(account_id), AuditAction::Topup, &detail)
                 .await?;
         }
         Ok(credited)
@@ -137,7 +144,7 @@ impl Admin {
     pub async fn refund_payment(
         &mut self,
         payment: &str,
-        topup_id: Option<&str>,
+        topup_id: Option<&TopupId>,
         refunded_total: Micros,
         now: i64,
     ) -> Result<Refunded, AccountError> {
@@ -172,7 +179,7 @@ impl Admin {
                  back, {} USD could not be; balance {balance} USD",
                 split.taken, split.shortfall
             );
-            self.audit(Audited::Account(account_id), "refund", &detail)
+            self.audit(Audited::Account(account_id), AuditAction::Refund, &detail)
                 .await?;
         }
         Ok(refunded)

@@ -3,6 +3,7 @@
 
 use crate::db::admin::{AccountError, Audited, SessionRow, SessionView};
 use crate::db::{pg, sqlite};
+use crate::domain::admin::AuditAction;
 
 use super::{Admin, Store};
 
@@ -44,8 +45,12 @@ impl Admin {
             }
         };
         if ended {
-            self.audit(Audited::Account(account_id), "session.end", public_id)
-                .await?;
+            self.audit(
+                Audited::Account(account_id),
+                AuditAction::SessionEnd,
+                public_id,
+            )
+            .await?;
         }
         Ok(ended)
     }

@@ -3,6 +3,7 @@
 
 use crate::db::admin::{AccountError, Audited, IdentityView, Provider, SignIn, SignedIn};
 use crate::db::{pg, sqlite};
+use crate::domain::admin::AuditAction;
 
 use super::{Admin, Store};
 
@@ -78,7 +79,7 @@ impl Admin {
             let detail = format!("first sign-in with {}", identity.provider);
             self.audit(
                 Audited::Account(&signed_in.account_id),
-                "account.create",
+                AuditAction::AccountCreate,
                 &detail,
             )
             .await?;
@@ -97,8 +98,12 @@ impl Admin {
             Store::Ledger(client) => pg::dashboard::link(client, account_id, identity, now).await?,
         }
         let detail = format!("{} ({})", identity.provider, identity.issuer);
-        self.audit(Audited::Account(account_id), "identity.link", &detail)
-            .await
+        self.audit(
+            Audited::Account(account_id),
+            AuditAction::IdentityLink,
+            &detail,
+        )
+        .await
     }
 
     pub async fn unlink(
@@ -114,8 +119,12 @@ impl Admin {
                 pg::dashboard::unlink(client, account_id, issuer, subject, now).await?
             }
         }
-        self.audit(Audited::Account(account_id), "identity.unlink", issuer)
-            .await
+        self.audit(
+            Audited::Account(account_id),
+            AuditAction::IdentityUnlink,
+            issuer,
+        )
+        .await
     }
 
     pub async fn identities(

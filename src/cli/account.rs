@@ -85,7 +85,7 @@ struct Shown {
 #[serde(rename_all = "camelCase")]
 struct ShownTopup {
     topup_id: String,
-    status: String,
+    status: &'static str,
     amount: Number,
     created_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -207,8 +207,8 @@ pub(super) fn run(
                         .into_iter()
                         .map(|t| ShownTopup {
                             refund_shortfall: t.shortfall().to_json_number(),
-                            topup_id: t.topup_id,
-                            status: t.status,
+                            topup_id: t.topup_id.into(),
+                            status: t.status.as_str(),
                             amount: t.amount.to_json_number(),
                             created_at: crate::domain::date::rfc3339(t.created_at),
                             paid_at: t.paid_at.map(crate::domain::date::rfc3339),

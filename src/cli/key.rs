@@ -105,13 +105,6 @@ impl Rules {
     }
 }
 
-fn kind(publishable: Option<&Publishable>) -> &'static str {
-    match publishable {
-        Some(_) => KeyKind::Publishable.as_str(),
-        None => KeyKind::Secret.as_str(),
-    }
-}
-
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Revoked {
@@ -192,7 +185,7 @@ pub(super) fn run(
                             created_at: k.created_at,
                             revoked: k.revoked_at.is_some(),
                             revoked_at: k.revoked_at,
-                            kind: kind(k.publishable.as_ref()),
+                            kind: KeyKind::of(k.publishable.as_ref()).as_str(),
                             publishable: k.publishable.as_ref().map(Rules::of),
                         })
                         .collect(),

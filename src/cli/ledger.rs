@@ -51,7 +51,7 @@ struct Shown {
 #[serde(rename_all = "camelCase")]
 struct Entry {
     at: String,
-    kind: String,
+    kind: &'static str,
     amount: Number,
     balance_after: Number,
     queries: u64,
@@ -149,7 +149,7 @@ fn show(
                 .into_iter()
                 .map(|e| Entry {
                     at: e.at,
-                    kind: e.kind,
+                    kind: e.kind.as_str(),
                     amount: e.amount.to_json_number(),
                     balance_after: e.balance_after.to_json_number(),
                     queries: e.queries,
@@ -171,7 +171,7 @@ fn show(
             entries.into_iter().map(|e| {
                 vec![
                     e.at,
-                    e.kind,
+                    e.kind.to_string(),
                     e.amount.to_string(),
                     e.balance_after.to_string(),
                     e.queries.to_string(),

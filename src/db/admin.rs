@@ -4,9 +4,11 @@
 
 use secrecy::SecretString;
 
-use crate::domain::admin::Refused;
+use crate::domain::admin::{AuditAction, LedgerKind, Refused};
 use crate::domain::api_key::{ApiKey, Publishable};
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
+use crate::domain::payments::TopupStatus;
 use crate::domain::rate_limit::Limits;
 
 /// Why an admin operation failed. All but `Unexpected` are the caller's mistake (the CLI
@@ -86,8 +88,7 @@ pub struct AccountLine {
 pub struct LedgerEntry {
     /// RFC 3339, UTC, seconds.
     pub at: String,
-    /// `grant`, `topup`, `charge` or `adjustment`.
-    pub kind: String,
+    pub kind: LedgerKind,
     /// Signed: a charge is negative.
     pub amount: Micros,
     pub balance_after: Micros,
@@ -211,7 +212,7 @@ pub struct AuditEntry {
     /// Unix seconds.
     pub at: i64,
     pub actor: String,
-    pub action: String,
+    pub action: AuditAction,
     pub detail: String,
 }
 
@@ -254,11 +255,10 @@ pub struct PaymentSettings {
 /// A top-up as the customer and the operator see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopupView {
-    pub topup_id: String,
+    pub topup_id: TopupId,
     /// Asked for.
     pub amount: Micros,
-    /// `pending`, `paid`, `expired` or `failed`.
-    pub status: String,
+    pub status: TopupStatus,
     pub session_id: Option<String>,
     /// The payment page, while pending.
     pub url: Option<String>,
@@ -286,7 +286,7 @@ impl TopupView {
 pub struct Payment {
     pub session_id: String,
     /// The session's `metadata.topup_id` (found by it when the session id was never stored).
-    pub topup_id: Option<String>,
+    pub topup_id: Option<TopupId>,
     /// The session's `client_reference_id`.
     pub account_id: Option<String>,
     /// `amount_total`.
@@ -301,12 +301,12 @@ pub enum Credited {
     /// Credited now: the account's balance after it.
     Now {
         account_id: String,
-        topup_id: String,
+        topup_id: TopupId,
         amount: Micros,
         balance: Micros,
     },
     /// Credited before (a redelivery, another node): nothing changed.
-    Already { topup_id: String },
+    Already { topup_id: TopupId },
     /// No top-up of this server has that session (another product on the same Stripe
     /// account), or its account differs: nothing changed.
     Unknown,
@@ -317,7 +317,7 @@ pub enum Credited {
 pub enum Refunded {
     Now {
         account_id: String,
-        topup_id: String,
+        topup_id: TopupId,
         /// Refunded by this event (beyond what earlier ones counted).
         owed: Micros,
         split: crate::domain::payments::RefundSplit,

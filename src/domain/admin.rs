@@ -41,13 +41,44 @@ pub enum Refused {
 /// store (PostgreSQL's `integer`).
 pub const MAX_KEY_RULE: u32 = i32::MAX as u32;
 
+words! {
+    /// What a row of an account's ledger records: a grant (the free allowance), a top-up,
+    /// a charge for billed queries, an adjustment (signed, with its reason).
+    pub enum LedgerKind {
+        Grant => "grant",
+        Topup => "topup",
+        Charge => "charge",
+        Adjustment => "adjustment",
+    }
+}
+
+words! {
+    /// What a line of an account's audit log says was done.
+    pub enum AuditAction {
+        AccountCreate => "account.create",
+        LimitsSet => "limits.set",
+        /// A top-up by the operator or paid by card (as its ledger row).
+        Topup => "topup",
+        Adjustment => "adjustment",
+        TopupStart => "topup.start",
+        Refund => "refund",
+        KeyCreate => "key.create",
+        KeyRename => "key.rename",
+        KeyRoll => "key.roll",
+        KeyRevoke => "key.revoke",
+        IdentityLink => "identity.link",
+        IdentityUnlink => "identity.unlink",
+        SessionEnd => "session.end",
+    }
+}
+
 /// A change of balance with its ledger row's kind and note: a top-up (credited in full,
 /// by the operator or paid by card) or an adjustment (signed, with its reason; a card
 /// payment's refund is one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BalanceChange {
     amount: Micros,
-    kind: &'static str,
+    kind: LedgerKind,
     note: Option<String>,
 }
 
@@ -59,7 +90,7 @@ impl BalanceChange {
         }
         Ok(BalanceChange {
             amount,
-            kind: "topup",
+            kind: LedgerKind::Topup,
             note: None,
         })
     }
@@ -72,7 +103,7 @@ impl BalanceChange {
         }
         Ok(BalanceChange {
             amount,
-            kind: "topup",
+            kind: LedgerKind::Topup,
             note: Some(note),
         })
     }
@@ -87,7 +118,7 @@ impl BalanceChange {
         }
         Ok(BalanceChange {
             amount,
-            kind: "adjustment",
+            kind: LedgerKind::Adjustment,
             note: Some(reason.to_owned()),
         })
     }
@@ -96,9 +127,18 @@ impl BalanceChange {
         self.amount
     }
 
-    /// The ledger row's kind: `topup` or `adjustment`.
-    pub fn kind(&self) -> &'static str {
+    /// The ledger row's kind: `Topup` or `Adjustment`.
+    pub fn kind(&self) -> LedgerKind {
         self.kind
+    }
+
+    /// The audit log's word for it, its ledger row's (a change is only ever a top-up or
+    /// an adjustment: no constructor makes a grant or a charge).
+    pub fn action(&self) -> AuditAction {
+        match self.kind {
+            LedgerKind::Adjustment => AuditAction::Adjustment,
+            LedgerKind::Grant | LedgerKind::Topup | LedgerKind::Charge => AuditAction::Topup,
+        }
     }
 
     /// The ledger row's note: an adjustment's reason, a card payment's name.
@@ -257,13 +297,25 @@ mod tests {
     }
 
     #[test]
+    fn each_word_reads_back_from_its_text() {
+        for kind in LedgerKind::ALL {
+            assert_eq!(LedgerKind::from_stored(kind.as_str()), Some(*kind));
+        }
+        for action in AuditAction::ALL {
+            assert_eq!(AuditAction::from_stored(&action.to_string()), Some(*action));
+        }
+        assert_eq!(LedgerKind::from_stored("Topup"), None);
+    }
+
+    #[test]
     fn a_topup_is_at_least_the_minimum() {
         assert_eq!(
             BalanceChange::topup(usd("4.99")).unwrap_err().to_string(),
             "a top-up must be at least 5 USD, got 4.99 USD"
         );
         let topup = BalanceChange::topup(usd("5")).unwrap();
-        assert_eq!((topup.kind(), topup.note()), ("topup", None));
+        assert_eq!((topup.kind().as_str(), topup.note()), ("topup", None));
+        assert_eq!(topup.action().as_str(), "topup");
         assert_eq!(topup.apply(usd("1"), Micros::ZERO), Ok(usd("6")));
     }
 
@@ -279,9 +331,10 @@ mod tests {
         );
         let refund = BalanceChange::adjustment(usd("-2"), "refund").unwrap();
         assert_eq!(
-            (refund.kind(), refund.note()),
+            (refund.kind().as_str(), refund.note()),
             ("adjustment", Some("refund"))
         );
+        assert_eq!(refund.action().as_str(), "adjustment");
     }
 
     #[test]

@@ -24,28 +24,22 @@ pub const PUBLISHABLE_PREFIX: &str = "pub_";
 /// Base62 characters after the prefix: 32 x log2(62) = 190 bits.
 pub const KEY_RANDOM_CHARS: usize = 32;
 
-/// What a key may do: a secret key everything, a publishable key the read operations a
-/// form needs, from its origins only (`domain::origin`), rate-limited per client IP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyKind {
-    Secret,
-    Publishable,
+words! {
+    /// What a key may do: a secret key everything, a publishable key the read operations a
+    /// form needs, from its origins only (`domain::origin`), rate-limited per client IP.
+    /// Its text is the one stored in `api_keys.kind` and shown by `key list`.
+    pub enum KeyKind {
+        Secret => "secret",
+        Publishable => "publishable",
+    }
 }
 
 impl KeyKind {
-    /// The name stored in `api_keys.kind` and shown by `key list`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KeyKind::Secret => "secret",
-            KeyKind::Publishable => "publishable",
-        }
-    }
-
-    pub fn from_stored(text: &str) -> Option<KeyKind> {
-        match text {
-            "secret" => Some(KeyKind::Secret),
-            "publishable" => Some(KeyKind::Publishable),
-            _ => None,
+    /// The kind of a key with these rules (`None`: a secret key).
+    pub fn of(publishable: Option<&Publishable>) -> KeyKind {
+        match publishable {
+            Some(_) => KeyKind::Publishable,
+            None => KeyKind::Secret,
         }
     }
 
@@ -143,10 +137,7 @@ pub fn hash_presented_key(presented: &str) -> KeyHash {
 /// A fresh key for an account: its public id, its kind (publishable when it has
 /// `publishable` rules) and its secret, to store (hashed) and show once.
 pub fn fresh_key(publishable: Option<&Publishable>) -> (String, KeyKind, ApiKey) {
-    let kind = match publishable {
-        Some(_) => KeyKind::Publishable,
-        None => KeyKind::Secret,
-    };
+    let kind = KeyKind::of(publishable);
     (new_key_id(), kind, ApiKey::generate(kind))
 }
 

@@ -1,5 +1,8 @@
 //! The rules of the service, free of I/O: parse, don't validate.
 
+#[macro_use]
+mod words;
+
 pub mod admin;
 pub mod api_key;
 pub mod charge;
@@ -11,6 +14,7 @@ pub(crate) mod date;
 pub mod geo;
 pub mod grant;
 pub(crate) mod idempotency;
+pub mod ids;
 pub mod money;
 pub(crate) mod origin;
 pub mod payments;

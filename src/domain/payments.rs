@@ -7,6 +7,18 @@ use sha2::Sha256;
 
 use crate::domain::money::{MIN_TOPUP, Micros};
 
+words! {
+    /// Where a top-up by card is: started and `Pending` until the processor confirms its
+    /// payment (`Paid`, once) or it ends unpaid: its page expired (`Expired`) or was never
+    /// made (`Failed`).
+    pub enum TopupStatus {
+        Pending => "pending",
+        Paid => "paid",
+        Expired => "expired",
+        Failed => "failed",
+    }
+}
+
 /// The largest top-up when the operator sets none: 1,000.00 USD.
 pub const DEFAULT_MAX_TOPUP: Micros = match Micros::new(1_000_000_000) {
     Some(m) => m,
@@ -79,12 +91,6 @@ pub fn too_many_pending() -> String {
         "{MAX_PENDING_TOPUPS} top-ups started in the last 24 hours are unpaid: pay one of \
          them (its link is in the list) or wait until it expires"
     )
-}
-
-/// A new top-up's public id: `top_` + 16 base62 characters (also the idempotency key of
-/// its Checkout Session's creation).
-pub fn new_topup_id() -> String {
-    format!("top_{}", crate::domain::api_key::random_base62(16))
 }
 
 /// The ledger note of a card payment's credit.
@@ -201,6 +207,14 @@ mod tests {
 
     fn usd(text: &str) -> Micros {
         Micros::parse_usd(text).unwrap()
+    }
+
+    #[test]
+    fn each_topup_status_reads_back_from_its_text() {
+        for status in TopupStatus::ALL {
+            assert_eq!(TopupStatus::from_stored(status.as_str()), Some(*status));
+        }
+        assert_eq!(TopupStatus::from_stored("refunded"), None);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use super::{Dashboard, now_unix};
 use crate::accounts::{AccountError, KeyLine};
 use crate::api::{ApiError, ApiTags};
 use crate::domain::admin::{LimitsChange, Refused};
-use crate::domain::api_key::{Budget, DEFAULT_PER_IP_MINUTE, Publishable};
+use crate::domain::api_key::{Budget, DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
 use crate::domain::dashboard::{self, DashboardRefused};
 use crate::domain::origin::OriginPattern;
 use crate::domain::rate_limit::Limits;
@@ -162,11 +162,7 @@ impl KeyBody {
         KeyBody {
             key_id: k.key_id.clone(),
             name: k.name.clone(),
-            kind: match k.publishable {
-                Some(_) => "publishable",
-                None => "secret",
-            }
-            .to_owned(),
+            kind: KeyKind::of(k.publishable.as_ref()).as_str().to_owned(),
             hint: k.hint.clone(),
             created_at: k.created_at.clone(),
             revoked: k.revoked_at.is_some(),
@@ -720,7 +716,7 @@ impl AccountApi {
                 .into_iter()
                 .map(|e| LedgerEntryBody {
                     at: e.at,
-                    kind: e.kind,
+                    kind: e.kind.as_str().to_owned(),
                     amount: e.amount.to_usd(),
                     balance_after: e.balance_after.to_usd(),
                     queries: e.queries,
@@ -830,7 +826,7 @@ impl AccountApi {
                     .map(|e| AuditLineBody {
                         at: rfc3339(e.at),
                         actor: e.actor,
-                        action: e.action,
+                        action: e.action.as_str().to_owned(),
                         detail: e.detail,
                     })
                     .collect(),
@@ -839,7 +835,7 @@ impl AccountApi {
                 &["at", "actor", "action", "detail"],
                 entries
                     .into_iter()
-                    .map(|e| vec![rfc3339(e.at), e.actor, e.action, e.detail])
+                    .map(|e| vec![rfc3339(e.at), e.actor, e.action.to_string(), e.detail])
                     .collect(),
             )?),
         }))

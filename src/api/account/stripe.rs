@@ -24,8 +24,9 @@ use serde_json::{Value, json};
 use super::{Dashboard, now_unix};
 use crate::accounts::{Credited, Payment, PaymentSettings, Refunded};
 use crate::api::ApiError;
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
-use crate::domain::payments;
+use crate::domain::payments::{self, TopupStatus};
 
 /// The largest event body taken (Stripe's events are a few KB).
 const MAX_EVENT_BYTES: usize = 256 * 1024;
@@ -155,7 +156,7 @@ pub(super) async fn create_session(
     dash: &Dashboard,
     settings: &PaymentSettings,
     account_id: &str,
-    topup_id: &str,
+    topup_id: &TopupId,
     amount: Micros,
 ) -> Result<CheckoutSession, StripeError> {
     let back = format!("{}/account?topup={topup_id}", dash.public_url);
@@ -168,9 +169,9 @@ pub(super) async fn create_session(
         .append_pair("line_items[0][price_data][product_data][name]", &name)
         .append_pair("line_items[0][quantity]", "1")
         .append_pair("client_reference_id", account_id)
-        .append_pair("metadata[topup_id]", topup_id)
+        .append_pair("metadata[topup_id]", topup_id.as_str())
         .append_pair("metadata[account_id]", account_id)
-        .append_pair("payment_intent_data[metadata][topup_id]", topup_id)
+        .append_pair("payment_intent_data[metadata][topup_id]", topup_id.as_str())
         .append_pair("payment_intent_data[metadata][account_id]", account_id)
         .append_pair("success_url", &back)
         .append_pair("cancel_url", &format!("{back}&cancelled=1"))
@@ -181,7 +182,7 @@ pub(super) async fn create_session(
         "POST",
         "/v1/checkout/sessions".to_owned(),
         Some(form),
-        Some(topup_id.to_owned()),
+        Some(topup_id.to_string()),
     )
     .await?;
     if session.url.is_none() {
@@ -274,15 +275,15 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
         }
         "checkout.session.expired" | "checkout.session.async_payment_failed" => {
             let session_id = stripe_id(object, "id")?.to_owned();
-            let topup_id = object["metadata"]["topup_id"].as_str().map(str::to_owned);
+            let topup_id = object["metadata"]["topup_id"].as_str().map(TopupId::new);
             let status = match event.kind.as_str() {
-                "checkout.session.expired" => "expired",
-                _ => "failed",
+                "checkout.session.expired" => TopupStatus::Expired,
+                _ => TopupStatus::Failed,
             };
             let closed = dash
                 .admin_as(actor, move |mut admin| async move {
                     admin
-                        .close_topup(topup_id.as_deref(), Some(&session_id), status)
+                        .close_topup(topup_id.as_ref(), Some(&session_id), status)
                         .await
                 })
                 .await?;
@@ -298,7 +299,7 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
                 return Ok("ignored: not a USD payment of a PaymentIntent".to_owned());
             }
             let payment = stripe_id(object, "payment_intent")?.to_owned();
-            let topup_id = object["metadata"]["topup_id"].as_str().map(str::to_owned);
+            let topup_id = object["metadata"]["topup_id"].as_str().map(TopupId::new);
             let total = object["amount_refunded"]
                 .as_i64()
                 .and_then(payments::from_cents)
@@ -308,7 +309,7 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
             let refunded = dash
                 .admin_as(actor, move |mut admin| async move {
                     admin
-                        .refund_payment(&payment, topup_id.as_deref(), total, now)
+                        .refund_payment(&payment, topup_id.as_ref(), total, now)
                         .await
                 })
                 .await?;
@@ -373,7 +374,7 @@ async fn fulfil(
     let paid = Payment {
         payment: session.payment(),
         session_id: session.id,
-        topup_id: session.metadata.get("topup_id").cloned(),
+        topup_id: session.metadata.get("topup_id").map(TopupId::new),
         account_id: session.client_reference_id,
         amount,
     };

@@ -12,7 +12,7 @@ use super::{Dashboard, now_unix};
 use crate::accounts::{AccountError, TopupView};
 use crate::api::{ApiError, ApiTags};
 use crate::domain::money::{MIN_TOPUP, Micros};
-use crate::domain::payments;
+use crate::domain::payments::{self, TopupStatus};
 use poem::web::Data;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi};
@@ -66,9 +66,9 @@ pub struct TopupBody {
 impl TopupBody {
     fn of(t: TopupView) -> TopupBody {
         TopupBody {
-            topup_id: t.topup_id,
+            topup_id: t.topup_id.into(),
             amount: t.amount.to_usd(),
-            status: t.status,
+            status: t.status.as_str().to_owned(),
             created_at: crate::domain::date::rfc3339(t.created_at),
             paid_at: t.paid_at.map(crate::domain::date::rfc3339),
             credited: t.credited.map(Micros::to_usd),
@@ -165,7 +165,9 @@ impl TopupsApi {
                 Err(e) => {
                     let failed = topup_id.clone();
                     dash.admin_as(actor, move |mut admin| async move {
-                        admin.close_topup(Some(&failed), None, "failed").await
+                        admin
+                            .close_topup(Some(&failed), None, TopupStatus::Failed)
+                            .await
                     })
                     .await?;
                     return Err(e.into_api_error().into());
@@ -178,7 +180,7 @@ impl TopupsApi {
         })
         .await?;
         Ok(Started::Created(Json(TopupStarted {
-            topup_id,
+            topup_id: topup_id.into(),
             session_id: session.id,
             url,
         })))

@@ -9,6 +9,7 @@ use crate::db::admin::{
     AccountError, AuditEntry, Audited, IdentityView, Provider, SessionRow, SessionView, SignIn,
     SignedIn,
 };
+use crate::domain::admin::AuditAction;
 use crate::domain::dashboard::{self, DashboardRefused};
 
 use super::accounts::insert_account;
@@ -424,7 +425,7 @@ pub async fn audit(
     whose: Audited<'_>,
     at: i64,
     actor: &str,
-    action: &str,
+    action: AuditAction,
     detail: &str,
 ) -> Result<(), AccountError> {
     let (from, id) = match whose {
@@ -456,11 +457,13 @@ pub async fn audit_entries(
         .await?;
     Ok(rows
         .iter()
-        .map(|r| AuditEntry {
-            at: r.get(0),
-            actor: r.get(1),
-            action: r.get(2),
-            detail: r.get(3),
+        .map(|r| {
+            Ok(AuditEntry {
+                at: r.get(0),
+                actor: r.get(1),
+                action: r.try_get(2)?,
+                detail: r.get(3),
+            })
         })
-        .collect())
+        .collect::<Result<Vec<_>, tokio_postgres::Error>>()?)
 }

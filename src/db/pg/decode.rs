@@ -1,5 +1,5 @@
 //! How the PostgreSQL ledger's rows become values and back: money (`Micros` as `ToSql`
-//! and `FromSql`), counts, limits, a publishable key's rules, an account locked by its
+//! and `FromSql`), the closed sets of words (`domain::words`) as their text, counts, limits, a publishable key's rules, an account locked by its
 //! public id. The twin of `db::sqlite::decode`.
 
 use std::error::Error;
@@ -9,8 +9,11 @@ use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Row, Transaction};
 
 use crate::db::admin::AccountError;
-use crate::domain::api_key::{Budget, Publishable};
+use crate::domain::admin::{AuditAction, LedgerKind};
+use crate::domain::api_key::{Budget, KeyKind, Publishable};
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
+use crate::domain::payments::TopupStatus;
 use crate::domain::rate_limit::Limits;
 
 type BoxError = Box<dyn Error + Sync + Send>;
@@ -38,6 +41,71 @@ impl<'a> FromSql<'a> for Micros {
         <i64 as FromSql>::accepts(ty)
     }
 }
+
+/// Words stored as their text; a text no word has is corrupt.
+macro_rules! stored_as_text {
+    ($($word:ty => $what:literal),+ $(,)?) => {$(
+        impl ToSql for $word {
+            fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+                self.as_str().to_sql(ty, out)
+            }
+
+            fn accepts(ty: &Type) -> bool {
+                <&str as ToSql>::accepts(ty)
+            }
+
+            to_sql_checked!();
+        }
+
+        impl<'a> FromSql<'a> for $word {
+            fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<$word, BoxError> {
+                let text = <&str as FromSql>::from_sql(ty, raw)?;
+                <$word>::from_stored(text)
+                    .ok_or_else(|| format!("unknown {} {text:?}", $what).into())
+            }
+
+            fn accepts(ty: &Type) -> bool {
+                <&str as FromSql>::accepts(ty)
+            }
+        }
+    )+};
+}
+
+stored_as_text!(
+    KeyKind => "key kind",
+    TopupStatus => "top-up status",
+    LedgerKind => "ledger entry kind",
+    AuditAction => "audit action",
+);
+
+/// Public ids stored as their text.
+macro_rules! stored_id {
+    ($($id:ty),+ $(,)?) => {$(
+        impl ToSql for $id {
+            fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+                self.as_str().to_sql(ty, out)
+            }
+
+            fn accepts(ty: &Type) -> bool {
+                <&str as ToSql>::accepts(ty)
+            }
+
+            to_sql_checked!();
+        }
+
+        impl<'a> FromSql<'a> for $id {
+            fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<$id, BoxError> {
+                Ok(<$id>::new(<&str as FromSql>::from_sql(ty, raw)?))
+            }
+
+            fn accepts(ty: &Type) -> bool {
+                <&str as FromSql>::accepts(ty)
+            }
+        }
+    )+};
+}
+
+stored_id!(TopupId);
 
 /// A stored count (never negative: a negative one reads as 0).
 pub(crate) fn count(stored: i64) -> u64 {

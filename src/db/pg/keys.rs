@@ -36,7 +36,7 @@ pub(super) async fn insert_key(
             &&api_key.hash()[..],
             &account_rowid,
             &at,
-            &kind.as_str(),
+            &kind,
             &origins,
             &per_ip,
             &name,
@@ -102,13 +102,12 @@ pub async fn roll_key(
             DashboardRefused::RollRevoked.to_string(),
         ));
     }
-    let kind: String = old.get(0);
-    let publishable = match KeyKind::from_stored(&kind) {
-        Some(KeyKind::Publishable) => Some(
+    let publishable = match old.try_get::<_, KeyKind>(0)? {
+        KeyKind::Publishable => Some(
             publishable_rules(old.get(1), old.get(2), (old.get(5), old.get(6)))
                 .map_err(|why| AccountError::Unexpected(anyhow::anyhow!("{why}")))?,
         ),
-        _ => None,
+        KeyKind::Secret => None,
     };
     let name: Option<String> = old.get(3);
     let (key_id, api_key) = insert_key(

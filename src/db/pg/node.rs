@@ -121,13 +121,11 @@ pub async fn load(
         let hash: KeyHash = hash
             .try_into()
             .map_err(|_| anyhow::anyhow!("a key hash of the wrong length"))?;
-        let kind: String = r.get(3);
-        let publishable = match KeyKind::from_stored(&kind) {
-            Some(KeyKind::Secret) => None,
-            Some(KeyKind::Publishable) => {
+        let publishable = match r.try_get::<_, KeyKind>(3)? {
+            KeyKind::Secret => None,
+            KeyKind::Publishable => {
                 Some(publishable_rules(r.get(4), r.get(5), (r.get(7), r.get(8)))?)
             }
-            None => anyhow::bail!("unknown key kind {kind:?}"),
         };
         keys.push(ActiveKey {
             hash,

@@ -8,8 +8,9 @@ use tokio_postgres::{Client, Row};
 
 use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunded, TopupView};
 use crate::domain::admin::BalanceChange;
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
-use crate::domain::payments;
+use crate::domain::payments::{self, TopupStatus};
 
 use super::accounts::write_change;
 use super::changes::bump;
@@ -70,7 +71,7 @@ pub async fn new_topup(
     account_id: &str,
     amount: Micros,
     now: i64,
-) -> Result<String, AccountError> {
+) -> Result<TopupId, AccountError> {
     let tx = client.transaction().await?;
     let rowid = account_rowid(&tx, account_id).await?;
     // Two starts of one account at once: the second waits, then counts the first.
@@ -103,7 +104,7 @@ pub async fn new_topup(
     if pending >= payments::MAX_PENDING_TOPUPS {
         return Err(AccountError::Invalid(payments::too_many_pending()));
     }
-    let topup_id = payments::new_topup_id();
+    let topup_id = TopupId::fresh();
     tx.execute(
         "INSERT INTO topups (public_id, account_id, amount, status, created_at)
          VALUES ($1, $2, $3, 'pending', $4)",
@@ -116,7 +117,7 @@ pub async fn new_topup(
 
 pub async fn topup_opened(
     client: &mut Client,
-    topup_id: &str,
+    topup_id: &TopupId,
     session_id: &str,
     url: &str,
 ) -> Result<(), AccountError> {
@@ -132,9 +133,9 @@ pub async fn topup_opened(
 
 pub async fn close_topup(
     client: &mut Client,
-    topup_id: Option<&str>,
+    topup_id: Option<&TopupId>,
     session_id: Option<&str>,
-    status: &str,
+    status: TopupStatus,
 ) -> Result<bool, AccountError> {
     Ok(client
         .execute(
@@ -153,7 +154,7 @@ fn topup_at(r: &Row) -> Result<TopupView, tokio_postgres::Error> {
     Ok(TopupView {
         topup_id: r.get(0),
         amount: r.try_get(1)?,
-        status: r.get(2),
+        status: r.try_get(2)?,
         session_id: r.get(3),
         url: r.get(4),
         payment: r.get(5),
@@ -200,12 +201,12 @@ pub async fn credit(
     let Some(row) = found else {
         return Ok((Credited::Unknown, None));
     };
-    let (id, topup_id, status, account_id): (i64, String, String, String) =
-        (row.get(0), row.get(1), row.get(2), row.get(3));
+    let (id, topup_id, status, account_id): (i64, TopupId, TopupStatus, String) =
+        (row.get(0), row.get(1), row.try_get(2)?, row.get(3));
     if paid.account_id.as_deref().is_some_and(|a| a != account_id) {
         return Ok((Credited::Unknown, None));
     }
-    if status == "paid" {
+    if status == TopupStatus::Paid {
         return Ok((Credited::Already { topup_id }, None));
     }
     let (account_row, balance, leased) = lock_account(&tx, &account_id).await?;
@@ -239,7 +240,7 @@ pub async fn credit(
 pub async fn refund(
     client: &mut Client,
     payment: &str,
-    topup_id: Option<&str>,
+    topup_id: Option<&TopupId>,
     refunded_total: Micros,
     now: i64,
 ) -> Result<(Refunded, Option<i64>), AccountError> {
@@ -268,7 +269,7 @@ pub async fn refund(
             None,
         ));
     };
-    let (id, topup_id, account_id): (i64, String, String) = (row.get(0), row.get(1), row.get(4));
+    let (id, topup_id, account_id): (i64, TopupId, String) = (row.get(0), row.get(1), row.get(4));
     let (credited, counted): (Micros, Micros) = (row.try_get(2)?, row.try_get(3)?);
     let total = refunded_total.min(credited);
     let Some(owed) = total.checked_sub(counted).filter(|o| *o > Micros::ZERO) else {

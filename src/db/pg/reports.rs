@@ -73,7 +73,7 @@ pub async fn ledger_entries(
         .map(|r| {
             Ok(LedgerEntry {
                 at: r.get(0),
-                kind: r.get(1),
+                kind: r.try_get(1)?,
                 amount: r.try_get(2)?,
                 balance_after: r.try_get(3)?,
                 queries: count(r.get(4)),

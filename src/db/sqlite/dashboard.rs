@@ -11,6 +11,7 @@ use crate::db::admin::{
 };
 use crate::db::sqlite::accounts::insert_account;
 use crate::db::sqlite::decode::find_account;
+use crate::domain::admin::AuditAction;
 use crate::domain::dashboard::{self, DashboardRefused};
 
 fn refused(why: DashboardRefused) -> AccountError {
@@ -410,7 +411,7 @@ pub fn audit(
     whose: Audited<'_>,
     at: i64,
     actor: &str,
-    action: &str,
+    action: AuditAction,
     detail: &str,
 ) -> Result<(), AccountError> {
     let (from, id) = match whose {

@@ -1,13 +1,16 @@
 //! How the SQLite file's rows become values and back: money (`Micros` as `ToSql` and
-//! `FromSql`), counts, limits, a publishable key's rules, an account found by its public
+//! `FromSql`), the closed sets of words (`domain::words`) as their text, counts, limits, a publishable key's rules, an account found by its public
 //! id. The twin of `db::pg::decode`.
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::db::admin::AccountError;
-use crate::domain::api_key::{Budget, Publishable};
+use crate::domain::admin::{AuditAction, LedgerKind};
+use crate::domain::api_key::{Budget, KeyKind, Publishable};
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
+use crate::domain::payments::TopupStatus;
 use crate::domain::rate_limit::Limits;
 
 impl ToSql for Micros {
@@ -23,6 +26,51 @@ impl FromSql for Micros {
         Micros::new(stored).ok_or(FromSqlError::OutOfRange(stored))
     }
 }
+
+/// Words stored as their text; a text no word has is corrupt.
+macro_rules! stored_as_text {
+    ($($word:ty => $what:literal),+ $(,)?) => {$(
+        impl ToSql for $word {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $word {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                let text = value.as_str()?;
+                <$word>::from_stored(text)
+                    .ok_or_else(|| FromSqlError::Other(format!("unknown {} {text:?}", $what).into()))
+            }
+        }
+    )+};
+}
+
+stored_as_text!(
+    KeyKind => "key kind",
+    TopupStatus => "top-up status",
+    LedgerKind => "ledger entry kind",
+    AuditAction => "audit action",
+);
+
+/// Public ids stored as their text.
+macro_rules! stored_id {
+    ($($id:ty),+ $(,)?) => {$(
+        impl ToSql for $id {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $id {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                Ok(<$id>::new(value.as_str()?))
+            }
+        }
+    )+};
+}
+
+stored_id!(TopupId);
 
 /// A stored count (never negative: a negative one reads as 0).
 pub(crate) fn count(stored: i64) -> u64 {
@@ -83,4 +131,29 @@ pub(crate) fn find_account(
     )
     .optional()?
     .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_word_is_stored_as_its_text_and_an_unknown_text_is_corrupt() {
+        let conn = Connection::open_in_memory().unwrap();
+        let stored: String = conn
+            .query_row("SELECT ?1", [TopupStatus::Expired], |r| r.get(0))
+            .unwrap();
+        assert_eq!(stored, "expired");
+        let read: AuditAction = conn
+            .query_row("SELECT 'key.roll'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(read, AuditAction::KeyRoll);
+        let unknown = conn.query_row("SELECT 'refunded'", [], |r| r.get::<_, TopupStatus>(0));
+        assert!(
+            unknown
+                .unwrap_err()
+                .to_string()
+                .contains("unknown top-up status")
+        );
+    }
 }

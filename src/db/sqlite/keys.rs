@@ -7,7 +7,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::db::admin::{AccountError, NewKey};
 use crate::db::rows::{ActiveKey, unix_secs};
-use crate::db::sqlite::decode::{corrupt, count, find_account, publishable_rules};
+use crate::db::sqlite::decode::{count, find_account, publishable_rules};
 use crate::domain::api_key::{self, ApiKey, KeyHash, KeyKind, Publishable};
 use crate::domain::charge::Caller;
 use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS};
@@ -31,7 +31,7 @@ pub(crate) fn insert_key(
             &api_key.hash()[..],
             account_rowid,
             at,
-            kind.as_str(),
+            kind,
             origins,
             publishable.map(|p| p.per_ip_minute),
             name,
@@ -89,7 +89,7 @@ pub fn roll_key(
             params![rowid, key_public_id, unix_secs(now)],
             |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
+                    r.get::<_, KeyKind>(0)?,
                     r.get::<_, Option<String>>(1)?,
                     r.get::<_, Option<u32>>(2)?,
                     r.get::<_, Option<String>>(3)?,
@@ -106,12 +106,12 @@ pub fn roll_key(
             DashboardRefused::RollRevoked.to_string(),
         ));
     }
-    let publishable = match KeyKind::from_stored(&kind) {
-        Some(KeyKind::Publishable) => Some(
+    let publishable = match kind {
+        KeyKind::Publishable => Some(
             publishable_rules(origins, per_ip, budget, 1)
                 .map_err(|why| AccountError::Unexpected(anyhow::anyhow!(why)))?,
         ),
-        _ => None,
+        KeyKind::Secret => None,
     };
     let (key_id, api_key) = insert_key(
         &tx,
@@ -166,16 +166,14 @@ pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<ActiveKey>> {
         let hash: KeyHash = hash
             .try_into()
             .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, 0))?;
-        let kind: String = r.get(3)?;
-        let publishable = match KeyKind::from_stored(&kind) {
-            Some(KeyKind::Secret) => None,
-            Some(KeyKind::Publishable) => Some(publishable_rules(
+        let publishable = match r.get::<_, KeyKind>(3)? {
+            KeyKind::Secret => None,
+            KeyKind::Publishable => Some(publishable_rules(
                 r.get(4)?,
                 r.get(5)?,
                 (r.get(7)?, r.get(8)?),
                 4,
             )?),
-            None => return Err(corrupt(3, format!("unknown key kind {kind:?}"))),
         };
         Ok(ActiveKey {
             hash,

@@ -9,8 +9,9 @@ use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunde
 use crate::db::sqlite::accounts::write_change;
 use crate::db::sqlite::decode::find_account;
 use crate::domain::admin::BalanceChange;
+use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
-use crate::domain::payments;
+use crate::domain::payments::{self, TopupStatus};
 
 pub fn set_settings(
     conn: &mut Connection,
@@ -65,7 +66,7 @@ pub fn new_topup(
     account_id: &str,
     amount: Micros,
     now: i64,
-) -> Result<String, AccountError> {
+) -> Result<TopupId, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, _) = find_account(&tx, account_id)?;
     sweep(&tx, rowid, now)?;
@@ -78,7 +79,7 @@ pub fn new_topup(
     if pending >= payments::MAX_PENDING_TOPUPS {
         return Err(AccountError::Invalid(payments::too_many_pending()));
     }
-    let topup_id = payments::new_topup_id();
+    let topup_id = TopupId::fresh();
     tx.execute(
         "INSERT INTO topups (public_id, account_id, amount, status, created_at)
          VALUES (?1, ?2, ?3, 'pending', ?4)",
@@ -110,7 +111,7 @@ fn sweep(conn: &Connection, account_row: i64, now: i64) -> rusqlite::Result<()> 
 /// The processor made the top-up's session: its id and payment page.
 pub fn topup_opened(
     conn: &mut Connection,
-    topup_id: &str,
+    topup_id: &TopupId,
     session_id: &str,
     url: &str,
 ) -> Result<(), AccountError> {
@@ -126,9 +127,9 @@ pub fn topup_opened(
 /// Whether it was pending.
 pub fn close_topup(
     conn: &mut Connection,
-    topup_id: Option<&str>,
+    topup_id: Option<&TopupId>,
     session_id: Option<&str>,
-    status: &str,
+    status: TopupStatus,
 ) -> Result<bool, AccountError> {
     Ok(conn.execute(
         "UPDATE topups SET status = ?3, url = NULL
@@ -183,8 +184,8 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
             |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
+                    r.get::<_, TopupId>(1)?,
+                    r.get::<_, TopupStatus>(2)?,
                     r.get::<_, i64>(3)?,
                     r.get::<_, String>(4)?,
                     r.get::<_, Micros>(5)?,
@@ -198,7 +199,7 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
     if paid.account_id.as_deref().is_some_and(|a| a != account_id) {
         return Ok(Credited::Unknown);
     }
-    if status == "paid" {
+    if status == TopupStatus::Paid {
         return Ok(Credited::Already { topup_id });
     }
     let change = BalanceChange::paid(
@@ -227,7 +228,7 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
 pub fn refund(
     conn: &mut Connection,
     payment: &str,
-    topup_id: Option<&str>,
+    topup_id: Option<&TopupId>,
     refunded_total: Micros,
     now: i64,
 ) -> Result<Refunded, AccountError> {
@@ -241,7 +242,7 @@ pub fn refund(
             |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
+                    r.get::<_, TopupId>(1)?,
                     r.get::<_, Micros>(2)?,
                     r.get::<_, Micros>(3)?,
                     r.get::<_, i64>(4)?,
