@@ -135,17 +135,7 @@ fn changes(
                 .map(|(import, countries)| ImportLine {
                     generation: import.generation,
                     imported_at: rfc3339(import.finished_at),
-                    countries: countries
-                        .into_iter()
-                        .map(|c| CountryChanges {
-                            country: c.country,
-                            records: c.records,
-                            codes: c.codes,
-                            added: c.added,
-                            removed: c.removed,
-                            moved: c.moved,
-                        })
-                        .collect(),
+                    countries: countries.iter().map(CountryChanges::from).collect(),
                 })
                 .collect();
             print(&Changes {

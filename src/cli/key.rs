@@ -34,30 +34,15 @@ pub(super) enum KeyCommand {
         )]
         origins: Vec<OriginPattern>,
         /// Requests a minute per client IP for the publishable key [default: 60].
-        #[arg(
-            long,
-            value_name = "N",
-            requires = "publishable",
-            value_parser = clap::value_parser!(u32).range(1..)
-        )]
+        #[arg(long, value_name = "N", requires = "publishable", value_parser = count())]
         per_ip_minute: Option<u32>,
         /// At most N requests in a UTC minute with the publishable key, over every client
         /// IP (counted by each server node) [default: no bound].
-        #[arg(
-            long,
-            value_name = "N",
-            requires = "publishable",
-            value_parser = clap::value_parser!(u32).range(1..)
-        )]
+        #[arg(long, value_name = "N", requires = "publishable", value_parser = count())]
         max_per_minute: Option<u32>,
         /// At most N requests in a UTC day with the publishable key, over every client IP
         /// (counted by each server node) [default: no bound].
-        #[arg(
-            long,
-            value_name = "N",
-            requires = "publishable",
-            value_parser = clap::value_parser!(u32).range(1..)
-        )]
+        #[arg(long, value_name = "N", requires = "publishable", value_parser = count())]
         max_per_day: Option<u32>,
         /// A name for the key, shown in listings and the dashboard (1 to 100 characters).
         #[arg(long)]
@@ -67,6 +52,11 @@ pub(super) enum KeyCommand {
     List { account_id: String },
     /// Revoke a key by its id (`key_...`); the next request with it gets 401.
     Revoke { key_id: String },
+}
+
+/// A publishable key's limits: a count of requests, at least 1.
+fn count() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..)
 }
 
 #[derive(Serialize)]

@@ -316,6 +316,25 @@ const MIGRATION_9: &str = "
         CHECK (max_per_day IS NULL OR max_per_day > 0);
     PRAGMA user_version = 9;";
 
+/// One rung of the ladder: SQL, or code where SQL alone cannot say it.
+enum Migration {
+    Sql(&'static str),
+    Code(fn(&Connection) -> Result<()>),
+}
+
+/// `MIGRATIONS[i]` takes a file from version `i + 1` to `i + 2`; a file of version `v`
+/// gets every one from `MIGRATIONS[v - 1]` on, in order, in one transaction.
+const MIGRATIONS: [Migration; SCHEMA_VERSION as usize - 1] = [
+    Migration::Sql(MIGRATION_2),
+    Migration::Code(migration_3),
+    Migration::Sql(MIGRATION_4),
+    Migration::Sql(MIGRATION_5),
+    Migration::Sql(MIGRATION_6),
+    Migration::Sql(MIGRATION_7),
+    Migration::Sql(MIGRATION_8),
+    Migration::Sql(MIGRATION_9),
+];
+
 /// How long a statement waits for another connection's write lock before failing. Every
 /// writer holds it for milliseconds (the import too: `dataset`); this bounds the
 /// pathological cases.
@@ -451,36 +470,15 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     match version {
         0 => tx.execute_batch(SCHEMA).context("applying schema.sql")?,
-        1..=8 => {
-            if version == 1 {
-                tx.execute_batch(MIGRATION_2)
-                    .context("migrating the schema to version 2")?;
+        1..SCHEMA_VERSION => {
+            for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize - 1) {
+                let to = i + 2;
+                match migration {
+                    Migration::Sql(sql) => tx.execute_batch(sql).map_err(Into::into),
+                    Migration::Code(apply) => apply(&tx),
+                }
+                .with_context(|| format!("migrating the schema to version {to}"))?;
             }
-            if version <= 2 {
-                migration_3(&tx).context("migrating the schema to version 3")?;
-            }
-            if version <= 3 {
-                tx.execute_batch(MIGRATION_4)
-                    .context("migrating the schema to version 4")?;
-            }
-            if version <= 4 {
-                tx.execute_batch(MIGRATION_5)
-                    .context("migrating the schema to version 5")?;
-            }
-            if version <= 5 {
-                tx.execute_batch(MIGRATION_6)
-                    .context("migrating the schema to version 6")?;
-            }
-            if version <= 6 {
-                tx.execute_batch(MIGRATION_7)
-                    .context("migrating the schema to version 7")?;
-            }
-            if version <= 7 {
-                tx.execute_batch(MIGRATION_8)
-                    .context("migrating the schema to version 8")?;
-            }
-            tx.execute_batch(MIGRATION_9)
-                .context("migrating the schema to version 9")?;
         }
         SCHEMA_VERSION => {}
         other => {
@@ -552,6 +550,16 @@ mod tests {
         assert_eq!(version, SCHEMA_VERSION);
     }
 
+    /// The first column of every row `sql` selects.
+    fn names(conn: &Connection, sql: &str) -> Vec<String> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
     /// A file of schema version 2 with `rows` in it, opened (so migrated) as a server would.
     fn open_version_2(dir: &tempfile::TempDir, rows: &str) -> Connection {
         let path = dir.path().join("p.db");
@@ -571,28 +579,20 @@ mod tests {
              INSERT INTO countries (code, name, postal_format, postal_regex, place_first, place_last)
                  VALUES ('DE', 'Germany', '#####', '', 1, 2);",
         );
-        let indexes: Vec<String> = conn
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'postal_codes' ORDER BY name")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let indexes = names(
+            &conn,
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'postal_codes' ORDER BY name",
+        );
         assert_eq!(indexes, ["postal_codes_by_place"]);
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
         // The FTS5 index and its bounds are gone, the gazetteer is there, rows are kept.
-        let tables: Vec<String> = conn
-            .prepare(
-                "SELECT name FROM sqlite_master WHERE name LIKE 'places%' OR name = 'gazetteer'",
-            )
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let tables = names(
+            &conn,
+            "SELECT name FROM sqlite_master WHERE name LIKE 'places%' OR name = 'gazetteer'",
+        );
         assert_eq!(tables, ["gazetteer"]);
         let name: String = conn
             .query_row("SELECT name FROM countries WHERE code = 'DE'", [], |r| {

@@ -80,14 +80,7 @@ pub fn diff(conn: &Connection, records: &[PostalRecord]) -> Result<Diff> {
     for (i, r) in records.iter().enumerate() {
         let row = counts
             .entry(r.country.clone())
-            .or_insert_with(|| CountryRow {
-                country: r.country.clone(),
-                records: 0,
-                codes: 0,
-                added: 0,
-                removed: 0,
-                moved: 0,
-            });
+            .or_insert_with(|| uncounted(&r.country));
         row.records += 1;
         if let std::collections::hash_map::Entry::Vacant(slot) =
             new_first.entry((&r.country, &r.compact_key))
@@ -156,14 +149,7 @@ pub fn diff(conn: &Connection, records: &[PostalRecord]) -> Result<Diff> {
     for c in &changes {
         let row = counts
             .entry(c.country.clone())
-            .or_insert_with(|| CountryRow {
-                country: c.country.clone(),
-                records: 0,
-                codes: 0,
-                added: 0,
-                removed: 0,
-                moved: 0,
-            });
+            .or_insert_with(|| uncounted(&c.country));
         match c.change {
             Change::Added => {}
             Change::Removed => row.removed += 1,
@@ -256,6 +242,18 @@ impl Diff {
                 })
             })
             .collect()
+    }
+}
+
+/// A country's row before any of its records or changes is counted.
+fn uncounted(country: &str) -> CountryRow {
+    CountryRow {
+        country: country.to_string(),
+        records: 0,
+        codes: 0,
+        added: 0,
+        removed: 0,
+        moved: 0,
     }
 }
 

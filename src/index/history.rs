@@ -8,7 +8,7 @@ use anyhow::Result;
 use rusqlite::Connection;
 
 use crate::db;
-pub use crate::db::history::{ChangeRow, DatedChange, OverrideRow, Provenance};
+pub use crate::db::history::{ChangeRow, CountryRow, DatedChange, OverrideRow, Provenance};
 use crate::domain::{CountryCode, PostalQuery};
 
 /// How many of the latest code changes `/api/dataset` shows.

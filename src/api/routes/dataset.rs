@@ -20,7 +20,7 @@ use crate::api::{ApiTags, State};
 use crate::domain::charge::Endpoint;
 use crate::domain::date::rfc3339;
 use crate::index::history::DatasetHistory;
-use crate::index::history::{ChangeRow, DatedChange, OverrideRow, Provenance};
+use crate::index::history::{ChangeRow, CountryRow, DatedChange, OverrideRow, Provenance};
 use crate::index::postal::PostalIndex;
 
 /// The route of /api/dataset (its handler reads the `State` from the request data).
@@ -137,18 +137,7 @@ fn provenance(p: &Provenance, overrides: &[OverrideRow]) -> ImportProvenance {
                 entry_modified: s.entry_modified.clone(),
             })
             .collect(),
-        per_country: p
-            .countries
-            .iter()
-            .map(|c| CountryChanges {
-                country: c.country.clone(),
-                records: c.records,
-                codes: c.codes,
-                added: c.added,
-                removed: c.removed,
-                moved: c.moved,
-            })
-            .collect(),
+        per_country: p.countries.iter().map(CountryChanges::from).collect(),
         overrides: overrides
             .iter()
             .map(|o| {
@@ -294,6 +283,19 @@ pub struct CountryChanges {
     pub removed: i64,
     /// Codes whose first place changed or moved more than 1 km.
     pub moved: i64,
+}
+
+impl From<&CountryRow> for CountryChanges {
+    fn from(c: &CountryRow) -> CountryChanges {
+        CountryChanges {
+            country: c.country.clone(),
+            records: c.records,
+            codes: c.codes,
+            added: c.added,
+            removed: c.removed,
+            moved: c.moved,
+        }
+    }
 }
 
 /// One override line.
