@@ -362,12 +362,13 @@ impl CityIndex {
         chosen
             .into_iter()
             .map(|id| {
-                let MatchedPlace { city, state, st } = cities.matched(id);
+                let place = &cities.places[id as usize];
+                let region = &cities.regions[place.region as usize];
                 Suggestion {
-                    city,
-                    state,
-                    st,
-                    codes: cities.places[id as usize].codes.len as usize,
+                    city: place.name.of(&cities.text).to_string(),
+                    state: region.name.to_string(),
+                    st: region.code.to_string(),
+                    codes: place.codes.len as usize,
                 }
             })
             .collect()
