@@ -115,7 +115,7 @@ async fn provider(dash: &Dashboard, name: &str) -> Result<Provider, Failure> {
     let providers = dash
         .admin(move |mut admin| async move { admin.providers().await })
         .await
-        .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.text()))?;
+        .map_err(|e| Failure::new(e.status(), e.text()))?;
     providers
         .into_iter()
         .find(|p| p.name == name)
