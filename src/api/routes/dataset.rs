@@ -196,6 +196,7 @@ pub struct DatasetRequest {
 impl DocumentedBody for DatasetRequest {}
 
 /// The live dataset.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase", skip_serializing_if_is_none)]
 #[serde(rename_all = "camelCase")]
@@ -203,7 +204,6 @@ pub struct DatasetBody {
     /// Which import this is: 1 for the first, one more for each.
     pub generation: i64,
     /// When the import swapped it in (RFC 3339, UTC); absent when the file does not say.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub imported_at: Option<String>,
     pub records: i64,
     /// Distinct postal codes.
@@ -215,7 +215,6 @@ pub struct DatasetBody {
     pub retired_codes: i64,
     /// What the import read and changed; absent for a dataset imported before the service
     /// recorded it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub provenance: Option<ImportProvenance>,
     /// The latest codes added, removed or moved (at most 100), newest import first.
     pub changes: Vec<CodeChange>,
@@ -244,6 +243,7 @@ pub struct ImportProvenance {
 }
 
 /// A file an import read.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase", skip_serializing_if_is_none)]
 #[serde(rename_all = "camelCase")]
@@ -257,16 +257,12 @@ pub struct SourceFile {
     /// Lower-case hex.
     pub sha256: String,
     /// Upstream's `Last-Modified`, when downloaded.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_modified: Option<String>,
     /// Upstream's `ETag`, when downloaded.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub etag: Option<String>,
     /// The zip entry read.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub entry: Option<String>,
     /// The zip entry's time as stored (no zone).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub entry_modified: Option<String>,
 }
 
@@ -314,6 +310,7 @@ pub struct OverrideLine {
 }
 
 /// A code an import added, removed or moved.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase", skip_serializing_if_is_none)]
 #[serde(rename_all = "camelCase")]
@@ -328,16 +325,11 @@ pub struct CodeChange {
     pub change: String,
     /// Its first place: new (added, moved) or last (removed).
     pub city: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub latitude: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub longitude: Option<f64>,
     /// Moved: the first place before.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_city: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_latitude: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_longitude: Option<f64>,
 }
 

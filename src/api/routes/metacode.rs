@@ -139,28 +139,24 @@ fn meta_record(country: CountryCode, r: PlaceRecord) -> Meta {
 }
 
 /// Metadata of a US postal code.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", skip_serializing_if_is_none)]
 #[serde(rename_all = "camelCase")]
 pub struct UsMeta {
     pub zipcode: String,
     pub city: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub state_abbrev: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub county: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub latitude: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub longitude: Option<f64>,
     /// IANA timezone at the coordinates.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
 }
 
 /// Metadata of a non-US postal code; fields without data are omitted.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Object, Serialize)]
 #[oai(skip_serializing_if_is_none)]
 pub struct WorldMeta {
@@ -171,43 +167,29 @@ pub struct WorldMeta {
     #[oai(rename = "placeName")]
     #[serde(rename = "placeName")]
     pub place_name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub latitude: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub longitude: Option<f64>,
     /// IANA timezone at the coordinates.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_name1: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_code1: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_name2: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_code2: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_name3: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_code3: Option<String>,
     /// GeoNames accuracy of the coordinates: 1 (estimated) to 6 (centroid).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub accuracy: Option<i64>,
     /// Rich-schema countries (MX, BR): the top-level region (admin name 1).
     #[oai(rename = "adminLevel1")]
     #[serde(rename = "adminLevel1")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_level1: Option<String>,
     /// Rich-schema countries (MX, BR): the second-level region (admin name 2).
     #[oai(rename = "adminLevel2")]
     #[serde(rename = "adminLevel2")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_level2: Option<String>,
     /// Rich-schema countries (MX, BR): the municipality (admin name 2).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub municipality: Option<String>,
     /// Rich-schema countries (MX): the city (admin name 3), when distinct from placeName.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub city: Option<String>,
 }
 

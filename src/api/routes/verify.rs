@@ -202,23 +202,21 @@ impl Example for VerifyRequest {
 impl DocumentedBody for VerifyRequest {}
 
 /// 200 of /api/verify.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", example, skip_serializing_if_is_none)]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyResponse {
     pub result: VerifyResult,
     /// With `fuzzy_match`: the place the city was taken for, as the data writes it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_city: Option<String>,
     /// With `fuzzy_match`: its state / region, when it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_state: Option<String>,
     /// With `fuzzy_match`: its state / region code, when it has one.
     #[oai(rename = "matchedST")]
-    #[serde(rename = "matchedST", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "matchedST")]
     pub matched_st: Option<String>,
     /// With `conflict`: every place of the code (as /api/places answers them).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub places: Option<Vec<PlaceItem>>,
     #[oai(flatten)]
     #[serde(skip)]

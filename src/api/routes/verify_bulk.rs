@@ -212,6 +212,7 @@ impl Example for VerifyBulkRequest {
 impl DocumentedBody for VerifyBulkRequest {}
 
 /// One result of /api/verify-bulk: the record echoed and its verdict.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Object, Serialize)]
 #[oai(rename_all = "camelCase", skip_serializing_if_is_none)]
 #[serde(rename_all = "camelCase")]
@@ -223,14 +224,11 @@ pub struct VerifyBulkResult {
     /// Echo of the input.
     pub city: String,
     pub result: VerifyResult,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_city: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub matched_state: Option<String>,
     #[oai(rename = "matchedST")]
-    #[serde(rename = "matchedST", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "matchedST")]
     pub matched_st: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub places: Option<Vec<PlaceItem>>,
 }
 
