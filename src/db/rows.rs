@@ -1,7 +1,7 @@
 //! What both ledgers (the SQLite file, `db::sqlite`; a cluster's PostgreSQL, `db::pg`)
 //! hold for the server's books and hand it, in either dialect: active keys,
-//! the charge rows a flush appends, idempotent answers and claims; and how a time is
-//! stored.
+//! the charge rows a flush appends, idempotent answers and claims; and how a time, a count,
+//! the limits and the closed sets of words are stored.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -10,6 +10,7 @@ use crate::domain::api_key::{KeyHash, Publishable};
 use crate::domain::charge::{Caller, Endpoint};
 use crate::domain::idempotency::{Fingerprint, IdempotencyKey};
 use crate::domain::money::Micros;
+use crate::domain::rate_limit::Limits;
 
 /// An active key as the server's books hold it.
 #[derive(Debug)]
@@ -95,3 +96,33 @@ pub struct ReleasedClaim {
 }
 
 pub(crate) use crate::domain::date::unix_secs;
+
+/// A stored count (never negative: a negative one reads as 0).
+pub(crate) fn count(stored: i64) -> u64 {
+    u64::try_from(stored).unwrap_or(0)
+}
+
+/// A count as stored (beyond `i64`: `i64::MAX`).
+pub(crate) fn stored_count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The three limit columns (per minute, hour, day) as stored.
+pub(crate) fn stored_limits(limits: Limits) -> [Option<i64>; 3] {
+    [limits.per_minute, limits.per_hour, limits.per_day].map(|l| l.map(stored_count))
+}
+
+/// The closed sets of words both ledgers store as their text, each with what an error
+/// calls it, handed to a dialect's `$store` macro: one list, so a new word is stored by
+/// both or by neither.
+macro_rules! stored_words {
+    ($store:ident) => {
+        $store!(
+            $crate::domain::api_key::KeyKind => "key kind",
+            $crate::domain::payments::TopupStatus => "top-up status",
+            $crate::domain::admin::LedgerKind => "ledger entry kind",
+            $crate::domain::admin::AuditAction => "audit action",
+        );
+    };
+}
+pub(crate) use stored_words;

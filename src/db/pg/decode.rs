@@ -9,11 +9,10 @@ use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Row, Transaction};
 
 use crate::db::admin::AccountError;
-use crate::domain::admin::{AuditAction, LedgerKind};
-use crate::domain::api_key::{Budget, KeyKind, Publishable};
+pub(crate) use crate::db::rows::{count, stored_count, stored_limits};
+use crate::domain::api_key::{Budget, Publishable};
 use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
-use crate::domain::payments::TopupStatus;
 use crate::domain::rate_limit::Limits;
 
 type BoxError = Box<dyn Error + Sync + Send>;
@@ -71,12 +70,7 @@ macro_rules! stored_as_text {
     )+};
 }
 
-stored_as_text!(
-    KeyKind => "key kind",
-    TopupStatus => "top-up status",
-    LedgerKind => "ledger entry kind",
-    AuditAction => "audit action",
-);
+crate::db::rows::stored_words!(stored_as_text);
 
 /// Public ids stored as their text.
 macro_rules! stored_id {
@@ -107,16 +101,6 @@ macro_rules! stored_id {
 
 stored_id!(TopupId);
 
-/// A stored count (never negative: a negative one reads as 0).
-pub(crate) fn count(stored: i64) -> u64 {
-    u64::try_from(stored).unwrap_or(0)
-}
-
-/// A count as stored (beyond `i64`: `i64::MAX`).
-pub(crate) fn stored_count(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
 /// The three limit columns (per minute, hour, day) starting at `first`.
 pub(crate) fn limits_at(r: &Row, first: usize) -> Limits {
     let limit = |i: usize| r.get::<_, Option<i64>>(first + i).map(count);
@@ -125,11 +109,6 @@ pub(crate) fn limits_at(r: &Row, first: usize) -> Limits {
         per_hour: limit(1),
         per_day: limit(2),
     }
-}
-
-/// The three limit columns as stored.
-pub(crate) fn stored_limits(limits: Limits) -> [Option<i64>; 3] {
-    [limits.per_minute, limits.per_hour, limits.per_day].map(|l| l.map(stored_count))
 }
 
 /// A publishable key's rules from its stored origins, per-IP limit and budget

@@ -6,11 +6,10 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, 
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::db::admin::AccountError;
-use crate::domain::admin::{AuditAction, LedgerKind};
-use crate::domain::api_key::{Budget, KeyKind, Publishable};
+pub(crate) use crate::db::rows::{count, stored_count, stored_limits};
+use crate::domain::api_key::{Budget, Publishable};
 use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
-use crate::domain::payments::TopupStatus;
 use crate::domain::rate_limit::Limits;
 
 impl ToSql for Micros {
@@ -46,12 +45,7 @@ macro_rules! stored_as_text {
     )+};
 }
 
-stored_as_text!(
-    KeyKind => "key kind",
-    TopupStatus => "top-up status",
-    LedgerKind => "ledger entry kind",
-    AuditAction => "audit action",
-);
+crate::db::rows::stored_words!(stored_as_text);
 
 /// Public ids stored as their text.
 macro_rules! stored_id {
@@ -72,16 +66,6 @@ macro_rules! stored_id {
 
 stored_id!(TopupId);
 
-/// A stored count (never negative: a negative one reads as 0).
-pub(crate) fn count(stored: i64) -> u64 {
-    u64::try_from(stored).unwrap_or(0)
-}
-
-/// A count as stored (beyond `i64`: `i64::MAX`).
-pub(crate) fn stored_count(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
 /// The three limit columns (per minute, hour, day) starting at `first`.
 pub(crate) fn limits_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Limits> {
     let limit = |i: usize| -> rusqlite::Result<Option<u64>> {
@@ -92,11 +76,6 @@ pub(crate) fn limits_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Limits> {
         per_hour: limit(1)?,
         per_day: limit(2)?,
     })
-}
-
-/// The three limit columns as stored.
-pub(crate) fn stored_limits(limits: Limits) -> [Option<i64>; 3] {
-    [limits.per_minute, limits.per_hour, limits.per_day].map(|l| l.map(stored_count))
 }
 
 /// A publishable key's rules from its origins (column `column`), per-IP limit and
@@ -136,6 +115,8 @@ pub(crate) fn find_account(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::admin::AuditAction;
+    use crate::domain::payments::TopupStatus;
 
     #[test]
     fn a_word_is_stored_as_its_text_and_an_unknown_text_is_corrupt() {
