@@ -511,26 +511,21 @@ mod tests {
     #[test]
     fn a_redirect_stays_on_https_and_a_path_stays_on_its_server() {
         let https = "https://download.geonames.org/export/zip/allCountries.zip";
-        assert_eq!(
-            redirected(https, https, "https://mirror.example/a.zip").unwrap(),
-            "https://mirror.example/a.zip"
-        );
-        assert_eq!(
-            redirected(https, https, "/other/a.zip").unwrap(),
-            "https://download.geonames.org/other/a.zip"
-        );
-        assert_eq!(
-            redirected(https, https, "b.zip").unwrap(),
-            "https://download.geonames.org/export/zip/b.zip"
-        );
-        assert_eq!(
-            redirected(https, https, "//cdn.example/a.zip").unwrap(),
-            "https://cdn.example/a.zip"
-        );
-        assert_eq!(
-            redirected(https, https, "/dl?u=http://x").unwrap(),
-            "https://download.geonames.org/dl?u=http://x"
-        );
+        for (location, followed) in [
+            (
+                "https://mirror.example/a.zip",
+                "https://mirror.example/a.zip",
+            ),
+            ("/other/a.zip", "https://download.geonames.org/other/a.zip"),
+            ("b.zip", "https://download.geonames.org/export/zip/b.zip"),
+            ("//cdn.example/a.zip", "https://cdn.example/a.zip"),
+            (
+                "/dl?u=http://x",
+                "https://download.geonames.org/dl?u=http://x",
+            ),
+        ] {
+            assert_eq!(redirected(https, https, location).unwrap(), followed);
+        }
         for location in ["http://mirror.example/a.zip", "ftp://mirror.example/a.zip"] {
             assert_eq!(
                 redirected(https, https, location).unwrap_err().to_string(),
