@@ -502,10 +502,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/p.db");
         let conn = open(&path).unwrap();
-        let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(version(&conn), SCHEMA_VERSION);
         let mode: String = conn
             .pragma_query_value(None, "journal_mode", |r| r.get(0))
             .unwrap();
@@ -544,20 +541,39 @@ mod tests {
             .unwrap();
         let conn = open(&path).unwrap();
         assert_eq!(dataset::generation(&conn).unwrap(), 0);
-        let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+    }
+
+    /// Every row `sql` selects, each read by `row`.
+    fn rows<T>(
+        conn: &Connection,
+        sql: &str,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Vec<T> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], row)
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
     }
 
     /// The first column of every row `sql` selects.
     fn names(conn: &Connection, sql: &str) -> Vec<String> {
-        conn.prepare(sql)
+        rows(conn, sql, |r| r.get(0))
+    }
+
+    /// The schema version `conn`'s file says it is.
+    fn version(conn: &Connection) -> i64 {
+        conn.pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap()
+    }
+
+    /// A new file at `path` taken back to an older version by `sql`, then opened (so
+    /// migrated) as a server would.
+    fn reopened(path: &Path, sql: &str) -> Connection {
+        open(path).unwrap().execute_batch(sql).unwrap();
+        open(path).unwrap()
     }
 
     /// A file of schema version 2 with `rows` in it, opened (so migrated) as a server would.
@@ -584,10 +600,7 @@ mod tests {
             "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'postal_codes' ORDER BY name",
         );
         assert_eq!(indexes, ["postal_codes_by_place"]);
-        let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(version(&conn), SCHEMA_VERSION);
         // The FTS5 index and its bounds are gone, the gazetteer is there, rows are kept.
         let tables = names(
             &conn,
@@ -602,12 +615,11 @@ mod tests {
         assert_eq!(name, "Germany");
         // The same tables, indexes and triggers as a new file's.
         let schema = |conn: &Connection| -> Vec<(String, String)> {
-            conn.prepare("SELECT type, name FROM sqlite_master ORDER BY type, name")
-                .unwrap()
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap()
+            rows(
+                conn,
+                "SELECT type, name FROM sqlite_master ORDER BY type, name",
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
         };
         let fresh = open(&dir.path().join("fresh.db")).unwrap();
         assert_eq!(schema(&conn), schema(&fresh));
@@ -631,14 +643,11 @@ mod tests {
             .unwrap();
         assert_eq!(key, ("secret".to_owned(), None, None));
         let columns = |conn: &Connection| -> Vec<(String, String, bool, Option<String>)> {
-            conn.prepare(
+            rows(
+                conn,
                 "SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('api_keys')",
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap()
         };
         let fresh = open(&dir.path().join("fresh.db")).unwrap();
         assert_eq!(columns(&conn), columns(&fresh));
@@ -673,27 +682,18 @@ mod tests {
     #[test]
     fn a_version_6_file_gets_the_dashboard_tables_and_key_names_of_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
-        let (new, old) = (dir.path().join("new.db"), dir.path().join("old.db"));
-        open(&new).unwrap();
-        open(&old)
-            .unwrap()
-            .execute_batch(&format!(
-                "{WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
-            ))
-            .unwrap();
-        let shape = |path: &Path| -> Vec<String> {
-            let conn = open(path).unwrap();
-            let mut stmt = conn
-                .prepare(
-                    "SELECT m.name || ' ' || p.name || ' ' || p.type || ' ' || p.\"notnull\" || ' ' || p.pk
-                     FROM sqlite_master m, pragma_table_info(m.name) p
-                     WHERE m.type = 'table' ORDER BY 1",
-                )
-                .unwrap();
-            stmt.query_map([], |r| r.get(0))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap()
+        let old = reopened(
+            &dir.path().join("old.db"),
+            &format!("{WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"),
+        );
+        let new = open(&dir.path().join("new.db")).unwrap();
+        let shape = |conn: &Connection| {
+            names(
+                conn,
+                "SELECT m.name || ' ' || p.name || ' ' || p.type || ' ' || p.\"notnull\" || ' ' || p.pk
+                 FROM sqlite_master m, pragma_table_info(m.name) p
+                 WHERE m.type = 'table' ORDER BY 1",
+            )
         };
         let migrated = shape(&old);
         assert_eq!(migrated, shape(&new));
@@ -710,31 +710,30 @@ mod tests {
     #[test]
     fn a_version_7_file_gets_the_payment_tables_of_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
-        let (new, old) = (dir.path().join("new.db"), dir.path().join("old.db"));
-        open(&new).unwrap();
-        open(&old)
-            .unwrap()
-            .execute_batch(&format!("{WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"))
-            .unwrap();
-        let schema = |path: &Path| -> Vec<(String, String)> {
-            let conn = open(path).unwrap();
-            let mut stmt = conn
-                .prepare(
-                    "SELECT name, sql FROM sqlite_master
-                     WHERE tbl_name IN ('topups', 'payment_settings') ORDER BY name",
-                )
-                .unwrap();
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, Option<String>>(1)?)))
-                .unwrap()
-                .map(|row| row.map(|(name, sql)| (name, sql.unwrap_or_default())))
-                .collect::<rusqlite::Result<_>>()
-                .unwrap()
+        let old = reopened(
+            &dir.path().join("old.db"),
+            &format!("{WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"),
+        );
+        let new = open(&dir.path().join("new.db")).unwrap();
+        let schema = |conn: &Connection| -> Vec<(String, String)> {
+            rows(
+                conn,
+                "SELECT name, sql FROM sqlite_master
+                 WHERE tbl_name IN ('topups', 'payment_settings') ORDER BY name",
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    ))
+                },
+            )
         };
         let migrated = schema(&old);
         // The same tables, indexes and constraints, written alike (the migration's text
         // is schema.sql's, indented).
-        let squeezed = |rows: Vec<(String, String)>| -> Vec<(String, String)> {
-            rows.into_iter()
+        let squeezed = |entries: Vec<(String, String)>| -> Vec<(String, String)> {
+            entries
+                .into_iter()
                 .map(|(n, sql)| (n, sql.split_whitespace().collect::<Vec<_>>().join(" ")))
                 .collect()
         };
@@ -745,29 +744,23 @@ mod tests {
     #[test]
     fn a_version_8_file_keeps_its_publishable_keys_unbounded_with_the_budget_columns() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v8.db");
-        open(&path)
-            .unwrap()
-            .execute_batch(&format!(
+        let conn = reopened(
+            &dir.path().join("v8.db"),
+            &format!(
                 "{WITHOUT_9} PRAGMA user_version = 8;
                  INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
                  INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
                                        per_ip_minute)
                      VALUES ('key_p', zeroblob(32), 1, 0, 'publishable', 'https://shop.example', 7);"
-            ))
-            .unwrap();
-        let conn = open(&path).unwrap();
-        let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
+            ),
+        );
+        assert_eq!(version(&conn), SCHEMA_VERSION);
         let columns = |conn: &Connection| -> Vec<(String, String, bool)> {
-            conn.prepare("SELECT name, type, \"notnull\" FROM pragma_table_info('api_keys')")
-                .unwrap()
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap()
+            rows(
+                conn,
+                "SELECT name, type, \"notnull\" FROM pragma_table_info('api_keys')",
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
         };
         let fresh = open(&dir.path().join("fresh.db")).unwrap();
         assert_eq!(columns(&conn), columns(&fresh));
@@ -794,24 +787,18 @@ mod tests {
     #[test]
     fn a_version_5_file_gets_the_idempotent_answers_table_of_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("p.db");
         // A version 5 file: a new file without the version 6 table.
-        open(&path)
-            .unwrap()
-            .execute_batch(
-                &format!(
-                    "{WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
-                     INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);"
-                ),
-            )
-            .unwrap();
-        let conn = open(&path).unwrap();
-        let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
-        let shape = |conn: &Connection| -> Vec<String> {
-            conn.prepare(
+        let conn = reopened(
+            &dir.path().join("p.db"),
+            &format!(
+                "{WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
+                 INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);"
+            ),
+        );
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let shape = |conn: &Connection| {
+            names(
+                conn,
                 "SELECT 'column ' || name || ' ' || type || ' ' || \"notnull\" || ' ' || pk
                      FROM pragma_table_info('idempotent_answers')
                  UNION ALL
@@ -820,11 +807,6 @@ mod tests {
                           pragma_index_info(il.name) ii
                  ORDER BY 1",
             )
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap()
         };
         let fresh = open(&dir.path().join("fresh.db")).unwrap();
         assert_eq!(shape(&conn), shape(&fresh));
