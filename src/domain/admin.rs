@@ -8,6 +8,7 @@
 use crate::domain::api_key::{Budget, Publishable};
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::origin::OriginPattern;
+use crate::domain::payments::{RefundSplit, refund_note};
 use crate::domain::rate_limit::Limits;
 
 /// Why a change was refused: the caller's mistake, never the system's.
@@ -121,6 +122,21 @@ impl BalanceChange {
             kind: LedgerKind::Adjustment,
             note: Some(reason.to_owned()),
         })
+    }
+
+    /// A card payment's refund taken back from the balance: the adjustment of minus
+    /// `split.taken`, its note naming the payment and what could not be taken back.
+    pub fn refund(
+        payment: &str,
+        owed: Micros,
+        split: RefundSplit,
+    ) -> Result<BalanceChange, Refused> {
+        BalanceChange::adjustment(
+            Micros::ZERO
+                .checked_sub(split.taken)
+                .unwrap_or(Micros::ZERO),
+            &refund_note(payment, owed, split),
+        )
     }
 
     pub fn amount(&self) -> Micros {

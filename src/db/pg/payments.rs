@@ -280,12 +280,7 @@ pub async fn refund(
     let mut after = balance;
     let mut version = None;
     if split.taken > Micros::ZERO {
-        let change = BalanceChange::adjustment(
-            Micros::ZERO
-                .checked_sub(split.taken)
-                .unwrap_or(Micros::ZERO),
-            &payments::refund_note(payment, owed, split),
-        )?;
+        let change = BalanceChange::refund(payment, owed, split)?;
         after = write_change(&tx, account_row, (balance, leased), &change, now).await?;
         version = Some(bump(&tx).await?);
     }

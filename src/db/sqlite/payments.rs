@@ -272,12 +272,7 @@ pub fn refund(
     let split = payments::refund_split(balance, Micros::ZERO, owed);
     let mut after = balance;
     if split.taken > Micros::ZERO {
-        let change = BalanceChange::adjustment(
-            Micros::ZERO
-                .checked_sub(split.taken)
-                .unwrap_or(Micros::ZERO),
-            &payments::refund_note(payment, owed, split),
-        )?;
+        let change = BalanceChange::refund(payment, owed, split)?;
         after = write_change(&tx, account_row, balance, &change, now)?;
     }
     tx.execute(
