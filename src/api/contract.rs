@@ -112,14 +112,7 @@ impl<'a, T: DocumentedBody> ApiExtractor<'a> for ContractJson<T> {
     }
 
     fn request_meta() -> Option<MetaRequest> {
-        Some(MetaRequest {
-            description: None,
-            required: true,
-            content: vec![MetaMediaType {
-                content_type: "application/json",
-                schema: T::body_schema(),
-            }],
-        })
+        json_request(T::body_schema())
     }
 
     async fn from_request(
@@ -135,6 +128,18 @@ impl<'a, T: DocumentedBody> ApiExtractor<'a> for ContractJson<T> {
 }
 
 pub const INVALID_JSON: &str = "Invalid JSON body";
+
+/// The OpenAPI entry of a required JSON body of `schema` (an API's and the dashboard's).
+pub(super) fn json_request(schema: MetaSchemaRef) -> Option<MetaRequest> {
+    Some(MetaRequest {
+        description: None,
+        required: true,
+        content: vec![MetaMediaType {
+            content_type: "application/json",
+            schema,
+        }],
+    })
+}
 
 /// The request's body, at most `limit` bytes: beyond, 413 `Request body too large`; a
 /// body that cannot be read, 400 `invalid`.

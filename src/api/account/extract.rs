@@ -9,9 +9,7 @@ use poem::{Request, RequestBody};
 use poem_openapi::ApiExtractor;
 use poem_openapi::ApiExtractorType;
 use poem_openapi::ExtractParamOptions;
-use poem_openapi::registry::{
-    MetaMediaType, MetaRequest, MetaSchemaRef, MetaSecurityScheme, Registry,
-};
+use poem_openapi::registry::{MetaRequest, MetaSchemaRef, MetaSecurityScheme, Registry};
 use poem_openapi::types::{ParseFromJSON, Type};
 use serde_json::Value;
 
@@ -120,17 +118,6 @@ impl<'a, T: DashboardBody> ApiExtractor<'a> for Body<T> {
         T::register(registry);
     }
 
-    fn request_meta() -> Option<MetaRequest> {
-        Some(MetaRequest {
-            description: None,
-            required: true,
-            content: vec![MetaMediaType {
-                content_type: "application/json",
-                schema: T::schema_ref(),
-            }],
-        })
-    }
-
     async fn from_request(
         _request: &'a Request,
         body: &mut RequestBody,
@@ -138,6 +125,10 @@ impl<'a, T: DashboardBody> ApiExtractor<'a> for Body<T> {
     ) -> poem::Result<Self> {
         let bytes = crate::api::contract::read_body(body, MAX_BODY_BYTES, NOT_AN_OBJECT).await?;
         Ok(Body(parse::<T>(&bytes)?))
+    }
+
+    fn request_meta() -> Option<MetaRequest> {
+        crate::api::contract::json_request(T::schema_ref())
     }
 }
 
