@@ -85,15 +85,10 @@ pub(super) struct Lease {
     pub deadline: Option<BootTime>,
     /// Another node asked for this account's money: hand back what is left.
     pub recalled: bool,
-    /// When the node last spent from it, or was granted it.
-    pub last_used: Option<BootTime>,
-    /// When the ledger last granted it more.
-    pub granted_at: Option<BootTime>,
     /// When a flush last asked to top it up.
     pub topped_up: Option<BootTime>,
-    window: Option<BootTime>,
-    spent_in_window: Micros,
-    spent_in_last_window: Micros,
+    /// When it was last spent from and granted, and what it spent recently.
+    usage: Usage<Micros>,
 }
 
 impl Lease {
@@ -107,19 +102,7 @@ impl Lease {
 
     pub fn spend(&mut self, cost: Micros, now: BootTime) {
         self.left = self.left.checked_sub(cost).unwrap_or(Micros::ZERO);
-        self.last_used = Some(now);
-        match self.window {
-            Some(start) if now.since(start) < WANT_WINDOW => {}
-            _ => {
-                self.spent_in_last_window = self.spent_in_window;
-                self.spent_in_window = Micros::ZERO;
-                self.window = Some(now);
-            }
-        }
-        self.spent_in_window = self
-            .spent_in_window
-            .checked_add(cost)
-            .unwrap_or(Micros::MAX);
+        self.usage.spend(cost, now);
     }
 
     /// How much to ask for when `need` more is needed: the recent spend over
@@ -129,8 +112,8 @@ impl Lease {
             .checked_mul(MIN_GRANT_QUERIES)
             .unwrap_or(Micros::MAX);
         let recent = self
-            .spent_in_window
-            .max(self.spent_in_last_window)
+            .usage
+            .recent()
             .checked_mul((WANT_HORIZON.as_millis() / WANT_WINDOW.as_millis()) as u64)
             .unwrap_or(Micros::MAX);
         need.max(minimum).max(recent)
@@ -155,7 +138,8 @@ impl Lease {
             return None;
         }
         let active = self
-            .last_used
+            .usage
+            .last_used()
             .is_some_and(|used| now.since(used) < TOP_UP_ACTIVE);
         let want = self.want(PRICE_PER_QUERY);
         let low = self.left.checked_mul(2).is_some_and(|twice| twice < want);
@@ -167,37 +151,99 @@ impl Lease {
         if self.left == Micros::ZERO {
             return false;
         }
-        stopping
-            || due_back(
-                now,
-                self.last_used,
-                self.deadline,
-                self.recalled,
-                self.granted_at,
-            )
+        stopping || self.usage.due_back(now, self.deadline, self.recalled)
     }
 
     /// The ledger granted it more at `now`.
     pub fn granted(&mut self, now: BootTime) {
-        self.granted_at = Some(now);
-        self.last_used = Some(now);
+        self.usage.granted(now);
     }
 }
 
-/// Whether what a node holds (a grant, or a window slice) goes back at the next flush:
-/// unused for `IDLE_RETURN`, past its local `deadline`, or `recalled` by another node
-/// (unless granted within `RECALL_HOLD`: this node's requests are about to spend it).
-pub(super) fn due_back(
-    now: BootTime,
+/// How what a node holds (a grant, or a window slice) has been used: when it was last
+/// spent from or granted, when the ledger last granted it, and what it spent in the
+/// current `WANT_WINDOW` and the one before (its recent rate, from which it asks for
+/// more). One for both, so that a grant and a slice are measured and handed back alike.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Usage<T> {
     last_used: Option<BootTime>,
-    deadline: Option<BootTime>,
-    recalled: bool,
     granted_at: Option<BootTime>,
-) -> bool {
-    let idle = last_used.is_none_or(|used| now.since(used) >= IDLE_RETURN);
-    let expired = deadline.is_none_or(|d| now >= d);
-    let recalled = recalled && granted_at.is_none_or(|granted| now.since(granted) >= RECALL_HOLD);
-    recalled || idle || expired
+    window_start: Option<BootTime>,
+    in_window: T,
+    in_last_window: T,
+}
+
+/// What a holder counts its spending in (micro-dollars, queries): it adds without
+/// overflowing, saturating at its largest value.
+pub(super) trait Spending: Copy + Ord + Default {
+    fn plus(self, more: Self) -> Self;
+}
+
+impl Spending for u64 {
+    #[inline]
+    fn plus(self, more: u64) -> u64 {
+        self.saturating_add(more)
+    }
+}
+
+impl Spending for Micros {
+    #[inline]
+    fn plus(self, more: Micros) -> Micros {
+        self.checked_add(more).unwrap_or(Micros::MAX)
+    }
+}
+
+impl<T: Spending> Usage<T> {
+    /// `amount` spent at `now`; a new window starts when the current one is over.
+    #[inline]
+    pub(super) fn spend(&mut self, amount: T, now: BootTime) {
+        self.last_used = Some(now);
+        match self.window_start {
+            Some(start) if now.since(start) < WANT_WINDOW => {}
+            _ => {
+                self.in_last_window = self.in_window;
+                self.in_window = T::default();
+                self.window_start = Some(now);
+            }
+        }
+        self.in_window = self.in_window.plus(amount);
+    }
+
+    /// The ledger granted more at `now` (which counts as a use).
+    pub(super) fn granted(&mut self, now: BootTime) {
+        self.granted_at = Some(now);
+        self.last_used = Some(now);
+    }
+
+    /// When it was last spent from, or granted.
+    pub(super) fn last_used(&self) -> Option<BootTime> {
+        self.last_used
+    }
+
+    /// The recent spend: the more of the current window's and the last one's.
+    pub(super) fn recent(&self) -> T {
+        self.in_window.max(self.in_last_window)
+    }
+
+    /// Whether what is held goes back at the next flush: unused for `IDLE_RETURN`, past
+    /// its local `deadline`, or `recalled` by another node (unless granted within
+    /// `RECALL_HOLD`: this node's requests are about to spend it).
+    pub(super) fn due_back(
+        &self,
+        now: BootTime,
+        deadline: Option<BootTime>,
+        recalled: bool,
+    ) -> bool {
+        let idle = self
+            .last_used
+            .is_none_or(|used| now.since(used) >= IDLE_RETURN);
+        let expired = deadline.is_none_or(|d| now >= d);
+        let recalled = recalled
+            && self
+                .granted_at
+                .is_none_or(|granted| now.since(granted) >= RECALL_HOLD);
+        recalled || idle || expired
+    }
 }
 
 #[cfg(test)]

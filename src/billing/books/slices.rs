@@ -6,15 +6,13 @@
 //! windows: its books decide on the counters alone, as before.
 
 use super::*;
-use crate::billing::lease::due_back;
+use crate::billing::lease::Usage;
 use crate::domain::grant::{SliceAsk, SliceHeld, WindowQueries};
 use crate::domain::rate_limit::WindowKey;
 use crate::domain::rate_limit::{Limits, Window, WindowCount};
 
 /// The smallest slice asked for.
 const MIN_SLICE_QUERIES: u64 = 10;
-/// A slice asks for twice what the node admitted in the window in the last this long.
-const WANT_WINDOW: Duration = Duration::from_millis(200);
 
 /// This node's slice of one limited window of an account.
 #[derive(Debug, Clone, Default)]
@@ -30,11 +28,9 @@ pub(in crate::billing) struct Slice {
     /// The window's limit changed: not to be spent any more; handed back at the next
     /// flush, or dropped in the ledger by the next slice asked for.
     pub void: bool,
-    pub last_used: Option<BootTime>,
-    pub granted_at: Option<BootTime>,
-    recent_start: Option<BootTime>,
-    recent: u64,
-    last_recent: u64,
+    /// When it was last spent from and granted, and the queries it admitted recently
+    /// (it asks for twice as many).
+    pub usage: Usage<u64>,
 }
 
 impl Slice {
@@ -48,22 +44,13 @@ impl Slice {
 
     fn spend(&mut self, queries: u64, now: BootTime) {
         self.left = self.left.saturating_sub(queries);
-        self.last_used = Some(now);
-        match self.recent_start {
-            Some(start) if now.since(start) < WANT_WINDOW => {}
-            _ => {
-                self.last_recent = self.recent;
-                self.recent = 0;
-                self.recent_start = Some(now);
-            }
-        }
-        self.recent = self.recent.saturating_add(queries);
+        self.usage.spend(queries, now);
     }
 
     /// How much to ask for when `need` more is needed: twice the recent admissions, at
     /// least `MIN_SLICE_QUERIES`, at least `need`.
     fn want(&self, need: u64) -> u64 {
-        let recent = self.recent.max(self.last_recent).saturating_mul(2);
+        let recent = self.usage.recent().saturating_mul(2);
         need.max(MIN_SLICE_QUERIES).max(recent)
     }
 
@@ -76,13 +63,7 @@ impl Slice {
         stopping
             || self.void
             || self.start != current
-            || due_back(
-                now,
-                self.last_used,
-                self.deadline,
-                self.recalled,
-                self.granted_at,
-            )
+            || self.usage.due_back(now, self.deadline, self.recalled)
     }
 }
 
@@ -110,8 +91,7 @@ impl Books {
     ) {
         for ask in asks {
             if let Some(slice) = self.slice_mut(account_id, ask.window.window) {
-                slice.granted_at = Some(sent);
-                slice.last_used = Some(sent);
+                slice.usage.granted(sent);
             }
         }
     }
@@ -400,14 +380,14 @@ mod tests {
     use super::*;
 
     fn slice(start: i64, left: u64, now: BootTime) -> Slice {
-        Slice {
+        let mut slice = Slice {
             start,
             left,
             deadline: Some(now.deadline()),
-            last_used: Some(now),
-            granted_at: Some(now),
             ..Slice::default()
-        }
+        };
+        slice.usage.granted(now);
+        slice
     }
 
     #[test]
