@@ -21,7 +21,9 @@ impl Billing {
         let (local, leasing) = {
             let mut books = self.books();
             let now = SystemTime::now();
-            let local = books.claim_key(account_id, key, endpoint, fingerprint, now);
+            let local = books
+                .answers
+                .claim(account_id, key, endpoint, fingerprint, now);
             (local, books.leasing())
         };
         let claim = local.map_run(|ticket| ClaimedKey {

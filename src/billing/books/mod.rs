@@ -22,7 +22,7 @@ pub(super) struct Books {
     accounts: FastMap<i64, AccountState>,
     pending: Pending,
     /// Idempotency keys: requests running under them (and charges held on them), answers.
-    answers: Answers,
+    pub(in crate::billing) answers: Answers,
     /// The batch number charges go into now (the next flush).
     batch: u64,
     /// Set while flushes fail: billed requests get 503 (with grants, after
@@ -363,19 +363,6 @@ impl Books {
             }
         }
         (self.pending.rows.len() as u64, held, granted)
-    }
-
-    /// `answers::Answers::claim` of the key.
-    pub(super) fn claim_key(
-        &mut self,
-        account_id: i64,
-        key: &IdempotencyKey,
-        endpoint: Endpoint,
-        fingerprint: Fingerprint,
-        now: SystemTime,
-    ) -> Claim<u64> {
-        self.answers
-            .claim(account_id, key, endpoint, fingerprint, now)
     }
 
     /// The request under the key (its `ticket`) answered `body`: the key replays it from
