@@ -140,16 +140,12 @@ pub fn parse_fields(
     known: &HashSet<String>,
 ) -> Result<PostalRecord, String> {
     let fields = fields.map(str::trim);
+    // `admin`: admin name and code 1, 2 and 3, as `PostalRecord::admin` keeps them.
     let [
         country,
         postal_code,
         place_name,
-        n1,
-        c1,
-        n2,
-        c2,
-        n3,
-        c3,
+        admin @ ..,
         lat,
         lng,
         accuracy,
@@ -172,14 +168,7 @@ pub fn parse_fields(
         compact_key: compact(postal_code),
         place_name: place_name.to_string(),
         place_folded: fold(place_name),
-        admin: [
-            optional(n1),
-            optional(c1),
-            optional(n2),
-            optional(c2),
-            optional(n3),
-            optional(c3),
-        ],
+        admin: admin.map(optional),
         latitude,
         longitude,
         accuracy: accuracy.parse().ok(),
