@@ -46,13 +46,17 @@ const OWNED: [&str; 3] = ["postal_codes", "gazetteer", "retired_codes"];
 const NEXT: &str = "_next";
 const OLD: &str = "_old";
 
-/// One line of `countryInfo.txt`, the columns the service keeps.
+/// A country: the columns of its `countryInfo.txt` line the service keeps, and `data`,
+/// what `countries` adds once its records are loaded (`db::postal::CountryRow`); nothing
+/// on the way in.
 #[derive(Debug, Clone)]
-pub struct CountryRow {
+pub struct CountryRow<D = ()> {
     pub code: String,
     pub name: String,
+    /// countryInfo.txt's `Postal Code Format` and `Postal Code Regex` ('' when none).
     pub postal_format: String,
     pub postal_regex: String,
+    pub data: D,
 }
 
 /// One postal-code record, ready to store (see `postal_codes` in schema.sql).

@@ -91,15 +91,7 @@ pub fn coverage(conn: &rusqlite::Connection) -> Result<Coverage> {
 }
 
 /// A country with loaded data, as `countries` holds it.
-#[derive(Debug, Clone)]
-pub struct CountryRow {
-    pub code: String,
-    pub name: String,
-    /// countryInfo.txt's `Postal Code Format` and `Postal Code Regex` ('' when none).
-    pub postal_format: String,
-    pub postal_regex: String,
-    pub data: CountryData,
-}
+pub type CountryRow = crate::db::dataset::CountryRow<CountryData>;
 
 /// Every country with records, in code order.
 pub fn loaded_countries(conn: &Connection) -> Result<Vec<CountryRow>> {

@@ -39,6 +39,7 @@ pub fn read(input: &mut dyn Read) -> Result<Vec<CountryRow>> {
             name: field(4),
             postal_format: field(13),
             postal_regex: field(14),
+            data: (),
         });
     }
     if rows.is_empty() {

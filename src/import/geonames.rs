@@ -248,6 +248,7 @@ mod tests {
             name: "United States".into(),
             postal_format: String::new(),
             postal_regex: String::new(),
+            data: (),
         }];
         let mut reader = Reader::new(&countries);
         reader.read("f.txt", &mut text.as_bytes()).unwrap();
