@@ -223,6 +223,23 @@ pub enum Audited<'a> {
     Key(&'a str),
 }
 
+impl<'a> Audited<'a> {
+    /// The audit line's INSERT, in either dialect (its parameters numbered after `mark`:
+    /// `?` for SQLite, `$` for PostgreSQL), and its first parameter, the public id; then
+    /// come at, actor, action and detail.
+    pub(crate) fn insert(self, mark: char) -> (String, &'a str) {
+        let (from, id) = match self {
+            Audited::Account(id) => ("SELECT id FROM accounts", id),
+            Audited::Key(id) => ("SELECT account_id FROM api_keys", id),
+        };
+        let insert = format!(
+            "INSERT INTO audit_log (account_id, at, actor, action, detail)
+             SELECT ({from} WHERE public_id = {mark}1), {mark}2, {mark}3, {mark}4, {mark}5"
+        );
+        (insert, id)
+    }
+}
+
 pub(crate) const DAY: i64 = 86_400;
 
 /// The start (unix seconds) of the UTC day holding `now`.

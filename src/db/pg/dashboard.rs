@@ -428,18 +428,9 @@ pub async fn audit(
     action: AuditAction,
     detail: &str,
 ) -> Result<(), AccountError> {
-    let (from, id) = match whose {
-        Audited::Account(id) => ("SELECT id FROM accounts WHERE public_id = $1", id),
-        Audited::Key(id) => ("SELECT account_id FROM api_keys WHERE public_id = $1", id),
-    };
+    let (insert, id) = whose.insert('$');
     client
-        .execute(
-            &format!(
-                "INSERT INTO audit_log (account_id, at, actor, action, detail)
-                 SELECT ({from}), $2, $3, $4, $5"
-            ),
-            &[&id, &at, &actor, &action, &detail],
-        )
+        .execute(&insert, &[&id, &at, &actor, &action, &detail])
         .await?;
     Ok(())
 }

@@ -414,17 +414,8 @@ pub fn audit(
     action: AuditAction,
     detail: &str,
 ) -> Result<(), AccountError> {
-    let (from, id) = match whose {
-        Audited::Account(id) => ("SELECT id FROM accounts WHERE public_id = ?1", id),
-        Audited::Key(id) => ("SELECT account_id FROM api_keys WHERE public_id = ?1", id),
-    };
-    conn.execute(
-        &format!(
-            "INSERT INTO audit_log (account_id, at, actor, action, detail)
-             SELECT ({from}), ?2, ?3, ?4, ?5"
-        ),
-        params![id, at, actor, action, detail],
-    )?;
+    let (insert, id) = whose.insert('?');
+    conn.execute(&insert, params![id, at, actor, action, detail])?;
     Ok(())
 }
 
