@@ -5,7 +5,8 @@
 use secrecy::SecretString;
 
 use crate::domain::admin::{AuditAction, LedgerKind, Refused};
-use crate::domain::api_key::{ApiKey, Publishable};
+use crate::domain::api_key::{ApiKey, KeyKind, Publishable};
+use crate::domain::dashboard::DashboardRefused;
 use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
@@ -347,4 +348,23 @@ pub enum Refunded {
     Early,
     /// No top-up of this server has that payment: nothing changed.
     Unknown,
+}
+
+/// What a rolled key's successor keeps of the old key's kind (both ledgers' `roll_key`): a
+/// publishable key's rules (`rules`, read only for one), a secret key none. A revoked or
+/// ended key is not rolled.
+pub(crate) fn successor_rules(
+    revoked: bool,
+    kind: KeyKind,
+    rules: impl FnOnce() -> Result<Publishable, AccountError>,
+) -> Result<Option<Publishable>, AccountError> {
+    if revoked {
+        return Err(AccountError::Invalid(
+            DashboardRefused::RollRevoked.to_string(),
+        ));
+    }
+    match kind {
+        KeyKind::Publishable => rules().map(Some),
+        KeyKind::Secret => Ok(None),
+    }
 }

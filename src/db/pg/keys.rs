@@ -6,9 +6,9 @@ use std::time::SystemTime;
 
 use tokio_postgres::{Client, Transaction};
 
-use crate::db::admin::{AccountError, NewKey};
+use crate::db::admin::{AccountError, NewKey, successor_rules};
 use crate::db::rows::unix_secs;
-use crate::domain::api_key::{self, ApiKey, KeyKind, Publishable};
+use crate::domain::api_key::{self, ApiKey, Publishable};
 use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS};
 
 use super::changes::bump;
@@ -85,6 +85,7 @@ pub async fn roll_key(
     ends: i64,
     now: SystemTime,
 ) -> Result<(NewKey, i64), AccountError> {
+    let at = unix_secs(now);
     let tx = client.transaction().await?;
     let (rowid, _, _) = lock_account(&tx, account_public_id).await?;
     let old = tx
@@ -93,31 +94,17 @@ pub async fn roll_key(
                     revoked_at IS NOT NULL OR coalesce(expires_at <= $3, false),
                     max_per_minute, max_per_day
              FROM api_keys WHERE account_id = $1 AND public_id = $2",
-            &[&rowid, &key_public_id, &unix_secs(now)],
+            &[&rowid, &key_public_id, &at],
         )
         .await?
         .ok_or_else(|| AccountError::UnknownKey(key_public_id.to_owned()))?;
-    if old.get::<_, bool>(4) {
-        return Err(AccountError::Invalid(
-            DashboardRefused::RollRevoked.to_string(),
-        ));
-    }
-    let publishable = match old.try_get::<_, KeyKind>(0)? {
-        KeyKind::Publishable => Some(
-            publishable_rules(old.get(1), old.get(2), (old.get(5), old.get(6)))
-                .map_err(|why| AccountError::Unexpected(anyhow::anyhow!("{why}")))?,
-        ),
-        KeyKind::Secret => None,
-    };
+    let publishable = successor_rules(old.get(4), old.try_get(0)?, || {
+        publishable_rules(old.get(1), old.get(2), (old.get(5), old.get(6)))
+            .map_err(|why| AccountError::Unexpected(anyhow::anyhow!("{why}")))
+    })?;
     let name: Option<String> = old.get(3);
-    let (key_id, api_key) = insert_key(
-        &tx,
-        rowid,
-        publishable.as_ref(),
-        name.as_deref(),
-        unix_secs(now),
-    )
-    .await?;
+    let (key_id, api_key) =
+        insert_key(&tx, rowid, publishable.as_ref(), name.as_deref(), at).await?;
     tx.execute(
         "UPDATE api_keys SET expires_at = least(coalesce(expires_at, $2), $2) WHERE public_id = $1",
         &[&key_public_id, &ends],

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::db::admin::{AccountError, NewKey};
+use crate::db::admin::{AccountError, NewKey, successor_rules};
 use crate::db::rows::{ActiveKey, unix_secs};
 use crate::db::sqlite::decode::{count, find_account, publishable_rules};
 use crate::domain::api_key::{self, ApiKey, KeyHash, KeyKind, Publishable};
@@ -79,6 +79,7 @@ pub fn roll_key(
     ends: i64,
     now: SystemTime,
 ) -> Result<NewKey, AccountError> {
+    let at = unix_secs(now);
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, _) = find_account(&tx, account_public_id)?;
     let old = tx
@@ -86,7 +87,7 @@ pub fn roll_key(
             "SELECT kind, origins, per_ip_minute, name, revoked_at IS NOT NULL
                     OR coalesce(expires_at <= ?3, 0), max_per_minute, max_per_day
              FROM api_keys WHERE account_id = ?1 AND public_id = ?2",
-            params![rowid, key_public_id, unix_secs(now)],
+            params![rowid, key_public_id, at],
             |r| {
                 Ok((
                     r.get::<_, KeyKind>(0)?,
@@ -101,25 +102,11 @@ pub fn roll_key(
         .optional()?
         .ok_or_else(|| AccountError::UnknownKey(key_public_id.to_owned()))?;
     let (kind, origins, per_ip, name, revoked, budget) = old;
-    if revoked {
-        return Err(AccountError::Invalid(
-            DashboardRefused::RollRevoked.to_string(),
-        ));
-    }
-    let publishable = match kind {
-        KeyKind::Publishable => Some(
-            publishable_rules(origins, per_ip, budget, 1)
-                .map_err(|why| AccountError::Unexpected(anyhow::anyhow!(why)))?,
-        ),
-        KeyKind::Secret => None,
-    };
-    let (key_id, api_key) = insert_key(
-        &tx,
-        rowid,
-        publishable.as_ref(),
-        name.as_deref(),
-        unix_secs(now),
-    )?;
+    let publishable = successor_rules(revoked, kind, || {
+        publishable_rules(origins, per_ip, budget, 1)
+            .map_err(|why| AccountError::Unexpected(anyhow::anyhow!(why)))
+    })?;
+    let (key_id, api_key) = insert_key(&tx, rowid, publishable.as_ref(), name.as_deref(), at)?;
     tx.execute(
         "UPDATE api_keys SET expires_at = min(coalesce(expires_at, ?2), ?2) WHERE public_id = ?1",
         params![key_public_id, ends],
