@@ -121,6 +121,7 @@ pub struct FirstRecord {
     pub record: PlaceRecord,
 }
 
+#[inline]
 pub(super) fn parse(body: &ContractJson<CodeRequest>) -> Result<CodeQuery, ApiError> {
     Ok(CodeQuery {
         zipcode: body.zipcode()?,

@@ -100,10 +100,7 @@ impl Operation for Places {
     type Answer = Vec<CodePlace>;
 
     fn parse(body: &ContractJson<Self::Request>) -> Result<CodeQuery, ApiError> {
-        Ok(CodeQuery {
-            zipcode: body.zipcode()?,
-            country: body.country()?,
-        })
+        super::lookup::parse(body)
     }
 
     fn work(postal: &PostalIndex, query: CodeQuery) -> Result<Vec<CodePlace>, ApiError> {
