@@ -1,7 +1,8 @@
 //! The account dashboard (docs/account.md): customers sign in with an OpenID Connect
 //! provider the operator configured (`oidc`), then manage their keys, limits and sessions
-//! and read their usage and ledger through `/account/api/*` (`routes`), the JSON API the
-//! page (`page`) is a client of.
+//! and read their usage and ledger through `/account/api/*`, the JSON API the page
+//! (`page`) is a client of: one file per resource (`me`, `keys`, `limits`, `usage`,
+//! `sessions`, `audit`, `topups`), what they share in `shared`.
 //!
 //! Every change goes through the one admin interface the CLI uses
 //! (`accounts::Admin`), on the file or on the cluster's ledger, so its rules, texts and
@@ -15,14 +16,27 @@
 //! token (`X-CSRF-Token`) and an `Origin` equal to the public URL's.
 
 mod answers;
+mod audit;
 mod extract;
+mod keys;
+mod limits;
+mod me;
 mod oidc;
 mod page;
-pub(crate) mod routes;
+mod sessions;
+mod shared;
 mod stripe;
-pub(crate) mod topups;
+mod topups;
+mod usage;
 
+pub(crate) use audit::AuditApi;
+pub(crate) use keys::KeysApi;
+pub(crate) use limits::LimitsApi;
+pub(crate) use me::{MeApi, SignOutApi, UnlinkApi};
 pub(crate) use page::SecurityHeaders;
+pub(crate) use sessions::SessionsApi;
+pub(crate) use topups::TopupsApi;
+pub(crate) use usage::UsageApi;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -260,7 +274,7 @@ fn see_other(location: &str) -> Response {
         .finish()
 }
 
-/// The dashboard's pages, added to `route` (its JSON API, `routes::AccountApi`, is part
+/// The dashboard's pages, added to `route` (its JSON API, `MeApi` to `TopupsApi`, is part
 /// of the documented service, under `/account/api`); the `Dashboard` comes as request data.
 pub(crate) fn pages(route: Route) -> Route {
     route
@@ -278,7 +292,9 @@ mod tests {
     use crate::accounts::{PaymentSettings, Provider, SessionRow, SignIn};
     use crate::domain::money::Micros;
 
-    use super::routes::{KeyBody, LimitsBody, MeBody};
+    use super::keys::KeyBody;
+    use super::limits::LimitsBody;
+    use super::me::MeBody;
 
     /// The secrets below, each of which must be absent from every `Debug` output.
     const SECRETS: [&str; 9] = [
