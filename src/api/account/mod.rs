@@ -1,8 +1,10 @@
-//! The account dashboard (docs/account.md): customers sign in with an OpenID Connect
-//! provider the operator configured (`oidc`), then manage their keys, limits and sessions
-//! and read their usage and ledger through `/account/api/*`, the JSON API the page
-//! (`page`) is a client of: one file per resource (`me`, `keys`, `limits`, `usage`,
-//! `sessions`, `audit`, `topups`), what they share in `shared`.
+//! The account dashboard (docs/account.md), HTTP only: customers sign in with an OpenID
+//! Connect provider the operator configured (`oidc`: its pages, redirects and cookies),
+//! then manage their keys, limits and sessions and read their usage and ledger through
+//! `/account/api/*`, the JSON API the page (`page`) is a client of: one file per resource
+//! (`me`, `keys`, `limits`, `usage`, `sessions`, `audit`, `topups`), what they share in
+//! `shared`. Stripe posts its events to `webhook`. The clients that talk to providers and
+//! to Stripe are `accounts::oidc` and `accounts::stripe`.
 //!
 //! Every change goes through the one admin interface the CLI uses
 //! (`accounts::Admin`), on the file or on the cluster's ledger, so its rules, texts and
@@ -25,9 +27,9 @@ mod oidc;
 mod page;
 mod sessions;
 mod shared;
-mod stripe;
 mod topups;
 mod usage;
+mod webhook;
 
 pub(crate) use audit::AuditApi;
 pub(crate) use keys::KeysApi;
@@ -66,7 +68,7 @@ pub(crate) struct Dashboard {
     accounts: Accounts,
     public_url: String,
     signups_open: bool,
-    /// Requests to providers: no redirects (the crate's SSRF warning), bounded in time.
+    /// Requests to providers and Stripe (`accounts::oidc::outside_agent`).
     http: ureq::Agent,
     /// Sign-ins started a minute per client IP: each writes a row and asks the provider
     /// for its metadata.
@@ -91,17 +93,11 @@ impl Dashboard {
         settings: &DashboardSettings,
         trusted_proxies: Vec<crate::domain::cidr::Cidr>,
     ) -> Arc<Dashboard> {
-        let http = ureq::Agent::config_builder()
-            .max_redirects(0)
-            .http_status_as_error(false)
-            .timeout_global(Some(crate::accounts::OUTSIDE_TIMEOUT))
-            .build()
-            .into();
         Arc::new(Dashboard {
             accounts,
             public_url: public_url.trim_end_matches('/').to_owned(),
             signups_open: !settings.signups_closed,
-            http,
+            http: crate::accounts::oidc::outside_agent(),
             starts: Default::default(),
             trusted_proxies,
         })
@@ -284,7 +280,7 @@ pub(crate) fn pages(route: Route) -> Route {
         .at("/account/signin/:name", poem::get(oidc::start_signin))
         .at("/account/link/:name", poem::get(oidc::link))
         .at("/account/callback/:name", poem::get(oidc::callback))
-        .at("/account/stripe/webhook", poem::post(stripe::webhook))
+        .at("/account/stripe/webhook", poem::post(webhook::webhook))
 }
 
 #[cfg(test)]
