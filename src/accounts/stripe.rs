@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::PaymentSettings;
-use crate::domain::ids::TopupId;
+use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::payments;
 
@@ -119,7 +119,7 @@ fn call(
 pub fn create_session(
     http: &ureq::Agent,
     settings: &PaymentSettings,
-    account_id: &str,
+    account_id: &AccountId,
     topup_id: &TopupId,
     amount: Micros,
     back: &str,
@@ -132,11 +132,14 @@ pub fn create_session(
         .append_pair("line_items[0][price_data][unit_amount]", &cents)
         .append_pair("line_items[0][price_data][product_data][name]", &name)
         .append_pair("line_items[0][quantity]", "1")
-        .append_pair("client_reference_id", account_id)
+        .append_pair("client_reference_id", account_id.as_str())
         .append_pair("metadata[topup_id]", topup_id.as_str())
-        .append_pair("metadata[account_id]", account_id)
+        .append_pair("metadata[account_id]", account_id.as_str())
         .append_pair("payment_intent_data[metadata][topup_id]", topup_id.as_str())
-        .append_pair("payment_intent_data[metadata][account_id]", account_id)
+        .append_pair(
+            "payment_intent_data[metadata][account_id]",
+            account_id.as_str(),
+        )
         .append_pair("success_url", back)
         .append_pair("cancel_url", &format!("{back}&cancelled=1"))
         .finish();

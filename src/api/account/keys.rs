@@ -17,6 +17,7 @@ use crate::accounts::{AccountError, KeyLine};
 use crate::api::{ApiError, ApiTags};
 use crate::domain::api_key::{Budget, DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
 use crate::domain::dashboard::{self, DashboardRefused};
+use crate::domain::ids::KeyId;
 use crate::domain::origin::OriginPattern;
 
 /// A key of the account; `apiKey` only in the answer that made it (shown once).
@@ -76,7 +77,7 @@ impl std::fmt::Debug for KeyBody {
 impl KeyBody {
     fn of(k: &KeyLine) -> KeyBody {
         KeyBody {
-            key_id: k.key_id.clone(),
+            key_id: k.key_id.to_string(),
             name: k.name.clone(),
             kind: KeyKind::of(k.publishable.as_ref()).as_str().to_owned(),
             hint: k.hint.clone(),
@@ -189,9 +190,9 @@ pub enum Created {
 }
 
 /// The account's key `key_id` as listed now (after a change).
-fn listed(keys: &[KeyLine], key_id: &str) -> Result<KeyBody, ApiError> {
+fn listed(keys: &[KeyLine], key_id: &KeyId) -> Result<KeyBody, ApiError> {
     keys.iter()
-        .find(|k| k.key_id == key_id)
+        .find(|k| k.key_id == *key_id)
         .map(KeyBody::of)
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("key {key_id} is not listed")))
 }
@@ -270,7 +271,7 @@ impl KeysApi {
     ) -> Result<Json<KeyBody>, Failed<KeyRename>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
         let name = dashboard::key_name(body.0.name.as_deref()).map_err(refused)?;
-        let key_id = key_id.0;
+        let key_id = KeyId::new(key_id.0);
         let wanted = key_id.clone();
         let keys = dash
             .admin_as(actor, move |mut admin| async move {
@@ -291,8 +292,8 @@ impl KeysApi {
         key_id: Path<String>,
     ) -> Result<Json<RevokedBody>, Failed<KeyRevoke>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
-        let key_id = key_id.0;
-        let shown = key_id.clone();
+        let key_id = KeyId::new(key_id.0);
+        let shown = key_id.to_string();
         dash.admin_as(actor, move |mut admin| async move {
             admin
                 .revoke_own_key(&account, &key_id, SystemTime::now())
@@ -320,7 +321,7 @@ impl KeysApi {
         let grace = dashboard::grace_secs(hours).map_err(refused)?;
         let now = SystemTime::now();
         let ends = crate::domain::date::unix_secs(now) + grace;
-        let key_id = key_id.0;
+        let key_id = KeyId::new(key_id.0);
         let (key, keys) = dash
             .admin_as(actor, move |mut admin| async move {
                 let key = admin.roll_key(&account, &key_id, ends, now).await?;

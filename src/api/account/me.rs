@@ -117,7 +117,7 @@ impl MeApi {
             })
             .await?;
         Ok(Json(MeBody {
-            account_id: view.account_id,
+            account_id: view.account_id.into(),
             name: view.name,
             balance: view.balance.to_usd(),
             queries_left: view.balance.get() / crate::domain::money::PRICE_PER_QUERY.get(),
@@ -125,15 +125,15 @@ impl MeApi {
             identities: identities
                 .into_iter()
                 .map(|i| IdentityBody {
-                    provider: i.provider,
+                    provider: i.provider.into(),
                     issuer: i.issuer,
                     subject: i.subject,
                     email: i.email,
                     linked_at: rfc3339(i.created_at),
                 })
                 .collect(),
-            providers: providers.into_iter().map(|p| p.name).collect(),
-            session_id: session.row.public_id,
+            providers: providers.into_iter().map(|p| p.name.into()).collect(),
+            session_id: session.row.public_id.into(),
             csrf_token: session.row.csrf.expose_secret().to_owned(),
         }))
     }

@@ -51,6 +51,7 @@ use secrecy::ExposeSecret;
 use crate::accounts::{AccountError, Accounts, Admin, Failed, SessionRow};
 use crate::api::ApiError;
 use crate::domain::dashboard;
+use crate::domain::ids::AccountId;
 
 /// How the dashboard runs (`postal serve --public-url`, `--signups`).
 #[derive(Debug, Clone, Default)]
@@ -208,7 +209,7 @@ pub(super) struct Session {
 }
 
 impl Session {
-    fn account(&self) -> String {
+    fn account(&self) -> AccountId {
         self.row.account_id.clone()
     }
 
@@ -249,7 +250,7 @@ const BUSY: &str = "The account service is busy; try again in a moment";
 /// the account does not hold, 401 for an account gone).
 fn account_error(e: AccountError) -> ApiError {
     match e {
-        AccountError::UnknownKey(key) => ApiError::not_found(&format!("no key {key:?}")),
+        AccountError::UnknownKey(key) => ApiError::not_found(&format!("no key {:?}", key.as_str())),
         AccountError::UnknownAccount(_) => ApiError::unauthorized(NOT_SIGNED_IN),
         AccountError::Refused(why) => ApiError::bad_request(why.to_string()),
         AccountError::Invalid(why) => ApiError::bad_request(why),
@@ -286,6 +287,7 @@ pub(crate) fn pages(route: Route) -> Route {
 #[cfg(test)]
 mod tests {
     use crate::accounts::{PaymentSettings, Provider, SessionRow, SignIn};
+    use crate::domain::ids::{AccountId, ProviderName, SessionId};
     use crate::domain::money::Micros;
 
     use super::keys::KeyBody;
@@ -318,7 +320,7 @@ mod tests {
             format!(
                 "{:?}",
                 Provider {
-                    name: "p1".into(),
+                    name: ProviderName::new("p1"),
                     issuer: "https://id.example".into(),
                     client_id: "postal".into(),
                     client_secret: SECRETS[0].into(),
@@ -330,7 +332,7 @@ mod tests {
             format!(
                 "{:?}",
                 SignIn {
-                    provider: "p1".into(),
+                    provider: ProviderName::new("p1"),
                     nonce: "nonce".into(),
                     verifier: SECRETS[1].into(),
                     link_account: None,
@@ -342,8 +344,8 @@ mod tests {
             format!(
                 "{:?}",
                 SessionRow {
-                    public_id: "ses_abc".into(),
-                    account_id: "acct_1".into(),
+                    public_id: SessionId::new("ses_abc"),
+                    account_id: AccountId::new("acct_1"),
                     csrf: SECRETS[2].into(),
                     created_at: 0,
                     client: None,

@@ -21,6 +21,7 @@ use super::{Dashboard, SIGNIN_COOKIE, STARTS_PER_MINUTE, cookie, now_unix, see_o
 use crate::accounts::oidc::{self, SignInError};
 use crate::accounts::{AccountError, Provider, SessionRow, SignIn};
 use crate::domain::dashboard;
+use crate::domain::ids::{AccountId, ProviderName, SessionId};
 
 /// Why a sign-in failed, shown to the person on a page (and its status).
 struct Failure {
@@ -70,7 +71,7 @@ async fn provider(dash: &Dashboard, name: &str) -> Result<Provider, Failure> {
         .map_err(|e| Failure::new(e.status(), e.text()))?;
     providers
         .into_iter()
-        .find(|p| p.name == name)
+        .find(|p| p.name == *name)
         .ok_or_else(|| Failure::new(StatusCode::NOT_FOUND, "No such sign-in provider."))
 }
 
@@ -138,14 +139,14 @@ pub(super) async fn link(
 async fn start(
     dash: &Arc<Dashboard>,
     name: &str,
-    link_account: Option<String>,
+    link_account: Option<AccountId>,
 ) -> Result<Response, Failure> {
     let provider = provider(dash, name).await?;
     let (http, redirect) = (dash.http.clone(), dash.redirect_uri(name));
     let authorization = dash
         .outside(move || {
             oidc::authorize(&http, &provider, &redirect)
-                .map_err(|e| signin_failure(&provider.name, e))
+                .map_err(|e| signin_failure(provider.name.as_str(), e))
         })
         .await
         .map_err(|e| Failure::new(e.status(), e.text()))??;
@@ -156,7 +157,7 @@ async fn start(
         verifier,
     } = authorization;
     let pending = SignIn {
-        provider: name.to_owned(),
+        provider: ProviderName::new(name),
         nonce,
         verifier,
         link_account,
@@ -240,7 +241,7 @@ async fn finish(
         .await
         .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.text()))?
         .ok_or_else(|| bad("This sign-in expired or was already used; start again."))?;
-    if pending.provider != name {
+    if pending.provider != *name {
         return Err(bad(
             "This sign-in was started with another provider; start again.",
         ));
@@ -256,7 +257,7 @@ async fn finish(
     let identity = dash
         .outside(move || {
             oidc::identity(&http, &provider, &redirect, code, &verifier, nonce, now)
-                .map_err(|e| signin_failure(&provider.name, e))
+                .map_err(|e| signin_failure(provider.name.as_str(), e))
         })
         .await
         .map_err(|e| Failure::new(e.status(), e.text()))??;
@@ -282,19 +283,19 @@ async fn finish(
         .header(header::USER_AGENT)
         .map(|ua| ua.chars().take(200).collect::<String>());
     let session_id = dashboard::random_token();
-    let row = SessionRow {
-        public_id: dashboard::new_session_id(),
-        account_id: String::new(),
-        csrf: dashboard::random_token().into(),
-        created_at: now,
-        client: client_text,
-    };
+    let (public_id, csrf) = (
+        SessionId::new(dashboard::new_session_id()),
+        dashboard::random_token().into(),
+    );
     let id_hash = dashboard::token_hash(&session_id);
     dash.admin(move |mut admin| async move {
         let signed_in = admin.sign_in(&identity, signups_open, now).await?;
         let row = SessionRow {
+            public_id,
             account_id: signed_in.account_id,
-            ..row
+            csrf,
+            created_at: now,
+            client: client_text,
         };
         admin.create_session(&id_hash, &row).await?;
         Ok::<_, AccountError>(())

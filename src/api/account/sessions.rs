@@ -13,6 +13,7 @@ use super::extract::{Changing, Signed};
 use super::shared::rfc3339;
 use super::{Dashboard, now_unix};
 use crate::api::{ApiError, ApiTags};
+use crate::domain::ids::SessionId;
 
 #[derive(Debug, Object)]
 pub struct SessionBody {
@@ -62,7 +63,7 @@ impl SessionsApi {
                 .into_iter()
                 .map(|s| SessionBody {
                     current: s.session_id == current,
-                    session_id: s.session_id,
+                    session_id: s.session_id.into(),
                     signed_in_at: rfc3339(s.created_at),
                     last_seen_at: rfc3339(s.seen_at),
                     client: s.client,
@@ -84,8 +85,8 @@ impl SessionsApi {
         session_id: Path<String>,
     ) -> Result<Json<EndedBody>, Failed<EndSession>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
-        let session_id = session_id.0;
-        let shown = session_id.clone();
+        let shown = session_id.0;
+        let session_id = SessionId::new(shown.clone());
         let now = now_unix();
         let ended = dash
             .admin_as(actor, move |mut admin| async move {

@@ -12,6 +12,7 @@ use super::{Dashboard, now_unix};
 use crate::accounts::stripe;
 use crate::accounts::{AccountError, TopupView};
 use crate::api::{ApiError, ApiTags};
+use crate::domain::ids::AccountId;
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::payments::{self, TopupStatus};
 use poem::web::Data;
@@ -195,7 +196,7 @@ impl TopupsApi {
 }
 
 /// What a customer is told when the server takes no cards.
-fn not_set_up(account: &str) -> String {
+fn not_set_up(account: &AccountId) -> String {
     format!(
         "Top-ups by card are not set up on this server. The operator can top up this account: \
          postal account topup {account} --usd 5.00"

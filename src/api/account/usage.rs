@@ -79,7 +79,7 @@ impl UsageApi {
             .collect::<Vec<_>>();
         Ok(Listing::Ok(match format.0.unwrap_or(Format::Json) {
             Format::Json => JsonOrCsv::Json(Json(UsageBody {
-                account_id: account,
+                account_id: account.into(),
                 days,
                 usage: lines
                     .into_iter()

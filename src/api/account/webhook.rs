@@ -21,7 +21,7 @@ use super::{Dashboard, now_unix};
 use crate::accounts::stripe::{self, CheckoutSession, InvalidEvent, StripeError, stripe_id};
 use crate::accounts::{Credited, Payment, Refunded};
 use crate::api::ApiError;
-use crate::domain::ids::TopupId;
+use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::payments::{self, TopupStatus};
 
@@ -198,7 +198,7 @@ async fn fulfil(
         payment: session.payment(),
         session_id: session.id,
         topup_id: session.metadata.get("topup_id").map(TopupId::new),
-        account_id: session.client_reference_id,
+        account_id: session.client_reference_id.map(AccountId::new),
         amount,
     };
     let credited = dash
