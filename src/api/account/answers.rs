@@ -31,12 +31,12 @@ const NO_KEY_404: (u16, &str) = (
 
 /// `$name`, a marker type whose `Documented::ERRORS` are the statuses and texts listed.
 macro_rules! documented {
-    ($(#[$doc:meta])* $name:ident: [$($error:expr),* $(,)?]) => {
+    ($(#[$doc:meta])* $name:ident: $errors:expr) => {
         $(#[$doc])*
         pub(super) struct $name;
 
         impl crate::api::Documented for $name {
-            const ERRORS: &'static [(u16, &'static str)] = &[$($error),*];
+            const ERRORS: &'static [(u16, &'static str)] = &$errors;
         }
     };
 }
@@ -51,6 +51,21 @@ macro_rules! bad_body {
                 $rest
             ),
         )
+    };
+}
+
+/// What a change with a JSON body answers: its 400 (`bad_body!($rest)`), the dashboard's
+/// 401 and 403, any of `$also` (its 404), 413 and 500.
+macro_rules! body_change {
+    ($rest:literal $(, $also:expr)*) => {
+        [
+            bad_body!($rest),
+            UNSIGNED_401,
+            REFUSED_403,
+            $($also,)*
+            TOO_LARGE_413,
+            INTERNAL_500,
+        ]
     };
 }
 
@@ -74,35 +89,23 @@ documented! {
 
 documented! {
     /// `createKey`.
-    NewKey: [
-        bad_body!(
-            "a field does not fit its documented type or bounds (`Invalid '<field>'`; a \
-             name over 100 characters: `key name must be 1 to 100 characters`), or the CLI \
-             refuses the key, in its words (`invalid origin ...`, `a publishable key needs \
-             at least one origin`, `an account holds at most 20 live keys; revoke one \
-             first`); nothing changed."
-        ),
-        UNSIGNED_401,
-        REFUSED_403,
-        TOO_LARGE_413,
-        INTERNAL_500,
-    ]
+    NewKey: body_change!(
+        "a field does not fit its documented type or bounds (`Invalid '<field>'`; a \
+         name over 100 characters: `key name must be 1 to 100 characters`), or the CLI \
+         refuses the key, in its words (`invalid origin ...`, `a publishable key needs \
+         at least one origin`, `an account holds at most 20 live keys; revoke one \
+         first`); nothing changed."
+    )
 }
 
 documented! {
     /// `renameKey`.
-    KeyRename: [
-        bad_body!(
-            "`name` is not a string (`Invalid 'name'`), or it is over 100 characters or \
-             holds a control character (`key name must be 1 to 100 characters`); nothing \
-             changed."
-        ),
-        UNSIGNED_401,
-        REFUSED_403,
-        NO_KEY_404,
-        TOO_LARGE_413,
-        INTERNAL_500,
-    ]
+    KeyRename: body_change!(
+        "`name` is not a string (`Invalid 'name'`), or it is over 100 characters or \
+         holds a control character (`key name must be 1 to 100 characters`); nothing \
+         changed.",
+        NO_KEY_404
+    )
 }
 
 documented! {
@@ -112,32 +115,20 @@ documented! {
 
 documented! {
     /// `rollKey`.
-    KeyRoll: [
-        bad_body!(
-            "`graceHours` is not a whole number (`Invalid 'graceHours'`) or not 1 to 168 \
-             (`graceHours must be 1 to 168 (7 days)`), or the key is revoked (`a revoked \
-             key cannot be rolled`); nothing changed."
-        ),
-        UNSIGNED_401,
-        REFUSED_403,
-        NO_KEY_404,
-        TOO_LARGE_413,
-        INTERNAL_500,
-    ]
+    KeyRoll: body_change!(
+        "`graceHours` is not a whole number (`Invalid 'graceHours'`) or not 1 to 168 \
+         (`graceHours must be 1 to 168 (7 days)`), or the key is revoked (`a revoked \
+         key cannot be rolled`); nothing changed.",
+        NO_KEY_404
+    )
 }
 
 documented! {
     /// `setLimits`.
-    SetLimits: [
-        bad_body!(
-            "a window is not a whole number (`Invalid '<window>'`), or it is 0 (`a limit \
-             must be at least 1 (use --off to remove limits)`); nothing changed."
-        ),
-        UNSIGNED_401,
-        REFUSED_403,
-        TOO_LARGE_413,
-        INTERNAL_500,
-    ]
+    SetLimits: body_change!(
+        "a window is not a whole number (`Invalid '<window>'`), or it is 0 (`a limit \
+         must be at least 1 (use --off to remove limits)`); nothing changed."
+    )
 }
 
 documented! {
@@ -155,17 +146,11 @@ documented! {
 
 documented! {
     /// `unlinkIdentity`.
-    Unlink: [
-        bad_body!(
-            "`issuer` or `subject` is missing or not a string (`Invalid '<field>'`), the \
-             account has no such identity (`no such identity on this account`), or it is \
-             the last one (`an account keeps at least one identity`); nothing changed."
-        ),
-        UNSIGNED_401,
-        REFUSED_403,
-        TOO_LARGE_413,
-        INTERNAL_500,
-    ]
+    Unlink: body_change!(
+        "`issuer` or `subject` is missing or not a string (`Invalid '<field>'`), the \
+         account has no such identity (`no such identity on this account`), or it is \
+         the last one (`an account keeps at least one identity`); nothing changed."
+    )
 }
 
 documented! {
