@@ -34,18 +34,20 @@
 //! The path of a customer's request (the account dashboard, docs/account.md), and where
 //! each step lives:
 //!
-//! 1. **sign in**: `api::account` (HTTP only) sends the browser to a provider and checks
-//!    what comes back (OpenID Connect); `accounts` finds the identity's account, or makes
-//!    one with the free allowance.
+//! 1. **sign in**: `api::account` (HTTP only) sends the browser to a provider, and
+//!    `accounts::oidc` checks what comes back (OpenID Connect); `accounts` finds the
+//!    identity's account, or makes one with the free allowance.
 //! 2. **session**: `accounts` stores the session (its id only hashed); every call of
 //!    `/account/api` finds it, and a change also carries its CSRF token.
 //! 3. **keys and limits**: `accounts::Admin`, the CLI's own interface, makes, rolls and
 //!    revokes keys and sets limits, each change checked by `domain::admin`, written by
 //!    `db`, written to the audit log, and held by `billing`'s books (every node's) before
 //!    it returns.
-//! 4. **top-up**: `accounts` opens a top-up and `api::account` a Stripe Checkout Session.
-//! 5. **webhook credit**: Stripe's signed event, read back from Stripe's API, credits the
-//!    top-up once (`accounts`), and the books hold the new balance.
+//! 4. **top-up**: `accounts` opens a top-up and `accounts::stripe` its Stripe Checkout
+//!    Session; `api::account` sends the browser to its page.
+//! 5. **webhook credit**: Stripe's signed event (`accounts::stripe` checks it), read back
+//!    from Stripe's API, credits the top-up once (`accounts`), and the books hold the new
+//!    balance.
 //!
 //! The dashboard's work and its calls to providers and Stripe run on the account store's
 //! own threads (`accounts::store`), a bounded number at once, never on the API's.
@@ -74,9 +76,10 @@
 //!   notifier (changes and flush requests). Money only.
 //! - [`accounts`]: the customer's side: the one admin interface over the file and the
 //!   ledger (`accounts::Admin`, whose rules are `domain::admin`'s), by area (accounts,
-//!   keys, sign-in and identities, sessions, payments, the audit log), and the account
+//!   keys, sign-in and identities, sessions, payments, the audit log), the account
 //!   store the server opens once (`accounts::Accounts`: pooled connections, threads of
-//!   its own).
+//!   its own), and the clients of the OpenID Connect providers (`accounts::oidc`) and of
+//!   Stripe (`accounts::stripe`).
 //! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt, the
 //!   gazetteer) and their sources (file, zip, directory, URL), the diff of an import
 //!   against the live data (changes, retired codes, the shrink guard) and the operator's

@@ -21,6 +21,7 @@ use crate::billing::{Billing, notify};
 use crate::db::admin::{AccountError, AuditEntry, Audited};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
+use crate::domain::ids::AccountId;
 
 /// How long a change to a cluster's ledger waits for the nodes to acknowledge it, and a
 /// change to the file for its server's books.
@@ -141,7 +142,7 @@ impl Admin {
     /// The account's audit log, newest first.
     pub async fn audit_entries(
         &mut self,
-        account_id: &str,
+        account_id: &AccountId,
     ) -> Result<Vec<AuditEntry>, AccountError> {
         match &mut self.store {
             Store::File(conn) => sqlite::dashboard::audit_entries(conn, account_id),

@@ -8,6 +8,7 @@ use crate::db::admin::{
 };
 use crate::db::{pg, sqlite};
 use crate::domain::admin::{AuditAction, BalanceChange, LimitsChange};
+use crate::domain::ids::AccountId;
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Limits;
 
@@ -35,7 +36,7 @@ impl Admin {
 
     /// The account as stored. A server on the file is asked to flush first, so the balance
     /// holds every charge answered before the call; cluster nodes flush every 10 ms.
-    pub async fn show(&mut self, account_id: &str) -> Result<AccountView, AccountError> {
+    pub async fn show(&mut self, account_id: &AccountId) -> Result<AccountView, AccountError> {
         match &mut self.store {
             Store::File(conn) => {
                 Admin::tell_server(self.books.as_ref(), conn);
@@ -48,7 +49,7 @@ impl Admin {
     /// Applies a checked top-up or adjustment; the new balance.
     pub async fn change_balance(
         &mut self,
-        account_id: &str,
+        account_id: &AccountId,
         change: &BalanceChange,
         now: SystemTime,
     ) -> anyhow::Result<Micros> {
@@ -76,7 +77,7 @@ impl Admin {
     /// Applies a checked change of limits; the limits in force.
     pub async fn set_limits(
         &mut self,
-        account_id: &str,
+        account_id: &AccountId,
         change: LimitsChange,
     ) -> anyhow::Result<Limits> {
         let (limits, version) = match &mut self.store {
@@ -112,7 +113,7 @@ impl Admin {
     /// as `show`, a server on the file flushes first.
     pub async fn ledger_entries(
         &mut self,
-        account_id: &str,
+        account_id: &AccountId,
         since: Option<i64>,
     ) -> Result<Vec<LedgerEntry>, AccountError> {
         match &mut self.store {

@@ -7,13 +7,14 @@ use crate::db::admin::{AccountError, Audited, KeyLine, NewKey};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
 use crate::domain::api_key::Publishable;
+use crate::domain::ids::{AccountId, KeyId};
 
 use super::{Admin, Store};
 
 impl Admin {
     pub async fn create_key(
         &mut self,
-        account_id: &str,
+        account_id: &AccountId,
         publishable: Option<&Publishable>,
         name: Option<&str>,
         now: SystemTime,
@@ -47,7 +48,7 @@ impl Admin {
         Ok(key)
     }
 
-    pub async fn revoke_key(&mut self, key_id: &str, now: SystemTime) -> anyhow::Result<()> {
+    pub async fn revoke_key(&mut self, key_id: &KeyId, now: SystemTime) -> anyhow::Result<()> {
         let version = match &mut self.store {
             Store::File(conn) => {
                 sqlite::keys::revoke_key(conn, key_id, now)?;
@@ -56,13 +57,17 @@ impl Admin {
             Store::Ledger(client) => pg::keys::revoke_key(client, key_id, now).await?,
         };
         self.changed(version).await?;
-        self.audit(Audited::Key(key_id), AuditAction::KeyRevoke, key_id)
-            .await?;
+        self.audit(
+            Audited::Key(key_id),
+            AuditAction::KeyRevoke,
+            key_id.as_str(),
+        )
+        .await?;
         Ok(())
     }
 
     /// The account's keys, oldest first.
-    pub async fn keys(&mut self, account_id: &str) -> Result<Vec<KeyLine>, AccountError> {
+    pub async fn keys(&mut self, account_id: &AccountId) -> Result<Vec<KeyLine>, AccountError> {
         match &mut self.store {
             Store::File(conn) => sqlite::reports::keys(conn, account_id),
             Store::Ledger(client) => pg::reports::keys(client, account_id).await,
@@ -71,8 +76,8 @@ impl Admin {
 
     pub async fn rename_key(
         &mut self,
-        account_id: &str,
-        key_id: &str,
+        account_id: &AccountId,
+        key_id: &KeyId,
         name: Option<&str>,
     ) -> Result<(), AccountError> {
         match &mut self.store {
@@ -97,8 +102,8 @@ impl Admin {
     /// `ends` (unix seconds), on every node.
     pub async fn roll_key(
         &mut self,
-        account_id: &str,
-        key_id: &str,
+        account_id: &AccountId,
+        key_id: &KeyId,
         ends: i64,
         now: SystemTime,
     ) -> Result<NewKey, AccountError> {
@@ -122,17 +127,17 @@ impl Admin {
     /// Revokes a key of this account (`UnknownKey` for a key of another account).
     pub async fn revoke_own_key(
         &mut self,
-        account_id: &str,
-        key_id: &str,
+        account_id: &AccountId,
+        key_id: &KeyId,
         now: SystemTime,
     ) -> Result<(), AccountError> {
         if !self
             .keys(account_id)
             .await?
             .iter()
-            .any(|k| k.key_id == key_id)
+            .any(|k| k.key_id == *key_id)
         {
-            return Err(AccountError::UnknownKey(key_id.to_owned()));
+            return Err(AccountError::UnknownKey(key_id.clone()));
         }
         Ok(self.revoke_key(key_id, now).await?)
     }

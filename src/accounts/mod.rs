@@ -11,19 +11,25 @@
 //!   `payments` (the operator's settings, top-ups, what the processor's webhook confirms).
 //! - `store`: what the server opens once at start ([`Accounts`]): the pool of connections
 //!   and the threads the customer's side runs on, apart from the API's.
+//! - The clients of the outside services, each call blocking on the store's threads for
+//!   outside calls: `oidc` (an OpenID Connect provider's discovery, the authorization
+//!   URL, the code exchanged for a checked ID token) and `stripe` (Checkout Sessions made
+//!   and read back, the webhook's events verified).
 
 mod admin;
 mod customers;
 mod keys;
+pub mod oidc;
 mod payments;
 mod sessions;
 mod signin;
 mod store;
+pub mod stripe;
 
 use admin::Store;
 
 pub use admin::{Admin, OPERATOR};
-pub use store::{Accounts, Failed, OUTSIDE_TIMEOUT};
+pub use store::{Accounts, Failed};
 // The shapes an admin operation takes and answers (stored by `db`'s twins), as the
 // dashboard names them.
 pub use crate::db::admin::{

@@ -7,7 +7,7 @@ use crate::db::admin::TopupView;
 use crate::db::admin::{AccountError, Audited, Credited, Payment, PaymentSettings, Refunded};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
-use crate::domain::ids::TopupId;
+use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
 
@@ -43,7 +43,7 @@ impl Admin {
     /// A pending top-up of `amount` the account's customer is about to pay; its id.
     pub async fn start_topup(
         &mut self,
-        account_id: &str,
+        account_id: &AccountId,
         amount: Micros,
         now: i64,
     ) -> Result<TopupId, AccountError> {
@@ -94,7 +94,7 @@ impl Admin {
     }
 
     /// The account's top-ups by card, newest first.
-    pub async fn topups(&mut self, account_id: &str) -> Result<Vec<TopupView>, AccountError> {
+    pub async fn topups(&mut self, account_id: &AccountId) -> Result<Vec<TopupView>, AccountError> {
         match &mut self.store {
             Store::File(conn) => sqlite::payments::topups(conn, account_id),
             Store::Ledger(client) => pg::payments::topups(client, account_id).await,

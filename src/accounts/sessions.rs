@@ -4,6 +4,7 @@
 use crate::db::admin::{AccountError, Audited, SessionRow, SessionView};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
+use crate::domain::ids::{AccountId, SessionId};
 
 use super::{Admin, Store};
 
@@ -34,8 +35,8 @@ impl Admin {
     /// Ends the account's session `public_id`; whether it was live.
     pub async fn end_session(
         &mut self,
-        account_id: &str,
-        public_id: &str,
+        account_id: &AccountId,
+        public_id: &SessionId,
         now: i64,
     ) -> Result<bool, AccountError> {
         let ended = match &mut self.store {
@@ -48,7 +49,7 @@ impl Admin {
             self.audit(
                 Audited::Account(account_id),
                 AuditAction::SessionEnd,
-                public_id,
+                public_id.as_str(),
             )
             .await?;
         }
@@ -57,7 +58,7 @@ impl Admin {
 
     pub async fn sessions(
         &mut self,
-        account_id: &str,
+        account_id: &AccountId,
         now: i64,
     ) -> Result<Vec<SessionView>, AccountError> {
         match &mut self.store {

@@ -4,6 +4,7 @@
 use crate::db::admin::{AccountError, Audited, IdentityView, Provider, SignIn, SignedIn};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
+use crate::domain::ids::{AccountId, ProviderName};
 
 use super::{Admin, Store};
 
@@ -23,7 +24,7 @@ impl Admin {
     }
 
     /// Whether a provider of that name was there.
-    pub async fn remove_provider(&mut self, name: &str) -> Result<bool, AccountError> {
+    pub async fn remove_provider(&mut self, name: &ProviderName) -> Result<bool, AccountError> {
         match &mut self.store {
             Store::File(conn) => sqlite::dashboard::remove_provider(conn, name),
             Store::Ledger(client) => pg::dashboard::remove_provider(client, name).await,
@@ -89,7 +90,7 @@ impl Admin {
 
     pub async fn link(
         &mut self,
-        account_id: &str,
+        account_id: &AccountId,
         identity: &IdentityView,
         now: i64,
     ) -> Result<(), AccountError> {
@@ -108,7 +109,7 @@ impl Admin {
 
     pub async fn unlink(
         &mut self,
-        account_id: &str,
+        account_id: &AccountId,
         issuer: &str,
         subject: &str,
         now: i64,
@@ -129,7 +130,7 @@ impl Admin {
 
     pub async fn identities(
         &mut self,
-        account_id: &str,
+        account_id: &AccountId,
     ) -> Result<Vec<IdentityView>, AccountError> {
         match &mut self.store {
             Store::File(conn) => sqlite::dashboard::identities(conn, account_id),

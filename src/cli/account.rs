@@ -10,6 +10,7 @@ use serde_json::Number;
 use crate::db::admin::AccountError;
 use crate::db::pg::LedgerConfig;
 use crate::domain::admin::{BalanceChange, LimitsChange};
+use crate::domain::ids::AccountId;
 use crate::domain::money::Micros;
 
 use super::{RateLimits, Verdict, cluster, now_unix, print};
@@ -154,8 +155,8 @@ pub(super) fn run(
             AccountCommand::Create { name } => {
                 let created = admin.create_account(name.as_deref(), now).await?;
                 print(&Created {
-                    account_id: created.account_id,
-                    key_id: created.key_id,
+                    account_id: created.account_id.into(),
+                    key_id: created.key_id.into(),
                     api_key: created.api_key.expose().to_owned(),
                     balance: created.balance.to_json_number(),
                 })?;
@@ -166,7 +167,7 @@ pub(super) fn run(
                     accounts: lines
                         .into_iter()
                         .map(|a| ListedAccount {
-                            account_id: a.account_id,
+                            account_id: a.account_id.into(),
                             name: a.name,
                             balance: a.balance.to_json_number(),
                             active_keys: a.active_keys,
@@ -177,18 +178,19 @@ pub(super) fn run(
                 })?;
             }
             AccountCommand::Show { account_id } => {
+                let account_id = AccountId::new(account_id);
                 let view = admin.show(&account_id).await?;
                 let identities = admin.identities(&account_id).await?;
                 let topups = admin.topups(&account_id).await?;
                 print(&Shown {
-                    account_id: view.account_id,
+                    account_id: view.account_id.into(),
                     name: view.name,
                     balance: view.balance.to_json_number(),
                     keys: view
                         .keys
                         .into_iter()
                         .map(|k| ShownKey {
-                            key_id: k.key_id,
+                            key_id: k.key_id.into(),
                             created_at: k.created_at,
                             revoked: k.revoked,
                         })
@@ -197,7 +199,7 @@ pub(super) fn run(
                     identities: identities
                         .into_iter()
                         .map(|i| ShownIdentity {
-                            provider: i.provider,
+                            provider: i.provider.into(),
                             issuer: i.issuer,
                             subject: i.subject,
                             email: i.email,
@@ -223,9 +225,10 @@ pub(super) fn run(
             AccountCommand::Topup { account_id, usd } => {
                 let amount = Micros::parse_usd(&usd)?;
                 let topup = BalanceChange::topup(amount).map_err(AccountError::from)?;
+                let account_id = AccountId::new(account_id);
                 let balance = admin.change_balance(&account_id, &topup, now).await?;
                 print(&Balance {
-                    account_id,
+                    account_id: account_id.into(),
                     balance: balance.to_json_number(),
                 })?;
             }
@@ -237,9 +240,10 @@ pub(super) fn run(
                 let amount = Micros::parse_usd(&usd)?;
                 let adjustment =
                     BalanceChange::adjustment(amount, &reason).map_err(AccountError::from)?;
+                let account_id = AccountId::new(account_id);
                 let balance = admin.change_balance(&account_id, &adjustment, now).await?;
                 print(&Balance {
-                    account_id,
+                    account_id: account_id.into(),
                     balance: balance.to_json_number(),
                 })?;
             }
@@ -255,7 +259,9 @@ pub(super) fn run(
                 } else {
                     LimitsChange::set(per_minute, per_hour, per_day).map_err(AccountError::from)?
                 };
-                let limits = admin.set_limits(&account_id, change).await?;
+                let limits = admin
+                    .set_limits(&AccountId::new(account_id), change)
+                    .await?;
                 print(&RateLimits::from(limits))?;
             }
         }

@@ -10,6 +10,7 @@ use crate::db::admin::AccountError;
 use crate::db::pg::LedgerConfig;
 use crate::domain::api_key::{Budget, DEFAULT_PER_IP_MINUTE, KeyKind, Publishable};
 use crate::domain::dashboard;
+use crate::domain::ids::{AccountId, KeyId};
 use crate::domain::origin::OriginPattern;
 
 use super::{Verdict, cluster, print};
@@ -154,23 +155,28 @@ pub(super) fn run(
                     .transpose()
                     .map_err(AccountError::from)?;
                 let key = admin
-                    .create_key(&account_id, publishable.as_ref(), name.as_deref(), now)
+                    .create_key(
+                        &AccountId::new(account_id),
+                        publishable.as_ref(),
+                        name.as_deref(),
+                        now,
+                    )
                     .await?;
                 print(&NewKey {
-                    key_id: key.key_id,
+                    key_id: key.key_id.into(),
                     api_key: key.api_key.expose().to_owned(),
                     kind: publishable.as_ref().map(|_| KeyKind::Publishable.as_str()),
                     publishable: publishable.as_ref().map(Rules::of),
                 })?;
             }
             KeyCommand::List { account_id } => {
-                let keys = admin.keys(&account_id).await?;
+                let keys = admin.keys(&AccountId::new(account_id.clone())).await?;
                 print(&KeyList {
                     account_id,
                     keys: keys
                         .into_iter()
                         .map(|k| ListedKey {
-                            key_id: k.key_id,
+                            key_id: k.key_id.into(),
                             name: k.name,
                             created_at: k.created_at,
                             revoked: k.revoked_at.is_some(),
@@ -182,7 +188,7 @@ pub(super) fn run(
                 })?;
             }
             KeyCommand::Revoke { key_id } => {
-                admin.revoke_key(&key_id, now).await?;
+                admin.revoke_key(&KeyId::new(key_id.clone()), now).await?;
                 print(&Revoked {
                     key_id,
                     revoked: true,

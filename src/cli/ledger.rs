@@ -12,6 +12,7 @@ use crate::db::pg;
 use crate::db::pg::LedgerConfig;
 use crate::db::{self, sqlite};
 use crate::domain::date::UtcDate;
+use crate::domain::ids::AccountId;
 
 use super::{BadInput, Format, Verdict, cluster, print, print_csv, usd_or_raw};
 
@@ -140,7 +141,9 @@ fn show(
 ) -> anyhow::Result<Verdict> {
     let since = since.map(UtcDate::start_unix);
     let entries = cluster::admin(db_path, ledger, async |admin| {
-        Ok(admin.ledger_entries(&account_id, since).await?)
+        Ok(admin
+            .ledger_entries(&AccountId::new(account_id.clone()), since)
+            .await?)
     })?;
     match format {
         Format::Json => print(&Shown {
@@ -245,7 +248,7 @@ fn print_verified(report: LedgerReport, leases: Vec<String>) -> anyhow::Result<V
             .mismatches
             .into_iter()
             .map(|m| Offending {
-                account_id: m.account_id,
+                account_id: m.account_id.into(),
                 balance: usd_or_raw(m.balance),
                 ledger_sum: usd_or_raw(m.ledger_sum),
             })

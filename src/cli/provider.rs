@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::db::admin::{AccountError, Provider};
 use crate::db::pg::LedgerConfig;
 use crate::domain::dashboard;
+use crate::domain::ids::ProviderName;
 
 use super::{BadInput, Verdict, cluster, now_unix, print};
 
@@ -48,7 +49,7 @@ impl Listed {
     fn of(p: Provider) -> Listed {
         Listed {
             redirect_path: format!("/account/callback/{}", p.name),
-            name: p.name,
+            name: p.name.into(),
             issuer: p.issuer,
             client_id: p.client_id,
         }
@@ -80,8 +81,8 @@ pub(super) fn run(
                 client_secret_env,
             } => {
                 let name = dashboard::provider_name(&name)
-                    .map_err(|why| AccountError::Invalid(why.to_string()))?
-                    .to_owned();
+                    .map(ProviderName::new)
+                    .map_err(|why| AccountError::Invalid(why.to_string()))?;
                 let issuer_ok = issuer.starts_with("https://") || issuer.starts_with("http://");
                 if !issuer_ok {
                     return Err(
@@ -114,7 +115,10 @@ pub(super) fn run(
                 })?;
             }
             ProviderCommand::Remove { name } => {
-                if !admin.remove_provider(&name).await? {
+                if !admin
+                    .remove_provider(&ProviderName::new(name.clone()))
+                    .await?
+                {
                     return Err(BadInput(format!("no provider {name:?}")).into());
                 }
                 print(&Removed {

@@ -56,7 +56,7 @@ fn print_usage(args: &UsageArgs, lines: Vec<UsageLine>) -> anyhow::Result<Verdic
                 .into_iter()
                 .map(|l| Line {
                     date: l.date,
-                    account_id: l.account_id,
+                    account_id: l.account_id.into(),
                     endpoint: l.endpoint,
                     queries: l.queries,
                     usd: l.charged.to_json_number(),
@@ -68,7 +68,7 @@ fn print_usage(args: &UsageArgs, lines: Vec<UsageLine>) -> anyhow::Result<Verdic
             lines.into_iter().map(|l| {
                 vec![
                     l.date,
-                    l.account_id,
+                    l.account_id.into(),
                     l.endpoint,
                     l.queries.to_string(),
                     l.charged.to_string(),

@@ -7,7 +7,7 @@ use secrecy::SecretString;
 use crate::domain::admin::{AuditAction, LedgerKind, Refused};
 use crate::domain::api_key::{ApiKey, KeyKind, Publishable};
 use crate::domain::dashboard::DashboardRefused;
-use crate::domain::ids::TopupId;
+use crate::domain::ids::{AccountId, KeyId, ProviderName, SessionId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
 use crate::domain::rate_limit::Limits;
@@ -16,10 +16,10 @@ use crate::domain::rate_limit::Limits;
 /// exits 2 for them, 1 for `Unexpected`).
 #[derive(Debug, thiserror::Error)]
 pub enum AccountError {
-    #[error("no account {0:?}")]
-    UnknownAccount(String),
-    #[error("no key {0:?}")]
-    UnknownKey(String),
+    #[error("no account {:?}", .0.as_str())]
+    UnknownAccount(AccountId),
+    #[error("no key {:?}", .0.as_str())]
+    UnknownKey(KeyId),
     #[error(transparent)]
     Refused(#[from] Refused),
     #[error("{0}")]
@@ -42,8 +42,8 @@ impl From<tokio_postgres::Error> for AccountError {
 
 /// A new account with its first key (shown once).
 pub struct NewAccount {
-    pub account_id: String,
-    pub key_id: String,
+    pub account_id: AccountId,
+    pub key_id: KeyId,
     pub api_key: ApiKey,
     pub balance: Micros,
 }
@@ -51,7 +51,7 @@ pub struct NewAccount {
 /// `postal account show`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountView {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub name: Option<String>,
     pub balance: Micros,
     pub keys: Vec<KeyView>,
@@ -60,7 +60,7 @@ pub struct AccountView {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyView {
-    pub key_id: String,
+    pub key_id: KeyId,
     /// RFC 3339, UTC, seconds: `2026-11-22T00:03:00Z`.
     pub created_at: String,
     pub revoked: bool,
@@ -68,14 +68,14 @@ pub struct KeyView {
 
 /// A new key (shown once).
 pub struct NewKey {
-    pub key_id: String,
+    pub key_id: KeyId,
     pub api_key: ApiKey,
 }
 
 /// One line of `postal account list`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountLine {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub name: Option<String>,
     pub balance: Micros,
     pub active_keys: u64,
@@ -105,7 +105,7 @@ pub struct LedgerEntry {
 pub struct UsageLine {
     /// `YYYY-MM-DD`, UTC.
     pub date: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub endpoint: String,
     pub queries: u64,
     /// What those queries cost (positive).
@@ -115,7 +115,7 @@ pub struct UsageLine {
 /// One key of an account (`postal key list`): never the secret, which is not stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyLine {
-    pub key_id: String,
+    pub key_id: KeyId,
     /// The name its owner gave it, if any.
     pub name: Option<String>,
     /// Its first characters (`sk_AbCd`), to tell keys apart; `None` for keys made before
@@ -142,7 +142,7 @@ pub struct LedgerReport {
 /// value need not be a valid `Micros`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mismatch {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub balance: i64,
     pub ledger_sum: i64,
 }
@@ -150,7 +150,7 @@ pub struct Mismatch {
 /// An OpenID Connect provider customers sign in with (`postal provider add`).
 #[derive(Debug, Clone)]
 pub struct Provider {
-    pub name: String,
+    pub name: ProviderName,
     pub issuer: String,
     pub client_id: String,
     pub client_secret: SecretString,
@@ -159,12 +159,12 @@ pub struct Provider {
 /// A sign-in under way: what its callback needs.
 #[derive(Debug, Clone)]
 pub struct SignIn {
-    pub provider: String,
+    pub provider: ProviderName,
     pub nonce: String,
     /// The PKCE code verifier: whoever holds it with the code gets the customer's tokens.
     pub verifier: SecretString,
     /// The account of the signed-in customer who links this provider, if any.
-    pub link_account: Option<String>,
+    pub link_account: Option<AccountId>,
 }
 
 /// An identity of a provider, as it signed in (or as the account lists it).
@@ -172,7 +172,7 @@ pub struct SignIn {
 pub struct IdentityView {
     pub issuer: String,
     pub subject: String,
-    pub provider: String,
+    pub provider: ProviderName,
     /// Only when the provider said it is verified; display only, never a link.
     pub email: Option<String>,
     /// Unix seconds.
@@ -182,7 +182,7 @@ pub struct IdentityView {
 /// The account an identity signed in to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedIn {
-    pub account_id: String,
+    pub account_id: AccountId,
     /// Made by this sign-in (with the free allowance).
     pub created: bool,
 }
@@ -190,8 +190,8 @@ pub struct SignedIn {
 /// A dashboard session (its id is only ever stored hashed).
 #[derive(Debug, Clone)]
 pub struct SessionRow {
-    pub public_id: String,
-    pub account_id: String,
+    pub public_id: SessionId,
+    pub account_id: AccountId,
     pub csrf: SecretString,
     /// Unix seconds of the sign-in.
     pub created_at: i64,
@@ -201,7 +201,7 @@ pub struct SessionRow {
 /// A live session as its account lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionView {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub created_at: i64,
     pub seen_at: i64,
     pub client: Option<String>,
@@ -220,8 +220,8 @@ pub struct AuditEntry {
 /// Whose change an audit line records: an account, or the account holding a key.
 #[derive(Debug, Clone, Copy)]
 pub enum Audited<'a> {
-    Account(&'a str),
-    Key(&'a str),
+    Account(&'a AccountId),
+    Key(&'a KeyId),
 }
 
 impl<'a> Audited<'a> {
@@ -230,8 +230,8 @@ impl<'a> Audited<'a> {
     /// come at, actor, action and detail.
     pub(crate) fn insert(self, mark: char) -> (String, &'a str) {
         let (from, id) = match self {
-            Audited::Account(id) => ("SELECT id FROM accounts", id),
-            Audited::Key(id) => ("SELECT account_id FROM api_keys", id),
+            Audited::Account(id) => ("SELECT id FROM accounts", id.as_str()),
+            Audited::Key(id) => ("SELECT account_id FROM api_keys", id.as_str()),
         };
         let insert = format!(
             "INSERT INTO audit_log (account_id, at, actor, action, detail)
@@ -306,7 +306,7 @@ pub struct Payment {
     /// The session's `metadata.topup_id` (found by it when the session id was never stored).
     pub topup_id: Option<TopupId>,
     /// The session's `client_reference_id`.
-    pub account_id: Option<String>,
+    pub account_id: Option<AccountId>,
     /// `amount_total`.
     pub amount: Micros,
     /// The PaymentIntent (`pi_…`), which refunds name.
@@ -318,7 +318,7 @@ pub struct Payment {
 pub enum Credited {
     /// Credited now: the account's balance after it.
     Now {
-        account_id: String,
+        account_id: AccountId,
         topup_id: TopupId,
         amount: Micros,
         balance: Micros,
@@ -334,7 +334,7 @@ pub enum Credited {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refunded {
     Now {
-        account_id: String,
+        account_id: AccountId,
         topup_id: TopupId,
         /// Refunded by this event (beyond what earlier ones counted).
         owed: Micros,

@@ -10,12 +10,10 @@
 //!   independently of the secret, so they reveal nothing of it (71 random bits, enough
 //!   that a collision, which the database's UNIQUE constraint would refuse, never happens).
 
-use rand::RngExt;
 use sha2::{Digest, Sha256};
 
+use crate::domain::ids::{KeyId, random_base62};
 use crate::domain::origin::{Origin, OriginPattern};
-
-const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /// The prefix of a new secret key.
 pub const SECRET_PREFIX: &str = "sk_";
@@ -136,26 +134,9 @@ pub fn hash_presented_key(presented: &str) -> KeyHash {
 
 /// A fresh key for an account: its public id, its kind (publishable when it has
 /// `publishable` rules) and its secret, to store (hashed) and show once.
-pub fn fresh_key(publishable: Option<&Publishable>) -> (String, KeyKind, ApiKey) {
+pub fn fresh_key(publishable: Option<&Publishable>) -> (KeyId, KeyKind, ApiKey) {
     let kind = KeyKind::of(publishable);
-    (new_key_id(), kind, ApiKey::generate(kind))
-}
-
-/// A new public key id: `key_` + 12 base62 characters.
-pub fn new_key_id() -> String {
-    format!("key_{}", random_base62(12))
-}
-
-/// A new public account id: `acct_` + 12 base62 characters.
-pub fn new_account_id() -> String {
-    format!("acct_{}", random_base62(12))
-}
-
-pub(crate) fn random_base62(len: usize) -> String {
-    let mut rng = rand::rng();
-    (0..len)
-        .map(|_| char::from(BASE62[rng.random_range(0..BASE62.len())]))
-        .collect()
+    (KeyId::fresh(), kind, ApiKey::generate(kind))
 }
 
 #[cfg(test)]
@@ -184,7 +165,7 @@ mod tests {
             .map(|_| ApiKey::generate(KeyKind::Secret).expose().to_owned())
             .collect();
         assert_eq!(keys.len(), 10_000);
-        let ids: HashSet<String> = (0..10_000).map(|_| new_key_id()).collect();
+        let ids: HashSet<KeyId> = (0..10_000).map(|_| KeyId::fresh()).collect();
         assert_eq!(ids.len(), 10_000);
     }
 
@@ -200,7 +181,8 @@ mod tests {
 
     #[test]
     fn public_ids_have_their_prefixes() {
-        assert!(new_key_id().starts_with("key_") && new_key_id().len() == 16);
-        assert!(new_account_id().starts_with("acct_") && new_account_id().len() == 17);
+        let (key, account) = (KeyId::fresh(), crate::domain::ids::AccountId::fresh());
+        assert!(key.as_str().starts_with("key_") && key.as_str().len() == 16);
+        assert!(account.as_str().starts_with("acct_") && account.as_str().len() == 17);
     }
 }

@@ -1,6 +1,7 @@
 //! Top-ups by card (docs/payments.md): the amount a customer may pay, the signature of
 //! the processor's webhook (Stripe's scheme), and what a refund takes back. Rules only;
-//! the HTTP is `api::account::stripe`, the rows `db::{sqlite,pg}::payments`.
+//! the client is `accounts::stripe`, the webhook's HTTP `api::account::webhook`, the rows
+//! `db::{sqlite,pg}::payments`.
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;

@@ -9,6 +9,7 @@ use postal::db::{self, sqlite::accounts, sqlite::keys};
 use postal::domain::admin::BalanceChange;
 use postal::domain::api_key::hash_presented_key;
 use postal::domain::charge::Caller;
+use postal::domain::ids::AccountId;
 use postal::domain::money::Micros;
 use rusqlite::Connection;
 use serde_json::Value;
@@ -122,7 +123,7 @@ impl TestDb {
         let adjustment = BalanceChange::adjustment(delta, "test set-up").unwrap();
         accounts::change_balance(
             &mut self.conn(),
-            &account.account_id,
+            &AccountId::new(account.account_id.as_str()),
             &adjustment,
             SystemTime::now(),
         )
@@ -140,7 +141,9 @@ impl TestDb {
     }
 
     pub fn balance(&self, account_id: &str) -> Micros {
-        accounts::show(&self.conn(), account_id).unwrap().balance
+        accounts::show(&self.conn(), &AccountId::new(account_id))
+            .unwrap()
+            .balance
     }
 
     pub fn ledger_entries(&self) -> i64 {

@@ -29,16 +29,54 @@ const NO_KEY_404: (u16, &str) = (
     "The account holds no key of that id (`no key \"<keyId>\"`); nothing changed.",
 );
 
-/// A read of the signed-in account.
-pub(super) struct Read;
-impl crate::api::Documented for Read {
-    const ERRORS: &'static [(u16, &'static str)] = &[UNSIGNED_401, INTERNAL_500];
+/// `$name`, a marker type whose `Documented::ERRORS` are the statuses and texts listed.
+macro_rules! documented {
+    ($(#[$doc:meta])* $name:ident: $errors:expr) => {
+        $(#[$doc])*
+        pub(super) struct $name;
+
+        impl crate::api::Documented for $name {
+            const ERRORS: &'static [(u16, &'static str)] = &$errors;
+        }
+    };
 }
 
-/// A read with query parameters.
-pub(super) struct ReadQuery;
-impl crate::api::Documented for ReadQuery {
-    const ERRORS: &'static [(u16, &'static str)] = &[
+/// A 400 of a change whose body is not a JSON object, or `$rest`.
+macro_rules! bad_body {
+    ($rest:literal) => {
+        (
+            400,
+            concat!(
+                "The body is not a JSON object (`Request body must be a JSON object`), ",
+                $rest
+            ),
+        )
+    };
+}
+
+/// What a change with a JSON body answers: its 400 (`bad_body!($rest)`), the dashboard's
+/// 401 and 403, any of `$also` (its 404), 413 and 500.
+macro_rules! body_change {
+    ($rest:literal $(, $also:expr)*) => {
+        [
+            bad_body!($rest),
+            UNSIGNED_401,
+            REFUSED_403,
+            $($also,)*
+            TOO_LARGE_413,
+            INTERNAL_500,
+        ]
+    };
+}
+
+documented! {
+    /// A read of the signed-in account.
+    Read: [UNSIGNED_401, INTERNAL_500]
+}
+
+documented! {
+    /// A read with query parameters.
+    ReadQuery: [
         (
             400,
             "A query parameter outside its documented values (`Invalid JSON body`, the text \
@@ -46,94 +84,56 @@ impl crate::api::Documented for ReadQuery {
         ),
         UNSIGNED_401,
         INTERNAL_500,
-    ];
+    ]
 }
 
-/// `createKey`.
-pub(super) struct NewKey;
-impl crate::api::Documented for NewKey {
-    const ERRORS: &'static [(u16, &'static str)] = &[
-        (
-            400,
-            "The body is not a JSON object (`Request body must be a JSON object`), a field \
-             does not fit its documented type or bounds (`Invalid '<field>'`; a name over \
-             100 characters: `key name must be 1 to 100 characters`), or the CLI refuses \
-             the key, in its words (`invalid origin ...`, `a publishable key needs at least \
-             one origin`, `an account holds at most 20 live keys; revoke one first`); \
-             nothing changed.",
-        ),
-        UNSIGNED_401,
-        REFUSED_403,
-        TOO_LARGE_413,
-        INTERNAL_500,
-    ];
+documented! {
+    /// `createKey`.
+    NewKey: body_change!(
+        "a field does not fit its documented type or bounds (`Invalid '<field>'`; a \
+         name over 100 characters: `key name must be 1 to 100 characters`), or the CLI \
+         refuses the key, in its words (`invalid origin ...`, `a publishable key needs \
+         at least one origin`, `an account holds at most 20 live keys; revoke one \
+         first`); nothing changed."
+    )
 }
 
-/// `renameKey`.
-pub(super) struct KeyRename;
-impl crate::api::Documented for KeyRename {
-    const ERRORS: &'static [(u16, &'static str)] = &[
-        (
-            400,
-            "The body is not a JSON object (`Request body must be a JSON object`), `name` is \
-             not a string (`Invalid 'name'`), or it is over 100 characters or holds a \
-             control character (`key name must be 1 to 100 characters`); nothing changed.",
-        ),
-        UNSIGNED_401,
-        REFUSED_403,
-        NO_KEY_404,
-        TOO_LARGE_413,
-        INTERNAL_500,
-    ];
+documented! {
+    /// `renameKey`.
+    KeyRename: body_change!(
+        "`name` is not a string (`Invalid 'name'`), or it is over 100 characters or \
+         holds a control character (`key name must be 1 to 100 characters`); nothing \
+         changed.",
+        NO_KEY_404
+    )
 }
 
-/// `revokeKey`.
-pub(super) struct KeyRevoke;
-impl crate::api::Documented for KeyRevoke {
-    const ERRORS: &'static [(u16, &'static str)] =
-        &[UNSIGNED_401, REFUSED_403, NO_KEY_404, INTERNAL_500];
+documented! {
+    /// `revokeKey`.
+    KeyRevoke: [UNSIGNED_401, REFUSED_403, NO_KEY_404, INTERNAL_500]
 }
 
-/// `rollKey`.
-pub(super) struct KeyRoll;
-impl crate::api::Documented for KeyRoll {
-    const ERRORS: &'static [(u16, &'static str)] = &[
-        (
-            400,
-            "The body is not a JSON object (`Request body must be a JSON object`), \
-             `graceHours` is not a whole number (`Invalid 'graceHours'`) or not 1 to 168 \
-             (`graceHours must be 1 to 168 (7 days)`), or the key is revoked (`a revoked \
-             key cannot be rolled`); nothing changed.",
-        ),
-        UNSIGNED_401,
-        REFUSED_403,
-        NO_KEY_404,
-        TOO_LARGE_413,
-        INTERNAL_500,
-    ];
+documented! {
+    /// `rollKey`.
+    KeyRoll: body_change!(
+        "`graceHours` is not a whole number (`Invalid 'graceHours'`) or not 1 to 168 \
+         (`graceHours must be 1 to 168 (7 days)`), or the key is revoked (`a revoked \
+         key cannot be rolled`); nothing changed.",
+        NO_KEY_404
+    )
 }
 
-/// `setLimits`.
-pub(super) struct SetLimits;
-impl crate::api::Documented for SetLimits {
-    const ERRORS: &'static [(u16, &'static str)] = &[
-        (
-            400,
-            "The body is not a JSON object (`Request body must be a JSON object`), a window \
-             is not a whole number (`Invalid '<window>'`), or it is 0 (`a limit must be at \
-             least 1 (use --off to remove limits)`); nothing changed.",
-        ),
-        UNSIGNED_401,
-        REFUSED_403,
-        TOO_LARGE_413,
-        INTERNAL_500,
-    ];
+documented! {
+    /// `setLimits`.
+    SetLimits: body_change!(
+        "a window is not a whole number (`Invalid '<window>'`), or it is 0 (`a limit \
+         must be at least 1 (use --off to remove limits)`); nothing changed."
+    )
 }
 
-/// `endSession`.
-pub(super) struct EndSession;
-impl crate::api::Documented for EndSession {
-    const ERRORS: &'static [(u16, &'static str)] = &[
+documented! {
+    /// `endSession`.
+    EndSession: [
         UNSIGNED_401,
         REFUSED_403,
         (
@@ -141,45 +141,32 @@ impl crate::api::Documented for EndSession {
             "The account has no live session of that id (`no session \"<sessionId>\"`).",
         ),
         INTERNAL_500,
-    ];
+    ]
 }
 
-/// `unlinkIdentity`.
-pub(super) struct Unlink;
-impl crate::api::Documented for Unlink {
-    const ERRORS: &'static [(u16, &'static str)] = &[
-        (
-            400,
-            "The body is not a JSON object (`Request body must be a JSON object`), `issuer` \
-             or `subject` is missing or not a string (`Invalid '<field>'`), the account has \
-             no such identity (`no such identity on this account`), or it is the last one \
-             (`an account keeps at least one identity`); nothing changed.",
-        ),
-        UNSIGNED_401,
-        REFUSED_403,
-        TOO_LARGE_413,
-        INTERNAL_500,
-    ];
+documented! {
+    /// `unlinkIdentity`.
+    Unlink: body_change!(
+        "`issuer` or `subject` is missing or not a string (`Invalid '<field>'`), the \
+         account has no such identity (`no such identity on this account`), or it is \
+         the last one (`an account keeps at least one identity`); nothing changed."
+    )
 }
 
-/// `signOut`.
-pub(super) struct SignOut;
-impl crate::api::Documented for SignOut {
-    const ERRORS: &'static [(u16, &'static str)] = &[UNSIGNED_401, REFUSED_403, INTERNAL_500];
+documented! {
+    /// `signOut`.
+    SignOut: [UNSIGNED_401, REFUSED_403, INTERNAL_500]
 }
 
-/// `startTopup`.
-pub(super) struct StartTopup;
-impl crate::api::Documented for StartTopup {
-    const ERRORS: &'static [(u16, &'static str)] = &[
-        (
-            400,
-            "The body is not a JSON object (`Request body must be a JSON object`), `amount` \
-             is missing, not a string or over 20 characters (`Invalid 'amount'`), or not an \
-             amount this server takes (`amount must be USD in whole cents, such as \"5.00\": \
-             got ...`, `a top-up must be at least 5 USD, got ... USD`, `a top-up can be at \
-             most ... USD on this server, got ... USD`, or the cap on pending top-ups); \
-             nothing was charged.",
+documented! {
+    /// `startTopup`.
+    StartTopup: [
+        bad_body!(
+            "`amount` is missing, not a string or over 20 characters (`Invalid 'amount'`), \
+             or not an amount this server takes (`amount must be USD in whole cents, such \
+             as \"5.00\": got ...`, `a top-up must be at least 5 USD, got ... USD`, `a \
+             top-up can be at most ... USD on this server, got ... USD`, or the cap on \
+             pending top-ups); nothing was charged."
         ),
         UNSIGNED_401,
         (
@@ -197,5 +184,5 @@ impl crate::api::Documented for StartTopup {
              again in a minute`); the top-up is marked failed and nothing was charged. Retry \
              after `Retry-After` seconds.",
         ),
-    ];
+    ]
 }

@@ -261,7 +261,8 @@ fn format_holds(format: Option<&str>, n: i128) -> bool {
 mod tests {
     use serde_json::json;
 
-    use super::super::routes::{LimitsRequest, NewKeyKind, NewKeyRequest, RollRequest};
+    use super::super::keys::{NewKeyKind, NewKeyRequest, RollRequest};
+    use super::super::limits::LimitsRequest;
     use super::super::topups::TopupRequest;
     use super::*;
 

@@ -1,7 +1,10 @@
-//! The account dashboard (docs/account.md): customers sign in with an OpenID Connect
-//! provider the operator configured (`oidc`), then manage their keys, limits and sessions
-//! and read their usage and ledger through `/account/api/*` (`routes`), the JSON API the
-//! page (`page`) is a client of.
+//! The account dashboard (docs/account.md), HTTP only: customers sign in with an OpenID
+//! Connect provider the operator configured (`oidc`: its pages, redirects and cookies),
+//! then manage their keys, limits and sessions and read their usage and ledger through
+//! `/account/api/*`, the JSON API the page (`page`) is a client of: one file per resource
+//! (`me`, `keys`, `limits`, `usage`, `sessions`, `audit`, `topups`), what they share in
+//! `shared`. Stripe posts its events to `webhook`. The clients that talk to providers and
+//! to Stripe are `accounts::oidc` and `accounts::stripe`.
 //!
 //! Every change goes through the one admin interface the CLI uses
 //! (`accounts::Admin`), on the file or on the cluster's ledger, so its rules, texts and
@@ -15,14 +18,27 @@
 //! token (`X-CSRF-Token`) and an `Origin` equal to the public URL's.
 
 mod answers;
+mod audit;
 mod extract;
+mod keys;
+mod limits;
+mod me;
 mod oidc;
 mod page;
-pub(crate) mod routes;
-mod stripe;
-pub(crate) mod topups;
+mod sessions;
+mod shared;
+mod topups;
+mod usage;
+mod webhook;
 
+pub(crate) use audit::AuditApi;
+pub(crate) use keys::KeysApi;
+pub(crate) use limits::LimitsApi;
+pub(crate) use me::{MeApi, SignOutApi, UnlinkApi};
 pub(crate) use page::SecurityHeaders;
+pub(crate) use sessions::SessionsApi;
+pub(crate) use topups::TopupsApi;
+pub(crate) use usage::UsageApi;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -35,6 +51,7 @@ use secrecy::ExposeSecret;
 use crate::accounts::{AccountError, Accounts, Admin, Failed, SessionRow};
 use crate::api::ApiError;
 use crate::domain::dashboard;
+use crate::domain::ids::AccountId;
 
 /// How the dashboard runs (`postal serve --public-url`, `--signups`).
 #[derive(Debug, Clone, Default)]
@@ -52,7 +69,7 @@ pub(crate) struct Dashboard {
     accounts: Accounts,
     public_url: String,
     signups_open: bool,
-    /// Requests to providers: no redirects (the crate's SSRF warning), bounded in time.
+    /// Requests to providers and Stripe (`accounts::oidc::outside_agent`).
     http: ureq::Agent,
     /// Sign-ins started a minute per client IP: each writes a row and asks the provider
     /// for its metadata.
@@ -77,17 +94,11 @@ impl Dashboard {
         settings: &DashboardSettings,
         trusted_proxies: Vec<crate::domain::cidr::Cidr>,
     ) -> Arc<Dashboard> {
-        let http = ureq::Agent::config_builder()
-            .max_redirects(0)
-            .http_status_as_error(false)
-            .timeout_global(Some(crate::accounts::OUTSIDE_TIMEOUT))
-            .build()
-            .into();
         Arc::new(Dashboard {
             accounts,
             public_url: public_url.trim_end_matches('/').to_owned(),
             signups_open: !settings.signups_closed,
-            http,
+            http: crate::accounts::oidc::outside_agent(),
             starts: Default::default(),
             trusted_proxies,
         })
@@ -198,7 +209,7 @@ pub(super) struct Session {
 }
 
 impl Session {
-    fn account(&self) -> String {
+    fn account(&self) -> AccountId {
         self.row.account_id.clone()
     }
 
@@ -239,7 +250,7 @@ const BUSY: &str = "The account service is busy; try again in a moment";
 /// the account does not hold, 401 for an account gone).
 fn account_error(e: AccountError) -> ApiError {
     match e {
-        AccountError::UnknownKey(key) => ApiError::not_found(&format!("no key {key:?}")),
+        AccountError::UnknownKey(key) => ApiError::not_found(&format!("no key {:?}", key.as_str())),
         AccountError::UnknownAccount(_) => ApiError::unauthorized(NOT_SIGNED_IN),
         AccountError::Refused(why) => ApiError::bad_request(why.to_string()),
         AccountError::Invalid(why) => ApiError::bad_request(why),
@@ -260,7 +271,7 @@ fn see_other(location: &str) -> Response {
         .finish()
 }
 
-/// The dashboard's pages, added to `route` (its JSON API, `routes::AccountApi`, is part
+/// The dashboard's pages, added to `route` (its JSON API, `MeApi` to `TopupsApi`, is part
 /// of the documented service, under `/account/api`); the `Dashboard` comes as request data.
 pub(crate) fn pages(route: Route) -> Route {
     route
@@ -270,15 +281,18 @@ pub(crate) fn pages(route: Route) -> Route {
         .at("/account/signin/:name", poem::get(oidc::start_signin))
         .at("/account/link/:name", poem::get(oidc::link))
         .at("/account/callback/:name", poem::get(oidc::callback))
-        .at("/account/stripe/webhook", poem::post(stripe::webhook))
+        .at("/account/stripe/webhook", poem::post(webhook::webhook))
 }
 
 #[cfg(test)]
 mod tests {
     use crate::accounts::{PaymentSettings, Provider, SessionRow, SignIn};
+    use crate::domain::ids::{AccountId, ProviderName, SessionId};
     use crate::domain::money::Micros;
 
-    use super::routes::{KeyBody, LimitsBody, MeBody};
+    use super::keys::KeyBody;
+    use super::limits::LimitsBody;
+    use super::me::MeBody;
 
     /// The secrets below, each of which must be absent from every `Debug` output.
     const SECRETS: [&str; 9] = [
@@ -306,7 +320,7 @@ mod tests {
             format!(
                 "{:?}",
                 Provider {
-                    name: "p1".into(),
+                    name: ProviderName::new("p1"),
                     issuer: "https://id.example".into(),
                     client_id: "postal".into(),
                     client_secret: SECRETS[0].into(),
@@ -318,7 +332,7 @@ mod tests {
             format!(
                 "{:?}",
                 SignIn {
-                    provider: "p1".into(),
+                    provider: ProviderName::new("p1"),
                     nonce: "nonce".into(),
                     verifier: SECRETS[1].into(),
                     link_account: None,
@@ -330,8 +344,8 @@ mod tests {
             format!(
                 "{:?}",
                 SessionRow {
-                    public_id: "ses_abc".into(),
-                    account_id: "acct_1".into(),
+                    public_id: SessionId::new("ses_abc"),
+                    account_id: AccountId::new("acct_1"),
                     csrf: SECRETS[2].into(),
                     created_at: 0,
                     client: None,

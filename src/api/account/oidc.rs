@@ -1,7 +1,5 @@
-//! Sign-in with an OpenID Connect provider: the authorization code flow with PKCE (S256),
-//! `state` and `nonce`, the provider's metadata by discovery, the ID token checked by the
-//! `openidconnect` crate (signature from the JWKS, `iss`, `aud`, `exp`, `nonce`). The
-//! crate's HTTP requests go through our ureq agent (redirects off).
+//! Sign-in with an OpenID Connect provider, as the browser sees it (the client that talks
+//! to the provider is `accounts::oidc`).
 //!
 //! `GET /account/signin/{name}` keeps the sign-in (state hashed, nonce, PKCE verifier) in
 //! the database and the state in a cookie, then sends the browser to the provider;
@@ -13,12 +11,6 @@
 
 use std::sync::Arc;
 
-use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreProviderMetadata};
-use openidconnect::{
-    AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet, EndpointNotSet,
-    EndpointSet, HttpRequest, HttpResponse, IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier,
-    RedirectUrl, Scope, TokenResponse,
-};
 use poem::http::{StatusCode, header};
 use poem::web::{Data, Path, Query};
 use poem::{Request, Response, handler};
@@ -26,17 +18,10 @@ use secrecy::ExposeSecret;
 use serde::Deserialize;
 
 use super::{Dashboard, SIGNIN_COOKIE, STARTS_PER_MINUTE, cookie, now_unix, see_other};
-use crate::accounts::{AccountError, IdentityView, Provider, SessionRow, SignIn};
+use crate::accounts::oidc::{self, SignInError};
+use crate::accounts::{AccountError, Provider, SessionRow, SignIn};
 use crate::domain::dashboard;
-
-type Client = CoreClient<
-    EndpointSet,
-    EndpointNotSet,
-    EndpointNotSet,
-    EndpointNotSet,
-    EndpointMaybeSet,
-    EndpointMaybeSet,
->;
+use crate::domain::ids::{AccountId, ProviderName, SessionId};
 
 /// Why a sign-in failed, shown to the person on a page (and its status).
 struct Failure {
@@ -57,57 +42,25 @@ fn failed(f: Failure) -> Response {
     super::page::message(f.status, "Sign-in failed", &f.text)
 }
 
-/// The HTTP client the crate calls: our agent, the answer read whole (at most 1 MiB).
-fn http_client(
-    agent: &ureq::Agent,
-) -> impl Fn(HttpRequest) -> Result<HttpResponse, ureq::Error> + '_ {
-    move |request: HttpRequest| {
-        let response = agent.run(request)?;
-        let (parts, mut body) = response.into_parts();
-        let bytes = body.with_config().limit(1 << 20).read_to_vec()?;
-        Ok(HttpResponse::from_parts(parts, bytes))
-    }
-}
-
-/// The provider's client, from its discovery document (read now, on a blocking thread).
-fn client(dash: &Dashboard, provider: &Provider) -> Result<Client, Failure> {
-    let unreachable = |why: String| {
-        tracing::warn!(provider = %provider.name, "OpenID discovery failed: {why}");
-        Failure::new(
+/// A provider's refusal, or its silence, as the page says it.
+fn signin_failure(provider: &str, e: SignInError) -> Failure {
+    match e {
+        SignInError::Unreachable => Failure::new(
             StatusCode::BAD_GATEWAY,
-            format!(
-                "The provider {} could not be reached; try again later.",
-                provider.name
-            ),
-        )
-    };
-    let issuer = IssuerUrl::new(provider.issuer.clone()).map_err(|e| unreachable(e.to_string()))?;
-    let metadata = CoreProviderMetadata::discover(&issuer, &http_client(&dash.http))
-        .map_err(|e| unreachable(error_chain(&e)))?;
-    let redirect = RedirectUrl::new(format!(
-        "{}/account/callback/{}",
-        dash.public_url, provider.name
-    ))
-    .map_err(|e| unreachable(e.to_string()))?;
-    Ok(CoreClient::from_provider_metadata(
-        metadata,
-        ClientId::new(provider.client_id.clone()),
-        Some(ClientSecret::new(
-            provider.client_secret.expose_secret().to_owned(),
-        )),
-    )
-    .set_redirect_uri(redirect))
+            format!("The provider {provider} could not be reached; try again later."),
+        ),
+        SignInError::Unverified => Failure::new(
+            StatusCode::BAD_REQUEST,
+            "The provider's answer could not be verified (an expired or used code, or a token not meant for this service); start again.",
+        ),
+    }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
+impl Dashboard {
+    /// Where `provider` sends the browser back to.
+    fn redirect_uri(&self, provider: &str) -> String {
+        format!("{}/account/callback/{provider}", self.public_url)
     }
-    text
 }
 
 async fn provider(dash: &Dashboard, name: &str) -> Result<Provider, Failure> {
@@ -118,7 +71,7 @@ async fn provider(dash: &Dashboard, name: &str) -> Result<Provider, Failure> {
         .map_err(|e| Failure::new(e.status(), e.text()))?;
     providers
         .into_iter()
-        .find(|p| p.name == name)
+        .find(|p| p.name == *name)
         .ok_or_else(|| Failure::new(StatusCode::NOT_FOUND, "No such sign-in provider."))
 }
 
@@ -186,44 +139,40 @@ pub(super) async fn link(
 async fn start(
     dash: &Arc<Dashboard>,
     name: &str,
-    link_account: Option<String>,
+    link_account: Option<AccountId>,
 ) -> Result<Response, Failure> {
     let provider = provider(dash, name).await?;
-    let worker = dash.clone();
-    let (url, state, nonce, verifier) = dash
+    let (http, redirect) = (dash.http.clone(), dash.redirect_uri(name));
+    let authorization = dash
         .outside(move || {
-            let client = client(&worker, &provider)?;
-            let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-            let (url, state, nonce) = client
-                .authorize_url(
-                    CoreAuthenticationFlow::AuthorizationCode,
-                    || CsrfToken::new(dashboard::random_token()),
-                    || Nonce::new(dashboard::random_token()),
-                )
-                .add_scope(Scope::new("email".to_string()))
-                .set_pkce_challenge(challenge)
-                .url();
-            Ok::<_, Failure>((url, state, nonce, verifier))
+            oidc::authorize(&http, &provider, &redirect)
+                .map_err(|e| signin_failure(provider.name.as_str(), e))
         })
         .await
         .map_err(|e| Failure::new(e.status(), e.text()))??;
+    let oidc::Authorization {
+        url,
+        state,
+        nonce,
+        verifier,
+    } = authorization;
     let pending = SignIn {
-        provider: name.to_owned(),
-        nonce: nonce.secret().clone(),
-        verifier: verifier.secret().clone().into(),
+        provider: ProviderName::new(name),
+        nonce,
+        verifier,
         link_account,
     };
-    let state_hash = dashboard::token_hash(state.secret());
+    let state_hash = dashboard::token_hash(state.expose_secret());
     let now = now_unix();
     dash.admin(move |mut admin| async move { admin.put_signin(&state_hash, &pending, now).await })
         .await
         .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.text()))?;
-    let mut response = see_other(url.as_str());
+    let mut response = see_other(&url);
     response.headers_mut().append(
         header::SET_COOKIE,
         dash.set_cookie(
             SIGNIN_COOKIE,
-            state.secret(),
+            state.expose_secret(),
             dashboard::SIGNIN_SECS,
             "/account/callback",
         ),
@@ -292,54 +241,26 @@ async fn finish(
         .await
         .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.text()))?
         .ok_or_else(|| bad("This sign-in expired or was already used; start again."))?;
-    if pending.provider != name {
+    if pending.provider != *name {
         return Err(bad(
             "This sign-in was started with another provider; start again.",
         ));
     }
     let provider = provider(dash, name).await?;
-    let worker = dash.clone();
-    let provider_name = provider.name.clone();
-    let nonce = pending.nonce.clone();
-    let verifier = pending.verifier.clone();
-    let identity = dash.outside(move || {
-        let client = client(&worker, &provider)?;
-        let refused = |why: String| {
-            tracing::warn!(provider = %provider.name, "sign-in refused: {why}");
-            Failure::new(
-                StatusCode::BAD_REQUEST,
-                "The provider's answer could not be verified (an expired or used code, or a token not meant for this service); start again.",
-            )
-        };
-        let exchange = client
-            .exchange_code(AuthorizationCode::new(code))
-            .map_err(|e| refused(e.to_string()))?
-            .set_pkce_verifier(PkceCodeVerifier::new(
-                verifier.expose_secret().to_owned(),
-            ));
-        let tokens = exchange
-            .request(&http_client(&worker.http))
-            .map_err(|e| refused(error_chain(&e)))?;
-        let id_token = tokens
-            .id_token()
-            .ok_or_else(|| refused("no ID token".into()))?;
-        let claims = id_token
-            .claims(&client.id_token_verifier(), &Nonce::new(nonce))
-            .map_err(|e| refused(error_chain(&e)))?;
-        let email = claims
-            .email()
-            .filter(|_| claims.email_verified() == Some(true))
-            .map(|e| e.as_str().to_owned());
-        Ok::<_, Failure>(IdentityView {
-            issuer: claims.issuer().as_str().to_owned(),
-            subject: claims.subject().as_str().to_owned(),
-            provider: provider_name,
-            email,
-            created_at: now,
+    let (http, redirect) = (dash.http.clone(), dash.redirect_uri(name));
+    let SignIn {
+        nonce,
+        verifier,
+        link_account,
+        ..
+    } = pending;
+    let identity = dash
+        .outside(move || {
+            oidc::identity(&http, &provider, &redirect, code, &verifier, nonce, now)
+                .map_err(|e| signin_failure(provider.name.as_str(), e))
         })
-    })
-    .await
-    .map_err(|e| Failure::new(e.status(), e.text()))??;
+        .await
+        .map_err(|e| Failure::new(e.status(), e.text()))??;
 
     let refused = |e: crate::api::ApiError| {
         Failure::new(
@@ -351,7 +272,7 @@ async fn finish(
             e.text(),
         )
     };
-    if let Some(account) = pending.link_account {
+    if let Some(account) = link_account {
         dash.admin(move |mut admin| async move { admin.link(&account, &identity, now).await })
             .await
             .map_err(refused)?;
@@ -362,19 +283,19 @@ async fn finish(
         .header(header::USER_AGENT)
         .map(|ua| ua.chars().take(200).collect::<String>());
     let session_id = dashboard::random_token();
-    let row = SessionRow {
-        public_id: dashboard::new_session_id(),
-        account_id: String::new(),
-        csrf: dashboard::random_token().into(),
-        created_at: now,
-        client: client_text,
-    };
+    let (public_id, csrf) = (
+        SessionId::new(dashboard::new_session_id()),
+        dashboard::random_token().into(),
+    );
     let id_hash = dashboard::token_hash(&session_id);
     dash.admin(move |mut admin| async move {
         let signed_in = admin.sign_in(&identity, signups_open, now).await?;
         let row = SessionRow {
+            public_id,
             account_id: signed_in.account_id,
-            ..row
+            csrf,
+            created_at: now,
+            client: client_text,
         };
         admin.create_session(&id_hash, &row).await?;
         Ok::<_, AccountError>(())

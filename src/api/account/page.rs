@@ -92,7 +92,7 @@ pub(super) async fn index(req: &Request, dash: Data<&Arc<Dashboard>>) -> Respons
             .map(|p| {
                 format!(
                     "<li><a class=\"button\" href=\"/account/signin/{0}\">Sign in with {0}</a></li>",
-                    escape(&p.name)
+                    escape(p.name.as_str())
                 )
             })
             .collect();

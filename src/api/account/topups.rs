@@ -1,16 +1,18 @@
 //! `/account/api/topups`: a signed-in customer adds funds by card (docs/payments.md). A
 //! top-up is kept as pending, its Stripe Checkout Session made, and the browser sent to
-//! its page; the credit comes with Stripe's webhook (`stripe`), never from the browser's
-//! return.
+//! its page (`accounts::stripe`); the credit comes with Stripe's webhook (`webhook`),
+//! never from the browser's return.
 
 use std::sync::Arc;
 
 use super::answers::{Failed, Read, StartTopup};
 use super::extract::{Body, Changing, DashboardBody, Signed};
-use super::stripe;
+use super::webhook::stripe_failed;
 use super::{Dashboard, now_unix};
+use crate::accounts::stripe;
 use crate::accounts::{AccountError, TopupView};
 use crate::api::{ApiError, ApiTags};
+use crate::domain::ids::AccountId;
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::payments::{self, TopupStatus};
 use poem::web::Data;
@@ -159,20 +161,26 @@ impl TopupsApi {
                 admin.start_topup(&owner, amount, now).await
             })
             .await?;
-        let session =
-            match stripe::create_session(&dash, &settings, &account, &topup_id, amount).await {
-                Ok(session) => session,
-                Err(e) => {
-                    let failed = topup_id.clone();
-                    dash.admin_as(actor, move |mut admin| async move {
-                        admin
-                            .close_topup(Some(&failed), None, TopupStatus::Failed)
-                            .await
-                    })
-                    .await?;
-                    return Err(e.into_api_error().into());
-                }
-            };
+        let back = format!("{}/account?topup={topup_id}", dash.public_url);
+        let (owner, made) = (account.clone(), topup_id.clone());
+        let created = dash
+            .stripe(move |http| {
+                stripe::create_session(http, &settings, &owner, &made, amount, &back)
+            })
+            .await;
+        let session = match created {
+            Ok(session) => session,
+            Err(e) => {
+                let failed = topup_id.clone();
+                dash.admin_as(actor, move |mut admin| async move {
+                    admin
+                        .close_topup(Some(&failed), None, TopupStatus::Failed)
+                        .await
+                })
+                .await?;
+                return Err(stripe_failed(e).into());
+            }
+        };
         let url = session.url.unwrap_or_default();
         let (opened, session_id, page) = (topup_id.clone(), session.id.clone(), url.clone());
         dash.admin(move |mut admin| async move {
@@ -188,7 +196,7 @@ impl TopupsApi {
 }
 
 /// What a customer is told when the server takes no cards.
-fn not_set_up(account: &str) -> String {
+fn not_set_up(account: &AccountId) -> String {
     format!(
         "Top-ups by card are not set up on this server. The operator can top up this account: \
          postal account topup {account} --usd 5.00"

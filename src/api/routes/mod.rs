@@ -62,6 +62,14 @@ routes!(
     verify::VerifyApi,
     verify_bulk::VerifyBulkApi,
     dataset::DatasetApi,
-    crate::api::account::routes::AccountApi,
-    crate::api::account::topups::TopupsApi,
+    // The dashboard's, in the order its paths had when they were one struct.
+    crate::api::account::MeApi,
+    crate::api::account::KeysApi,
+    crate::api::account::LimitsApi,
+    crate::api::account::UsageApi,
+    crate::api::account::SessionsApi,
+    crate::api::account::UnlinkApi,
+    crate::api::account::AuditApi,
+    crate::api::account::SignOutApi,
+    crate::api::account::TopupsApi,
 );

@@ -10,7 +10,7 @@ use tokio_postgres::{Client, Transaction};
 use crate::db::admin::{AccountError, AccountView, KeyView, NewAccount};
 use crate::db::rows::unix_secs;
 use crate::domain::admin::{BalanceChange, LimitsChange};
-use crate::domain::api_key;
+use crate::domain::ids::AccountId;
 use crate::domain::money::{FREE_GRANT, Micros};
 use crate::domain::rate_limit::Limits;
 
@@ -46,8 +46,8 @@ pub(super) async fn insert_account(
     tx: &Transaction<'_>,
     name: Option<&str>,
     at: i64,
-) -> Result<(i64, String), AccountError> {
-    let account_id = api_key::new_account_id();
+) -> Result<(i64, AccountId), AccountError> {
+    let account_id = AccountId::fresh();
     let rowid: i64 = tx
         .query_one(
             "INSERT INTO accounts (public_id, name, balance, created_at) VALUES ($1, $2, $3, $4)
@@ -67,7 +67,7 @@ pub(super) async fn insert_account(
 
 /// The account as stored (its balance holds every flushed charge; a node flushes an
 /// account's charges within 500 ms).
-pub async fn show(client: &Client, public_id: &str) -> Result<AccountView, AccountError> {
+pub async fn show(client: &Client, public_id: &AccountId) -> Result<AccountView, AccountError> {
     let row = client
         .query_opt(
             "SELECT id, name, balance, limit_per_minute, limit_per_hour, limit_per_day
@@ -75,7 +75,7 @@ pub async fn show(client: &Client, public_id: &str) -> Result<AccountView, Accou
             &[&public_id],
         )
         .await?
-        .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))?;
+        .ok_or_else(|| AccountError::UnknownAccount(public_id.clone()))?;
     let rowid: i64 = row.get(0);
     let keys = client
         .query(
@@ -107,7 +107,7 @@ pub async fn show(client: &Client, public_id: &str) -> Result<AccountView, Accou
 /// no node holds a grant of (the rest is being spent); the new balance and the version.
 pub async fn change_balance(
     client: &mut Client,
-    public_id: &str,
+    public_id: &AccountId,
     change: &BalanceChange,
     now: SystemTime,
 ) -> Result<(Micros, i64), AccountError> {
@@ -155,7 +155,7 @@ pub(super) async fn write_change(
 /// Applies the checked `change`; the limits in force and the version.
 pub async fn set_limits(
     client: &mut Client,
-    public_id: &str,
+    public_id: &AccountId,
     change: LimitsChange,
 ) -> Result<(Limits, i64), AccountError> {
     let tx = client.transaction().await?;
@@ -166,7 +166,7 @@ pub async fn set_limits(
             &[&public_id],
         )
         .await?
-        .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))?;
+        .ok_or_else(|| AccountError::UnknownAccount(public_id.clone()))?;
     let rowid: i64 = row.get(0);
     let limits = change.apply(limits_at(&row, 1));
     let [per_minute, per_hour, per_day] = stored_limits(limits);

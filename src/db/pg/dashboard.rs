@@ -11,6 +11,7 @@ use crate::db::admin::{
 };
 use crate::domain::admin::AuditAction;
 use crate::domain::dashboard::{self, DashboardRefused};
+use crate::domain::ids::{AccountId, KeyId, ProviderName, SessionId};
 
 use super::accounts::insert_account;
 use super::changes::bump;
@@ -37,7 +38,7 @@ pub async fn add_provider(client: &Client, p: &Provider, now: i64) -> Result<(),
     match added {
         0 => Err(AccountError::Invalid(format!(
             "a provider named {:?} exists; remove it first",
-            p.name
+            p.name.as_str()
         ))),
         _ => Ok(()),
     }
@@ -61,7 +62,7 @@ pub async fn providers(client: &Client) -> Result<Vec<Provider>, AccountError> {
         .collect())
 }
 
-pub async fn remove_provider(client: &Client, name: &str) -> Result<bool, AccountError> {
+pub async fn remove_provider(client: &Client, name: &ProviderName) -> Result<bool, AccountError> {
     Ok(client
         .execute("DELETE FROM oidc_providers WHERE name = $1", &[&name])
         .await?
@@ -144,7 +145,7 @@ pub async fn sign_in(
             &[&identity.issuer, &identity.subject],
         )
         .await?;
-    let answer = match found.map(|r| (r.get::<_, String>(0), r.get::<_, bool>(1))) {
+    let answer = match found.map(|r| (r.get::<_, AccountId>(0), r.get::<_, bool>(1))) {
         Some((_, true)) => return Err(refused(DashboardRefused::IdentityUnlinked)),
         Some((account_id, false)) => (
             SignedIn {
@@ -197,7 +198,7 @@ async fn insert_identity(
 
 pub async fn link(
     client: &mut Client,
-    account_id: &str,
+    account_id: &AccountId,
     identity: &IdentityView,
     now: i64,
 ) -> Result<(), AccountError> {
@@ -236,7 +237,7 @@ pub async fn link(
 
 pub async fn unlink(
     client: &mut Client,
-    account_id: &str,
+    account_id: &AccountId,
     issuer: &str,
     subject: &str,
     now: i64,
@@ -248,7 +249,7 @@ pub async fn unlink(
             &[&account_id],
         )
         .await?
-        .ok_or_else(|| AccountError::UnknownAccount(account_id.to_owned()))?
+        .ok_or_else(|| AccountError::UnknownAccount(account_id.clone()))?
         .get(0);
     let linked: i64 = tx
         .query_one(
@@ -278,7 +279,7 @@ pub async fn unlink(
 
 pub async fn identities(
     client: &Client,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Vec<IdentityView>, AccountError> {
     let rowid = account_rowid(client, account_id).await?;
     let rows = client
@@ -360,8 +361,8 @@ pub async fn session(
 
 pub async fn end_session(
     client: &Client,
-    account_id: &str,
-    public_id: &str,
+    account_id: &AccountId,
+    public_id: &SessionId,
     now: i64,
 ) -> Result<bool, AccountError> {
     let rowid = account_rowid(client, account_id).await?;
@@ -377,7 +378,7 @@ pub async fn end_session(
 
 pub async fn sessions(
     client: &Client,
-    account_id: &str,
+    account_id: &AccountId,
     now: i64,
 ) -> Result<Vec<SessionView>, AccountError> {
     let rowid = account_rowid(client, account_id).await?;
@@ -402,8 +403,8 @@ pub async fn sessions(
 
 pub async fn rename_key(
     client: &Client,
-    account_id: &str,
-    key_id: &str,
+    account_id: &AccountId,
+    key_id: &KeyId,
     name: Option<&str>,
 ) -> Result<(), AccountError> {
     let rowid = account_rowid(client, account_id).await?;
@@ -414,7 +415,7 @@ pub async fn rename_key(
         )
         .await?;
     match changed {
-        0 => Err(AccountError::UnknownKey(key_id.to_owned())),
+        0 => Err(AccountError::UnknownKey(key_id.clone())),
         _ => Ok(()),
     }
 }
@@ -437,7 +438,7 @@ pub async fn audit(
 
 pub async fn audit_entries(
     client: &Client,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Vec<AuditEntry>, AccountError> {
     let rowid = account_rowid(client, account_id).await?;
     let rows = client

@@ -11,7 +11,7 @@ use tokio_postgres::{Row, Transaction};
 use crate::db::admin::AccountError;
 pub(crate) use crate::db::rows::{count, stored_count, stored_limits};
 use crate::domain::api_key::{Budget, Publishable};
-use crate::domain::ids::TopupId;
+use crate::domain::ids::{AccountId, KeyId, ProviderName, SessionId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Limits;
 
@@ -99,7 +99,7 @@ macro_rules! stored_id {
     )+};
 }
 
-stored_id!(TopupId);
+stored_id!(TopupId, AccountId, KeyId, SessionId, ProviderName);
 
 /// The three limit columns (per minute, hour, day) starting at `first`.
 pub(crate) fn limits_at(r: &Row, first: usize) -> Limits {
@@ -135,7 +135,7 @@ pub(crate) fn stored_rule(n: u32) -> i32 {
 /// The row id, balance and leased amount of the account `public_id`, locked.
 pub(crate) async fn lock_account(
     tx: &Transaction<'_>,
-    public_id: &str,
+    public_id: &AccountId,
 ) -> Result<(i64, Micros, Micros), AccountError> {
     let row = tx
         .query_opt(
@@ -143,6 +143,6 @@ pub(crate) async fn lock_account(
             &[&public_id],
         )
         .await?
-        .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))?;
+        .ok_or_else(|| AccountError::UnknownAccount(public_id.clone()))?;
     Ok((row.get(0), row.try_get(1)?, row.try_get(2)?))
 }

@@ -10,6 +10,7 @@ use crate::db::admin::{AccountError, NewKey, successor_rules};
 use crate::db::rows::unix_secs;
 use crate::domain::api_key::{self, ApiKey, Publishable};
 use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS};
+use crate::domain::ids::{AccountId, KeyId};
 
 use super::changes::bump;
 use super::decode::{lock_account, publishable_rules, stored_rule};
@@ -21,7 +22,7 @@ pub(super) async fn insert_key(
     publishable: Option<&Publishable>,
     name: Option<&str>,
     at: i64,
-) -> Result<(String, ApiKey), AccountError> {
+) -> Result<(KeyId, ApiKey), AccountError> {
     let (key_id, kind, api_key) = api_key::fresh_key(publishable);
     let origins = publishable.map(Publishable::stored_origins);
     let per_ip = publishable.map(|p| stored_rule(p.per_ip_minute));
@@ -52,7 +53,7 @@ pub(super) async fn insert_key(
 /// A new key of the account (at most [`MAX_LIVE_KEYS`] live); and the version.
 pub async fn create_key(
     client: &mut Client,
-    account_public_id: &str,
+    account_public_id: &AccountId,
     publishable: Option<&Publishable>,
     name: Option<&str>,
     now: SystemTime,
@@ -80,8 +81,8 @@ pub async fn create_key(
 /// As `db::sqlite::keys::roll_key`; and the version.
 pub async fn roll_key(
     client: &mut Client,
-    account_public_id: &str,
-    key_public_id: &str,
+    account_public_id: &AccountId,
+    key_public_id: &KeyId,
     ends: i64,
     now: SystemTime,
 ) -> Result<(NewKey, i64), AccountError> {
@@ -97,7 +98,7 @@ pub async fn roll_key(
             &[&rowid, &key_public_id, &at],
         )
         .await?
-        .ok_or_else(|| AccountError::UnknownKey(key_public_id.to_owned()))?;
+        .ok_or_else(|| AccountError::UnknownKey(key_public_id.clone()))?;
     let publishable = successor_rules(old.get(4), old.try_get(0)?, || {
         publishable_rules(old.get(1), old.get(2), (old.get(5), old.get(6)))
             .map_err(|why| AccountError::Unexpected(anyhow::anyhow!("{why}")))
@@ -118,7 +119,7 @@ pub async fn roll_key(
 /// Revokes the key (again: no error, the first time stays); the version.
 pub async fn revoke_key(
     client: &mut Client,
-    key_public_id: &str,
+    key_public_id: &KeyId,
     now: SystemTime,
 ) -> Result<i64, AccountError> {
     let tx = client.transaction().await?;
@@ -129,7 +130,7 @@ pub async fn revoke_key(
         )
         .await?;
     if found == 0 {
-        return Err(AccountError::UnknownKey(key_public_id.to_owned()));
+        return Err(AccountError::UnknownKey(key_public_id.clone()));
     }
     let version = bump(&tx).await?;
     tx.commit().await?;

@@ -8,7 +8,7 @@ use tokio_postgres::{Client, Row};
 
 use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunded, TopupView};
 use crate::domain::admin::BalanceChange;
-use crate::domain::ids::TopupId;
+use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::payments::{self, TopupStatus};
 
@@ -68,7 +68,7 @@ pub async fn clear_settings(client: &mut Client) -> Result<bool, AccountError> {
 /// [`payments::MAX_PENDING_TOPUPS`] unpaid ones of the last 24 hours.
 pub async fn new_topup(
     client: &mut Client,
-    account_id: &str,
+    account_id: &AccountId,
     amount: Micros,
     now: i64,
 ) -> Result<TopupId, AccountError> {
@@ -166,7 +166,10 @@ fn topup_at(r: &Row) -> Result<TopupView, tokio_postgres::Error> {
     })
 }
 
-pub async fn topups(client: &Client, account_id: &str) -> Result<Vec<TopupView>, AccountError> {
+pub async fn topups(
+    client: &Client,
+    account_id: &AccountId,
+) -> Result<Vec<TopupView>, AccountError> {
     let rowid = account_rowid(client, account_id).await?;
     let rows = client
         .query(
@@ -201,9 +204,9 @@ pub async fn credit(
     let Some(row) = found else {
         return Ok((Credited::Unknown, None));
     };
-    let (id, topup_id, status, account_id): (i64, TopupId, TopupStatus, String) =
+    let (id, topup_id, status, account_id): (i64, TopupId, TopupStatus, AccountId) =
         (row.get(0), row.get(1), row.try_get(2)?, row.get(3));
-    if paid.account_id.as_deref().is_some_and(|a| a != account_id) {
+    if paid.account_id.as_ref().is_some_and(|a| *a != account_id) {
         return Ok((Credited::Unknown, None));
     }
     if status == TopupStatus::Paid {
@@ -269,7 +272,8 @@ pub async fn refund(
             None,
         ));
     };
-    let (id, topup_id, account_id): (i64, TopupId, String) = (row.get(0), row.get(1), row.get(4));
+    let (id, topup_id, account_id): (i64, TopupId, AccountId) =
+        (row.get(0), row.get(1), row.get(4));
     let (credited, counted): (Micros, Micros) = (row.try_get(2)?, row.try_get(3)?);
     let total = refunded_total.min(credited);
     let Some(owed) = total.checked_sub(counted).filter(|o| *o > Micros::ZERO) else {

@@ -9,6 +9,7 @@ use crate::db::admin::{
 
 use super::changes::UTC_SECONDS;
 use super::decode::{count, limits_at, publishable_rules};
+use crate::domain::ids::AccountId;
 
 /// `postal account list`.
 pub async fn account_lines(client: &Client, now: i64) -> anyhow::Result<Vec<AccountLine>> {
@@ -40,7 +41,7 @@ pub async fn account_lines(client: &Client, now: i64) -> anyhow::Result<Vec<Acco
 
 pub(super) async fn account_rowid(
     client: &impl GenericClient,
-    public_id: &str,
+    public_id: &AccountId,
 ) -> Result<i64, AccountError> {
     Ok(client
         .query_opt(
@@ -48,14 +49,14 @@ pub(super) async fn account_rowid(
             &[&public_id],
         )
         .await?
-        .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))?
+        .ok_or_else(|| AccountError::UnknownAccount(public_id.clone()))?
         .get(0))
 }
 
 /// `postal ledger show`.
 pub async fn ledger_entries(
     client: &Client,
-    public_id: &str,
+    public_id: &AccountId,
     since: Option<i64>,
 ) -> Result<Vec<LedgerEntry>, AccountError> {
     let rowid = account_rowid(client, public_id).await?;
@@ -113,7 +114,7 @@ pub async fn usage(client: &Client, days: u32, now: i64) -> anyhow::Result<Vec<U
 }
 
 /// `postal key list`.
-pub async fn keys(client: &Client, public_id: &str) -> Result<Vec<KeyLine>, AccountError> {
+pub async fn keys(client: &Client, public_id: &AccountId) -> Result<Vec<KeyLine>, AccountError> {
     let rowid = account_rowid(client, public_id).await?;
     let rows = client
         .query(

@@ -14,8 +14,8 @@ use crate::db::admin::{AccountError, AccountView, KeyView, NewAccount};
 use crate::db::rows::unix_secs;
 use crate::db::sqlite::decode::{count, find_account, limits_at, stored_count, stored_limits};
 use crate::domain::admin::{BalanceChange, LimitsChange};
-use crate::domain::api_key;
 use crate::domain::charge::AccountState;
+use crate::domain::ids::AccountId;
 use crate::domain::money::{FREE_GRANT, Micros};
 use crate::domain::rate_limit::{Counters, Limits, WindowCount};
 
@@ -42,8 +42,8 @@ pub(crate) fn insert_account(
     conn: &Connection,
     name: Option<&str>,
     at: i64,
-) -> rusqlite::Result<(i64, String)> {
-    let account_id = api_key::new_account_id();
+) -> rusqlite::Result<(i64, AccountId)> {
+    let account_id = AccountId::fresh();
     conn.execute(
         "INSERT INTO accounts (public_id, name, balance, created_at) VALUES (?1, ?2, ?3, ?4)",
         params![account_id, name, FREE_GRANT, at],
@@ -60,7 +60,7 @@ pub(crate) fn insert_account(
 /// The account as stored. The CLI announces itself first (`billing::notify`): a running
 /// server then flushes what it has charged, so the balance shown includes every charge
 /// answered before the command started.
-pub fn show(conn: &Connection, public_id: &str) -> Result<AccountView, AccountError> {
+pub fn show(conn: &Connection, public_id: &AccountId) -> Result<AccountView, AccountError> {
     let row = conn
         .query_row(
             "SELECT id, name, balance, limit_per_minute, limit_per_hour, limit_per_day
@@ -77,7 +77,7 @@ pub fn show(conn: &Connection, public_id: &str) -> Result<AccountView, AccountEr
         )
         .optional()?;
     let Some((rowid, name, balance, limits)) = row else {
-        return Err(AccountError::UnknownAccount(public_id.to_owned()));
+        return Err(AccountError::UnknownAccount(public_id.clone()));
     };
     let mut stmt = conn.prepare(
         "SELECT public_id, strftime('%Y-%m-%dT%H:%M:%SZ', created_at, 'unixepoch'),
@@ -106,7 +106,7 @@ pub fn show(conn: &Connection, public_id: &str) -> Result<AccountView, AccountEr
 /// below zero) with its ledger row; returns the new balance.
 pub fn change_balance(
     conn: &mut Connection,
-    public_id: &str,
+    public_id: &AccountId,
     change: &BalanceChange,
     now: SystemTime,
 ) -> Result<Micros, AccountError> {
@@ -150,7 +150,7 @@ pub(crate) fn write_change(
 /// Applies the checked `change` and returns the limits now in force.
 pub fn set_limits(
     conn: &mut Connection,
-    public_id: &str,
+    public_id: &AccountId,
     change: LimitsChange,
 ) -> Result<Limits, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -162,7 +162,7 @@ pub fn set_limits(
             |r| Ok((r.get::<_, i64>(0)?, limits_at(r, 1)?)),
         )
         .optional()?
-        .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))?;
+        .ok_or_else(|| AccountError::UnknownAccount(public_id.clone()))?;
     let limits = change.apply(current);
     let [per_minute, per_hour, per_day] = stored_limits(limits);
     tx.execute(

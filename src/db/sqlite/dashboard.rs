@@ -13,6 +13,7 @@ use crate::db::sqlite::accounts::insert_account;
 use crate::db::sqlite::decode::find_account;
 use crate::domain::admin::AuditAction;
 use crate::domain::dashboard::{self, DashboardRefused};
+use crate::domain::ids::{AccountId, KeyId, ProviderName, SessionId};
 
 fn refused(why: DashboardRefused) -> AccountError {
     AccountError::Invalid(why.to_string())
@@ -30,7 +31,7 @@ pub fn add_provider(conn: &mut Connection, p: &Provider, now: i64) -> Result<(),
     if exists.is_some() {
         return Err(AccountError::Invalid(format!(
             "a provider named {:?} exists; remove it first",
-            p.name
+            p.name.as_str()
         )));
     }
     tx.execute(
@@ -67,7 +68,7 @@ pub fn providers(conn: &Connection) -> Result<Vec<Provider>, AccountError> {
 }
 
 /// Removes the provider (identities it made stay with their accounts); whether it was there.
-pub fn remove_provider(conn: &mut Connection, name: &str) -> Result<bool, AccountError> {
+pub fn remove_provider(conn: &mut Connection, name: &ProviderName) -> Result<bool, AccountError> {
     Ok(conn.execute("DELETE FROM oidc_providers WHERE name = ?1", [name])? > 0)
 }
 
@@ -149,7 +150,7 @@ pub fn sign_in(
              FROM identities i JOIN accounts a ON a.id = i.account_id
              WHERE i.issuer = ?1 AND i.subject = ?2",
             params![identity.issuer, identity.subject],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)),
+            |r| Ok((r.get::<_, AccountId>(0)?, r.get::<_, bool>(1)?)),
         )
         .optional()?;
     let signed_in = match found {
@@ -198,7 +199,7 @@ fn insert_identity(
 /// another account (or was unlinked from one); linking it again to its own is no change.
 pub fn link(
     conn: &mut Connection,
-    account_id: &str,
+    account_id: &AccountId,
     identity: &IdentityView,
     now: i64,
 ) -> Result<(), AccountError> {
@@ -232,7 +233,7 @@ pub fn link(
 /// Unlinks one of the account's identities, keeping at least one.
 pub fn unlink(
     conn: &mut Connection,
-    account_id: &str,
+    account_id: &AccountId,
     issuer: &str,
     subject: &str,
     now: i64,
@@ -262,7 +263,10 @@ pub fn unlink(
 }
 
 /// The account's linked identities, oldest first.
-pub fn identities(conn: &Connection, account_id: &str) -> Result<Vec<IdentityView>, AccountError> {
+pub fn identities(
+    conn: &Connection,
+    account_id: &AccountId,
+) -> Result<Vec<IdentityView>, AccountError> {
     let (rowid, _) = find_account(conn, account_id)?;
     let mut stmt = conn.prepare(
         "SELECT issuer, subject, provider, email, created_at FROM identities
@@ -348,8 +352,8 @@ pub fn session(
 /// Ends the account's session named `public_id`; whether it was live.
 pub fn end_session(
     conn: &mut Connection,
-    account_id: &str,
-    public_id: &str,
+    account_id: &AccountId,
+    public_id: &SessionId,
     now: i64,
 ) -> Result<bool, AccountError> {
     let (rowid, _) = find_account(conn, account_id)?;
@@ -363,7 +367,7 @@ pub fn end_session(
 /// The account's live sessions, newest first.
 pub fn sessions(
     conn: &Connection,
-    account_id: &str,
+    account_id: &AccountId,
     now: i64,
 ) -> Result<Vec<SessionView>, AccountError> {
     let (rowid, _) = find_account(conn, account_id)?;
@@ -390,8 +394,8 @@ pub fn sessions(
 /// Names (or unnames) a key of the account; `UnknownKey` when the account has no such key.
 pub fn rename_key(
     conn: &mut Connection,
-    account_id: &str,
-    key_id: &str,
+    account_id: &AccountId,
+    key_id: &KeyId,
     name: Option<&str>,
 ) -> Result<(), AccountError> {
     let (rowid, _) = find_account(conn, account_id)?;
@@ -400,7 +404,7 @@ pub fn rename_key(
         params![rowid, key_id, name],
     )?;
     match changed {
-        0 => Err(AccountError::UnknownKey(key_id.to_owned())),
+        0 => Err(AccountError::UnknownKey(key_id.clone())),
         _ => Ok(()),
     }
 }
@@ -420,7 +424,10 @@ pub fn audit(
 }
 
 /// The account's audit log, newest first.
-pub fn audit_entries(conn: &Connection, account_id: &str) -> Result<Vec<AuditEntry>, AccountError> {
+pub fn audit_entries(
+    conn: &Connection,
+    account_id: &AccountId,
+) -> Result<Vec<AuditEntry>, AccountError> {
     let (rowid, _) = find_account(conn, account_id)?;
     let mut stmt = conn.prepare(
         "SELECT at, actor, action, detail FROM audit_log WHERE account_id = ?1 ORDER BY id DESC",

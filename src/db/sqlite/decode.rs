@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use crate::db::admin::AccountError;
 pub(crate) use crate::db::rows::{count, stored_count, stored_limits};
 use crate::domain::api_key::{Budget, Publishable};
-use crate::domain::ids::TopupId;
+use crate::domain::ids::{AccountId, KeyId, ProviderName, SessionId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::rate_limit::Limits;
 
@@ -64,7 +64,7 @@ macro_rules! stored_id {
     )+};
 }
 
-stored_id!(TopupId);
+stored_id!(TopupId, AccountId, KeyId, SessionId, ProviderName);
 
 /// The three limit columns (per minute, hour, day) starting at `first`.
 pub(crate) fn limits_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Limits> {
@@ -101,7 +101,7 @@ pub(crate) fn corrupt(column: usize, why: String) -> rusqlite::Error {
 /// The row id and balance of the account `public_id`.
 pub(crate) fn find_account(
     conn: &Connection,
-    public_id: &str,
+    public_id: &AccountId,
 ) -> Result<(i64, Micros), AccountError> {
     conn.query_row(
         "SELECT id, balance FROM accounts WHERE public_id = ?1",
@@ -109,7 +109,7 @@ pub(crate) fn find_account(
         |r| Ok((r.get(0)?, r.get(1)?)),
     )
     .optional()?
-    .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))
+    .ok_or_else(|| AccountError::UnknownAccount(public_id.clone()))
 }
 
 #[cfg(test)]

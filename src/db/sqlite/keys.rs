@@ -11,6 +11,7 @@ use crate::db::sqlite::decode::{count, find_account, publishable_rules};
 use crate::domain::api_key::{self, ApiKey, KeyHash, KeyKind, Publishable};
 use crate::domain::charge::Caller;
 use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS};
+use crate::domain::ids::{AccountId, KeyId};
 
 /// Inserts a key of the account: secret, or publishable with its rules.
 pub(crate) fn insert_key(
@@ -19,7 +20,7 @@ pub(crate) fn insert_key(
     publishable: Option<&Publishable>,
     name: Option<&str>,
     at: i64,
-) -> rusqlite::Result<(String, ApiKey)> {
+) -> rusqlite::Result<(KeyId, ApiKey)> {
     let (key_id, kind, api_key) = api_key::fresh_key(publishable);
     let origins = publishable.map(Publishable::stored_origins);
     conn.execute(
@@ -47,7 +48,7 @@ pub(crate) fn insert_key(
 /// refused when the account holds [`MAX_LIVE_KEYS`] live keys already.
 pub fn create_key(
     conn: &mut Connection,
-    account_public_id: &str,
+    account_public_id: &AccountId,
     publishable: Option<&Publishable>,
     name: Option<&str>,
     now: SystemTime,
@@ -74,8 +75,8 @@ pub fn create_key(
 /// account's cap on live keys does not apply (the old key is on its way out).
 pub fn roll_key(
     conn: &mut Connection,
-    account_public_id: &str,
-    key_public_id: &str,
+    account_public_id: &AccountId,
+    key_public_id: &KeyId,
     ends: i64,
     now: SystemTime,
 ) -> Result<NewKey, AccountError> {
@@ -100,7 +101,7 @@ pub fn roll_key(
             },
         )
         .optional()?
-        .ok_or_else(|| AccountError::UnknownKey(key_public_id.to_owned()))?;
+        .ok_or_else(|| AccountError::UnknownKey(key_public_id.clone()))?;
     let (kind, origins, per_ip, name, revoked, budget) = old;
     let publishable = successor_rules(revoked, kind, || {
         publishable_rules(origins, per_ip, budget, 1)
@@ -119,7 +120,7 @@ pub fn roll_key(
 /// time stays).
 pub fn revoke_key(
     conn: &mut Connection,
-    key_public_id: &str,
+    key_public_id: &KeyId,
     now: SystemTime,
 ) -> Result<(), AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -131,7 +132,7 @@ pub fn revoke_key(
         )
         .optional()?;
     if exists.is_none() {
-        return Err(AccountError::UnknownKey(key_public_id.to_owned()));
+        return Err(AccountError::UnknownKey(key_public_id.clone()));
     }
     tx.execute(
         "UPDATE api_keys SET revoked_at = ?2 WHERE public_id = ?1 AND revoked_at IS NULL",

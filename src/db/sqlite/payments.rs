@@ -9,7 +9,7 @@ use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunde
 use crate::db::sqlite::accounts::write_change;
 use crate::db::sqlite::decode::find_account;
 use crate::domain::admin::BalanceChange;
-use crate::domain::ids::TopupId;
+use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::payments::{self, TopupStatus};
 
@@ -63,7 +63,7 @@ pub fn clear_settings(conn: &mut Connection) -> Result<bool, AccountError> {
 /// [`payments::MAX_PENDING_TOPUPS`] unpaid ones of the last 24 hours.
 pub fn new_topup(
     conn: &mut Connection,
-    account_id: &str,
+    account_id: &AccountId,
     amount: Micros,
     now: i64,
 ) -> Result<TopupId, AccountError> {
@@ -158,7 +158,7 @@ fn topup_at(r: &Row<'_>) -> rusqlite::Result<TopupView> {
 }
 
 /// The account's top-ups, newest first.
-pub fn topups(conn: &Connection, account_id: &str) -> Result<Vec<TopupView>, AccountError> {
+pub fn topups(conn: &Connection, account_id: &AccountId) -> Result<Vec<TopupView>, AccountError> {
     let (rowid, _) = find_account(conn, account_id)?;
     let mut stmt = conn.prepare(&format!(
         "SELECT {TOPUP_COLUMNS} FROM topups t WHERE t.account_id = ?1 ORDER BY t.id DESC"
@@ -187,7 +187,7 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
                     r.get::<_, TopupId>(1)?,
                     r.get::<_, TopupStatus>(2)?,
                     r.get::<_, i64>(3)?,
-                    r.get::<_, String>(4)?,
+                    r.get::<_, AccountId>(4)?,
                     r.get::<_, Micros>(5)?,
                 ))
             },
@@ -196,7 +196,7 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
     let Some((id, topup_id, status, account_row, account_id, balance)) = found else {
         return Ok(Credited::Unknown);
     };
-    if paid.account_id.as_deref().is_some_and(|a| a != account_id) {
+    if paid.account_id.as_ref().is_some_and(|a| *a != account_id) {
         return Ok(Credited::Unknown);
     }
     if status == TopupStatus::Paid {
@@ -246,7 +246,7 @@ pub fn refund(
                     r.get::<_, Micros>(2)?,
                     r.get::<_, Micros>(3)?,
                     r.get::<_, i64>(4)?,
-                    r.get::<_, String>(5)?,
+                    r.get::<_, AccountId>(5)?,
                     r.get::<_, Micros>(6)?,
                 ))
             },

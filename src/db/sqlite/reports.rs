@@ -13,6 +13,7 @@ use crate::db::admin::{
     AccountError, AccountLine, DAY, KeyLine, LedgerEntry, UsageLine, day_start,
 };
 use crate::db::sqlite::decode::{count, limits_at, publishable_rules};
+use crate::domain::ids::AccountId;
 
 /// Every account, oldest first. `now`: unix seconds (for "today").
 pub fn account_lines(conn: &mut Connection, now: i64) -> Result<Vec<AccountLine>> {
@@ -45,20 +46,20 @@ pub fn account_lines(conn: &mut Connection, now: i64) -> Result<Vec<AccountLine>
     Ok(lines)
 }
 
-fn account_rowid(conn: &Connection, public_id: &str) -> Result<i64, AccountError> {
+fn account_rowid(conn: &Connection, public_id: &AccountId) -> Result<i64, AccountError> {
     conn.query_row(
         "SELECT id FROM accounts WHERE public_id = ?1",
         [public_id],
         |r| r.get(0),
     )
     .optional()?
-    .ok_or_else(|| AccountError::UnknownAccount(public_id.to_owned()))
+    .ok_or_else(|| AccountError::UnknownAccount(public_id.clone()))
 }
 
 /// The account's ledger in the order it was written, from `since` (unix seconds) on.
 pub fn ledger_entries(
     conn: &mut Connection,
-    public_id: &str,
+    public_id: &AccountId,
     since: Option<i64>,
 ) -> Result<Vec<LedgerEntry>, AccountError> {
     let tx = conn.transaction()?;
@@ -114,7 +115,7 @@ pub fn usage(conn: &mut Connection, days: u32, now: i64) -> Result<Vec<UsageLine
 }
 
 /// The account's keys, oldest first.
-pub fn keys(conn: &mut Connection, public_id: &str) -> Result<Vec<KeyLine>, AccountError> {
+pub fn keys(conn: &mut Connection, public_id: &AccountId) -> Result<Vec<KeyLine>, AccountError> {
     let tx = conn.transaction()?;
     let rowid = account_rowid(&tx, public_id)?;
     let keys = {

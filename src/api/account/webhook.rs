@@ -1,0 +1,222 @@
+//! `POST /account/stripe/webhook`: Stripe's events (docs/payments.md), as the client in
+//! `accounts::stripe` verifies and reads them.
+//!
+//! The `Stripe-Signature` is checked over the raw body before anything else; a bad,
+//! missing or stale one is 400 and changes nothing. A paid Checkout Session
+//! (`checkout.session.completed` with `payment_status` `paid`, or
+//! `checkout.session.async_payment_succeeded`) is read back from Stripe's API, as Stripe's
+//! fulfilment guide asks, and its `amount_total` credited to the top-up it names, once
+//! (`Admin::credit_payment`: the top-up's row moves to `paid` in the ledger row's
+//! transaction). `charge.refunded` takes the refund back from the balance, never below
+//! zero. Other events are answered 200 and ignored. A failure of ours (the ledger, Stripe's
+//! API) is 5xx, and Stripe delivers the event again later, for up to three days.
+
+use std::sync::Arc;
+
+use poem::web::{Data, Json};
+use poem::{Body, IntoResponse, Request, Response, handler};
+use serde_json::json;
+
+use super::{Dashboard, now_unix};
+use crate::accounts::stripe::{self, CheckoutSession, InvalidEvent, StripeError, stripe_id};
+use crate::accounts::{Credited, Payment, Refunded};
+use crate::api::ApiError;
+use crate::domain::ids::{AccountId, TopupId};
+use crate::domain::money::Micros;
+use crate::domain::payments::{self, TopupStatus};
+
+/// The largest event body taken (Stripe's events are a few KB).
+const MAX_EVENT_BYTES: usize = 256 * 1024;
+
+impl Dashboard {
+    /// Runs `call` (to Stripe's API) on the store's threads for outside calls, never the
+    /// API's; all taken: Stripe is as good as unreachable.
+    pub(super) async fn stripe<T, F>(&self, call: F) -> Result<T, StripeError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&ureq::Agent) -> Result<T, StripeError> + Send + 'static,
+    {
+        let http = self.http.clone();
+        self.outside(move || call(&http))
+            .await
+            .map_err(|e| StripeError::Unreachable(e.text().to_owned()))?
+    }
+}
+
+/// How a customer's request (or Stripe's delivery) answers a failed call to Stripe: 503
+/// to retry, or 500 (the operator must look).
+pub(super) fn stripe_failed(e: StripeError) -> ApiError {
+    match e {
+        StripeError::Unreachable(why) => {
+            tracing::warn!("Stripe could not be reached: {why}");
+            ApiError::unavailable(
+                "The payment processor could not be reached; try again in a minute",
+                60,
+            )
+        }
+        StripeError::Refused(why) => {
+            ApiError::internal(anyhow::anyhow!("Stripe refused the request: {why}"))
+        }
+    }
+}
+
+/// An event not taken: 400, nothing changed.
+fn invalid(e: InvalidEvent) -> ApiError {
+    ApiError::bad_request(e.to_string())
+}
+
+/// `POST /account/stripe/webhook`.
+#[handler]
+pub(super) async fn webhook(req: &Request, body: Body, dash: Data<&Arc<Dashboard>>) -> Response {
+    match receive(req, body, &dash).await {
+        Ok(outcome) => Json(json!({"received": true, "outcome": outcome})).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<String, ApiError> {
+    let raw = crate::api::contract::read_whole(body, MAX_EVENT_BYTES, "Invalid event body").await?;
+    let settings = dash
+        .admin(move |mut admin| async move { admin.payments().await })
+        .await?
+        .ok_or_else(|| ApiError::bad_request("Card payments are not set up on this server"))?;
+    let now = now_unix();
+    let event = stripe::verified_event(req.header("Stripe-Signature"), &raw, &settings, now)
+        .map_err(invalid)?;
+    let object = &event.data.object;
+    let actor = format!("Stripe (event {})", event.id);
+    let outcome = match event.kind.as_str() {
+        "checkout.session.completed" | "checkout.session.async_payment_succeeded" => {
+            let session_id = stripe_id(object, "id").map_err(invalid)?.to_owned();
+            let session = dash
+                .stripe(move |http| stripe::retrieve_session(http, &settings, &session_id))
+                .await
+                .map_err(stripe_failed)?;
+            fulfil(dash, actor, session, now).await?
+        }
+        "checkout.session.expired" | "checkout.session.async_payment_failed" => {
+            let session_id = stripe_id(object, "id").map_err(invalid)?.to_owned();
+            let topup_id = object["metadata"]["topup_id"].as_str().map(TopupId::new);
+            let status = match event.kind.as_str() {
+                "checkout.session.expired" => TopupStatus::Expired,
+                _ => TopupStatus::Failed,
+            };
+            let closed = dash
+                .admin_as(actor, move |mut admin| async move {
+                    admin
+                        .close_topup(topup_id.as_ref(), Some(&session_id), status)
+                        .await
+                })
+                .await?;
+            match closed {
+                true => format!("top-up {status}"),
+                false => "ignored: no pending top-up of this session".to_owned(),
+            }
+        }
+        "charge.refunded" => {
+            // A charge of another product on the same account (or of the legacy Charges
+            // API, without a PaymentIntent) is not ours.
+            if object["currency"].as_str() != Some("usd") || object["payment_intent"].is_null() {
+                return Ok("ignored: not a USD payment of a PaymentIntent".to_owned());
+            }
+            let payment = stripe_id(object, "payment_intent")
+                .map_err(invalid)?
+                .to_owned();
+            let topup_id = object["metadata"]["topup_id"].as_str().map(TopupId::new);
+            let total = object["amount_refunded"]
+                .as_i64()
+                .and_then(payments::from_cents)
+                .ok_or_else(|| {
+                    ApiError::bad_request("Invalid event: no valid 'amount_refunded'")
+                })?;
+            let refunded = dash
+                .admin_as(actor, move |mut admin| async move {
+                    admin
+                        .refund_payment(&payment, topup_id.as_ref(), total, now)
+                        .await
+                })
+                .await?;
+            match refunded {
+                Refunded::Now {
+                    account_id, split, ..
+                } => {
+                    if split.shortfall > Micros::ZERO {
+                        tracing::warn!(
+                            event = %event.id,
+                            "refund of account {account_id}: {} USD could not be taken back \
+                             (spent, or held by nodes); see `postal account show {account_id}`",
+                            split.shortfall
+                        );
+                    }
+                    format!(
+                        "refund taken back: {} USD, shortfall {} USD",
+                        split.taken, split.shortfall
+                    )
+                }
+                Refunded::Already => "refund counted before".to_owned(),
+                // Stripe delivers it again (for up to three days), after the credit.
+                Refunded::Early => {
+                    tracing::warn!(event = %event.id, "a refund came before its payment's credit");
+                    return Err(ApiError::unavailable(
+                        "The refunded payment is not credited yet; deliver the refund again \
+                         later",
+                        60,
+                    ));
+                }
+                Refunded::Unknown => "ignored: no top-up paid by this payment".to_owned(),
+            }
+        }
+        _ => "ignored".to_owned(),
+    };
+    tracing::info!(event = %event.id, kind = %event.kind, "Stripe webhook: {outcome}");
+    Ok(outcome)
+}
+
+/// Credits a Checkout Session Stripe's API says is paid, once.
+async fn fulfil(
+    dash: &Dashboard,
+    actor: String,
+    session: CheckoutSession,
+    now: i64,
+) -> Result<String, ApiError> {
+    if session.payment_status != "paid" {
+        return Ok(format!(
+            "not credited: payment_status is {:?}",
+            session.payment_status
+        ));
+    }
+    if session.currency.as_deref() != Some("usd") {
+        return Ok("ignored: not USD".to_owned());
+    }
+    let Some(amount) = session.amount_total.and_then(payments::from_cents) else {
+        return Err(ApiError::bad_request(
+            "Invalid session: no valid 'amount_total'",
+        ));
+    };
+    let session_id = session.id.clone();
+    let paid = Payment {
+        payment: session.payment(),
+        session_id: session.id,
+        topup_id: session.metadata.get("topup_id").map(TopupId::new),
+        account_id: session.client_reference_id.map(AccountId::new),
+        amount,
+    };
+    let credited = dash
+        .admin_as(actor, move |mut admin| async move {
+            admin.credit_payment(&paid, now).await
+        })
+        .await?;
+    Ok(match credited {
+        Credited::Now {
+            topup_id, amount, ..
+        } => format!("credited {amount} USD ({topup_id})"),
+        Credited::Already { topup_id } => format!("credited before ({topup_id})"),
+        Credited::Unknown => {
+            tracing::warn!(
+                session = %session_id,
+                "a paid Checkout Session names no top-up of this server (or another account)"
+            );
+            "ignored: no top-up of this server".to_owned()
+        }
+    })
+}
