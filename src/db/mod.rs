@@ -43,7 +43,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
 /// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
@@ -316,6 +316,13 @@ const MIGRATION_9: &str = "
         CHECK (max_per_day IS NULL OR max_per_day > 0);
     PRAGMA user_version = 9;";
 
+/// Version 9 to 10: a provider's kind and who may sign in with it (as in schema.sql).
+const MIGRATION_10: &str = "
+    ALTER TABLE oidc_providers ADD COLUMN kind TEXT NOT NULL DEFAULT 'oidc'
+        CHECK (kind IN ('oidc', 'google', 'github', 'microsoft'));
+    ALTER TABLE oidc_providers ADD COLUMN allowed TEXT NOT NULL DEFAULT '';
+    PRAGMA user_version = 10;";
+
 /// One rung of the ladder: SQL, or code where SQL alone cannot say it.
 enum Migration {
     Sql(&'static str),
@@ -333,6 +340,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize - 1] = [
     Migration::Sql(MIGRATION_7),
     Migration::Sql(MIGRATION_8),
     Migration::Sql(MIGRATION_9),
+    Migration::Sql(MIGRATION_10),
 ];
 
 /// How long a statement waits for another connection's write lock before failing. Every

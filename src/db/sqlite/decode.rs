@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use crate::db::admin::AccountError;
 use crate::domain::admin::{AuditAction, LedgerKind};
 use crate::domain::api_key::{Budget, KeyKind, Publishable};
+use crate::domain::dashboard::ProviderKind;
 use crate::domain::ids::TopupId;
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
@@ -48,6 +49,7 @@ macro_rules! stored_as_text {
 
 stored_as_text!(
     KeyKind => "key kind",
+    ProviderKind => "provider kind",
     TopupStatus => "top-up status",
     LedgerKind => "ledger entry kind",
     AuditAction => "audit action",
