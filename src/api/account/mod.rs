@@ -319,9 +319,11 @@ mod tests {
                 "{:?}",
                 Provider {
                     name: "p1".into(),
+                    kind: crate::domain::dashboard::ProviderKind::Github,
                     issuer: "https://id.example".into(),
                     client_id: "postal".into(),
                     client_secret: SECRETS[0].into(),
+                    allowed: vec!["acme".into()],
                 }
             ),
         );
