@@ -665,7 +665,11 @@ mod tests {
         );
     }
 
-    /// What turns a new file into a version 8 file.
+    /// What turns a new file into a version 9 file.
+    const WITHOUT_10: &str = "ALTER TABLE oidc_providers DROP COLUMN kind;
+        ALTER TABLE oidc_providers DROP COLUMN allowed;";
+
+    /// What turns a version 9 file into a version 8 file.
     const WITHOUT_9: &str = "ALTER TABLE api_keys DROP COLUMN max_per_minute;
         ALTER TABLE api_keys DROP COLUMN max_per_day;";
 
@@ -686,7 +690,7 @@ mod tests {
         open(&old)
             .unwrap()
             .execute_batch(&format!(
-                "{WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
+                "{WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
             ))
             .unwrap();
         let shape = |path: &Path| -> Vec<String> {
@@ -722,7 +726,9 @@ mod tests {
         open(&new).unwrap();
         open(&old)
             .unwrap()
-            .execute_batch(&format!("{WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"))
+            .execute_batch(&format!(
+                "{WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"
+            ))
             .unwrap();
         let schema = |path: &Path| -> Vec<(String, String)> {
             let conn = open(path).unwrap();
@@ -751,13 +757,55 @@ mod tests {
     }
 
     #[test]
+    fn a_version_9_file_keeps_its_providers_as_openid_ones_open_to_anyone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v9.db");
+        open(&path)
+            .unwrap()
+            .execute_batch(&format!(
+                "{WITHOUT_10} PRAGMA user_version = 9;
+                 INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
+                     VALUES ('p1', 'https://id.example', 'postal', 'secret', 0);"
+            ))
+            .unwrap();
+        let conn = open(&path).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let columns = |conn: &Connection| -> Vec<(String, String, bool, Option<String>)> {
+            conn.prepare(
+                "SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('oidc_providers')",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(columns(&conn), columns(&fresh));
+        let providers = sqlite::dashboard::providers(&conn).unwrap();
+        assert_eq!(providers.len(), 1);
+        assert_eq!(
+            (providers[0].kind, providers[0].allowed.len()),
+            (crate::domain::dashboard::ProviderKind::Oidc, 0)
+        );
+        // The migrated column refuses what the new file's refuses.
+        assert!(
+            conn.execute("UPDATE oidc_providers SET kind = 'gitlab'", [])
+                .is_err()
+        );
+    }
+
+    #[test]
     fn a_version_8_file_keeps_its_publishable_keys_unbounded_with_the_budget_columns() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v8.db");
         open(&path)
             .unwrap()
             .execute_batch(&format!(
-                "{WITHOUT_9} PRAGMA user_version = 8;
+                "{WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
                  INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
                  INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
                                        per_ip_minute)
