@@ -23,22 +23,30 @@ pub fn authorize(
     }
 }
 
-/// The identity `provider` vouches for: `code` exchanged with the sign-in's PKCE
-/// `verifier` (and its `nonce` checked, where there is an ID token); `now` is when it is
-/// linked.
+/// What the provider sent back, with what the sign-in kept for it.
+pub struct Returned<'a> {
+    /// The callback URI the sign-in named (the code is bound to it).
+    pub redirect: &'a str,
+    pub code: String,
+    /// The sign-in's PKCE code verifier.
+    pub verifier: &'a SecretString,
+    /// The sign-in's nonce (checked in the ID token; GitHub has none).
+    pub nonce: String,
+    /// When the identity is linked (unix seconds).
+    pub now: i64,
+}
+
+/// The identity `provider` vouches for: the code exchanged with the sign-in's PKCE
+/// verifier (and its nonce checked, where there is an ID token).
 pub fn identity(
     http: &ureq::Agent,
     provider: &Provider,
-    redirect: &str,
-    code: String,
-    verifier: &SecretString,
-    nonce: String,
-    now: i64,
+    back: Returned<'_>,
 ) -> Result<IdentityView, SignInError> {
     match provider.kind {
-        ProviderKind::Github => github::identity(http, provider, redirect, code, verifier, now),
+        ProviderKind::Github => github::identity(http, provider, back),
         ProviderKind::Oidc | ProviderKind::Google | ProviderKind::Microsoft => {
-            oidc::identity(http, provider, redirect, code, verifier, nonce, now)
+            oidc::identity(http, provider, back)
         }
     }
 }

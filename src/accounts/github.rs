@@ -19,6 +19,7 @@
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
+use super::flow::Returned;
 use super::oidc::{Authorization, SignInError};
 use super::{IdentityView, Provider};
 use crate::domain::dashboard;
@@ -50,17 +51,13 @@ pub fn authorize(provider: &Provider, redirect: &str) -> Result<Authorization, S
     })
 }
 
-/// The GitHub user `code` stands for, exchanged with the sign-in's PKCE `verifier`; `now`
-/// is when it is linked.
+/// The GitHub user the code stands for, exchanged with the sign-in's PKCE verifier.
 pub fn identity(
     http: &ureq::Agent,
     provider: &Provider,
-    redirect: &str,
-    code: String,
-    verifier: &SecretString,
-    now: i64,
+    back: Returned<'_>,
 ) -> Result<IdentityView, SignInError> {
-    let token = access_token(http, provider, redirect, &code, verifier)?;
+    let token = access_token(http, provider, &back)?;
     let api = dashboard::github_api(&provider.issuer);
     let user: User = get(http, provider, &token, &format!("{api}/user"))?
         .ok_or_else(|| unreachable(provider, "/user answered 404".into()))?;
@@ -84,7 +81,7 @@ pub fn identity(
         provider: provider.name.clone(),
         email,
         name: Some(user.login),
-        created_at: now,
+        created_at: back.now,
     })
 }
 
@@ -126,9 +123,7 @@ fn refused(provider: &Provider, why: String) -> SignInError {
 fn access_token(
     http: &ureq::Agent,
     provider: &Provider,
-    redirect: &str,
-    code: &str,
-    verifier: &SecretString,
+    back: &Returned<'_>,
 ) -> Result<SecretString, SignInError> {
     let url = format!("{}/login/oauth/access_token", provider.issuer);
     let mut response = http
@@ -138,9 +133,9 @@ fn access_token(
         .send_form([
             ("client_id", provider.client_id.as_str()),
             ("client_secret", provider.client_secret.expose_secret()),
-            ("code", code),
-            ("redirect_uri", redirect),
-            ("code_verifier", verifier.expose_secret()),
+            ("code", back.code.as_str()),
+            ("redirect_uri", back.redirect),
+            ("code_verifier", back.verifier.expose_secret()),
         ])
         .map_err(|e| unreachable(provider, e.to_string()))?;
     let status = response.status();

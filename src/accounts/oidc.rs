@@ -22,6 +22,7 @@ use openidconnect::{
 };
 use secrecy::{ExposeSecret, SecretString};
 
+use super::flow::Returned;
 use super::{IdentityView, Provider, store::OUTSIDE_TIMEOUT};
 use crate::domain::dashboard::{self, ProviderKind};
 
@@ -111,27 +112,25 @@ pub fn authorize(
     })
 }
 
-/// The identity `provider` vouches for: `code` exchanged (with the sign-in's PKCE
-/// `verifier`) for an ID token, checked against the sign-in's `nonce`. Its e-mail
-/// address only when the provider says it is verified; `now` is when it is linked.
+/// The identity `provider` vouches for: the code exchanged (with the sign-in's PKCE
+/// verifier) for an ID token, checked against the sign-in's nonce. Its e-mail address only
+/// when the provider says it is verified.
 pub fn identity(
     http: &ureq::Agent,
     provider: &Provider,
-    redirect: &str,
-    code: String,
-    verifier: &SecretString,
-    nonce: String,
-    now: i64,
+    back: Returned<'_>,
 ) -> Result<IdentityView, SignInError> {
-    let (client, metadata_issuer) = client(http, provider, redirect)?;
+    let (client, metadata_issuer) = client(http, provider, back.redirect)?;
     let refused = |why: String| {
         tracing::warn!(provider = %provider.name, "sign-in refused: {why}");
         SignInError::Unverified
     };
     let exchange = client
-        .exchange_code(AuthorizationCode::new(code))
+        .exchange_code(AuthorizationCode::new(back.code))
         .map_err(|e| refused(e.to_string()))?
-        .set_pkce_verifier(PkceCodeVerifier::new(verifier.expose_secret().to_owned()));
+        .set_pkce_verifier(PkceCodeVerifier::new(
+            back.verifier.expose_secret().to_owned(),
+        ));
     let tokens = exchange
         .request(&http_client(http))
         .map_err(|e| refused(error_chain(&e)))?;
@@ -142,7 +141,7 @@ pub fn identity(
     // Microsoft's issuer is checked below, against the token's own tenant.
     let verifier = client.id_token_verifier().require_issuer_match(!microsoft);
     let claims = id_token
-        .claims(&verifier, &Nonce::new(nonce))
+        .claims(&verifier, &Nonce::new(back.nonce))
         .map_err(|e| refused(error_chain(&e)))?;
     if microsoft {
         let tid = tenant_of(&id_token.to_string()).map_err(&refused)?;
@@ -170,7 +169,7 @@ pub fn identity(
         provider: provider.name.clone(),
         email,
         name: claims.preferred_username().map(|n| n.as_str().to_owned()),
-        created_at: now,
+        created_at: back.now,
     })
 }
 

@@ -256,8 +256,14 @@ async fn finish(
     } = pending;
     let identity = dash
         .outside(move || {
-            flow::identity(&http, &provider, &redirect, code, &verifier, nonce, now)
-                .map_err(|e| signin_failure(&provider.name, e))
+            let back = flow::Returned {
+                redirect: &redirect,
+                code,
+                verifier: &verifier,
+                nonce,
+                now,
+            };
+            flow::identity(&http, &provider, back).map_err(|e| signin_failure(&provider.name, e))
         })
         .await
         .map_err(|e| Failure::new(e.status(), e.text()))??;
