@@ -286,15 +286,18 @@ CREATE TABLE idempotent_answers (
 CREATE INDEX idempotent_answers_by_age ON idempotent_answers (created_at);
 
 
--- The account dashboard (docs/account.md). The OpenID Connect providers customers sign
--- in with (`postal provider add`); the client secret is kept here, as the file keeps the
--- keys' hashes: whoever reads the file can sign in as this service at the provider.
+-- The account dashboard (docs/account.md). The providers customers sign in with
+-- (`postal provider add`); the client secret is kept here, as the file keeps the keys'
+-- hashes: whoever reads the file can sign in as this service at the provider.
 CREATE TABLE oidc_providers (
     name          TEXT PRIMARY KEY,       -- [a-z0-9-], in the redirect URI
-    issuer        TEXT NOT NULL,          -- the issuer URL as given, discovery from it
+    issuer        TEXT NOT NULL,          -- the issuer URL (discovery from it), or GitHub's
     client_id     TEXT NOT NULL,
     client_secret TEXT NOT NULL,
-    created_at    INTEGER NOT NULL
+    created_at    INTEGER NOT NULL,
+    kind          TEXT NOT NULL DEFAULT 'oidc'
+                  CHECK (kind IN ('oidc', 'google', 'github', 'microsoft')),
+    allowed       TEXT NOT NULL DEFAULT ''  -- GitHub orgs or Microsoft tenants, by spaces
 ) STRICT, WITHOUT ROWID;
 
 -- An identity (issuer, subject) belongs to one account, for ever: its first sign-in made
@@ -387,4 +390,4 @@ CREATE TABLE topups (
 ) STRICT;
 CREATE INDEX topups_by_account ON topups (account_id, id);
 
-PRAGMA user_version = 9;
+PRAGMA user_version = 10;

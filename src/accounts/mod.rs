@@ -12,12 +12,15 @@
 //! - `store`: what the server opens once at start ([`Accounts`]): the pool of connections
 //!   and the threads the customer's side runs on, apart from the API's.
 //! - The clients of the outside services, each call blocking on the store's threads for
-//!   outside calls: `oidc` (an OpenID Connect provider's discovery, the authorization
-//!   URL, the code exchanged for a checked ID token) and `stripe` (Checkout Sessions made
-//!   and read back, the webhook's events verified).
+//!   outside calls: `flow` (a sign-in at a provider of any kind), over `oidc` (an OpenID
+//!   Connect provider's discovery, the authorization URL, the code exchanged for a checked
+//!   ID token; Google and Microsoft too) and `github` (GitHub's OAuth web flow and REST
+//!   API); `stripe` (Checkout Sessions made and read back, the webhook's events verified).
 
 mod admin;
 mod customers;
+pub mod flow;
+mod github;
 mod keys;
 pub mod oidc;
 mod payments;

@@ -6,7 +6,7 @@ use secrecy::SecretString;
 
 use crate::domain::admin::{AuditAction, LedgerKind, Refused};
 use crate::domain::api_key::{ApiKey, KeyKind, Publishable};
-use crate::domain::dashboard::DashboardRefused;
+use crate::domain::dashboard::{DashboardRefused, ProviderKind};
 use crate::domain::ids::{AccountId, KeyId, ProviderName, SessionId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
@@ -147,13 +147,31 @@ pub struct Mismatch {
     pub ledger_sum: i64,
 }
 
-/// An OpenID Connect provider customers sign in with (`postal provider add`).
+/// A provider customers sign in with (`postal provider add`).
 #[derive(Debug, Clone)]
 pub struct Provider {
     pub name: ProviderName,
+    pub kind: ProviderKind,
+    /// The issuer URL (OpenID Connect kinds; Microsoft's with its tenant), or the GitHub's
+    /// address (`github`).
     pub issuer: String,
     pub client_id: String,
     pub client_secret: SecretString,
+    /// Who may sign in: GitHub organizations (`github`) or Microsoft tenants
+    /// (`microsoft`); empty, anyone.
+    pub allowed: Vec<String>,
+}
+
+impl Provider {
+    /// `allowed` as stored: the names separated by spaces (a name has none).
+    pub fn allowed_stored(&self) -> String {
+        self.allowed.join(" ")
+    }
+
+    /// `allowed` from its stored text.
+    pub fn allowed_from_stored(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
 }
 
 /// A sign-in under way: what its callback needs.
@@ -175,8 +193,23 @@ pub struct IdentityView {
     pub provider: ProviderName,
     /// Only when the provider said it is verified; display only, never a link.
     pub email: Option<String>,
+    /// What the provider calls the person (GitHub's login, an OpenID `preferred_username`):
+    /// the name of an account its first sign-in makes, when there is no verified e-mail.
+    /// Not stored: `None` in a listing.
+    pub name: Option<String>,
     /// Unix seconds.
     pub created_at: i64,
+}
+
+impl IdentityView {
+    /// The name of the account its first sign-in makes: the verified e-mail, else the
+    /// provider's name for the person, else the subject.
+    pub fn account_name(&self) -> &str {
+        self.email
+            .as_deref()
+            .or(self.name.as_deref())
+            .unwrap_or(&self.subject)
+    }
 }
 
 /// The account an identity signed in to.

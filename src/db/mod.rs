@@ -43,7 +43,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
 /// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
@@ -316,6 +316,13 @@ const MIGRATION_9: &str = "
         CHECK (max_per_day IS NULL OR max_per_day > 0);
     PRAGMA user_version = 9;";
 
+/// Version 9 to 10: a provider's kind and who may sign in with it (as in schema.sql).
+const MIGRATION_10: &str = "
+    ALTER TABLE oidc_providers ADD COLUMN kind TEXT NOT NULL DEFAULT 'oidc'
+        CHECK (kind IN ('oidc', 'google', 'github', 'microsoft'));
+    ALTER TABLE oidc_providers ADD COLUMN allowed TEXT NOT NULL DEFAULT '';
+    PRAGMA user_version = 10;";
+
 /// One rung of the ladder: SQL, or code where SQL alone cannot say it.
 enum Migration {
     Sql(&'static str),
@@ -333,6 +340,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize - 1] = [
     Migration::Sql(MIGRATION_7),
     Migration::Sql(MIGRATION_8),
     Migration::Sql(MIGRATION_9),
+    Migration::Sql(MIGRATION_10),
 ];
 
 /// How long a statement waits for another connection's write lock before failing. Every
@@ -666,7 +674,11 @@ mod tests {
         );
     }
 
-    /// What turns a new file into a version 8 file.
+    /// What turns a new file into a version 9 file.
+    const WITHOUT_10: &str = "ALTER TABLE oidc_providers DROP COLUMN kind;
+        ALTER TABLE oidc_providers DROP COLUMN allowed;";
+
+    /// What turns a version 9 file into a version 8 file.
     const WITHOUT_9: &str = "ALTER TABLE api_keys DROP COLUMN max_per_minute;
         ALTER TABLE api_keys DROP COLUMN max_per_day;";
 
@@ -684,7 +696,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = reopened(
             &dir.path().join("old.db"),
-            &format!("{WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"),
+            &format!("{WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"),
         );
         let new = open(&dir.path().join("new.db")).unwrap();
         let shape = |conn: &Connection| {
@@ -712,7 +724,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = reopened(
             &dir.path().join("old.db"),
-            &format!("{WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"),
+            &format!("{WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"),
         );
         let new = open(&dir.path().join("new.db")).unwrap();
         let schema = |conn: &Connection| -> Vec<(String, String)> {
@@ -742,12 +754,46 @@ mod tests {
     }
 
     #[test]
+    fn a_version_9_file_keeps_its_providers_as_openid_ones_open_to_anyone() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = reopened(
+            &dir.path().join("v9.db"),
+            &format!(
+                "{WITHOUT_10} PRAGMA user_version = 9;
+                 INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
+                     VALUES ('p1', 'https://id.example', 'postal', 'secret', 0);"
+            ),
+        );
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let columns = |conn: &Connection| {
+            names(
+                conn,
+                "SELECT name || ' ' || type || ' ' || \"notnull\" || ' ' || ifnull(dflt_value, '')
+                 FROM pragma_table_info('oidc_providers')",
+            )
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(columns(&conn), columns(&fresh));
+        let providers = sqlite::dashboard::providers(&conn).unwrap();
+        assert_eq!(providers.len(), 1);
+        assert_eq!(
+            (providers[0].kind, providers[0].allowed.len()),
+            (crate::domain::dashboard::ProviderKind::Oidc, 0)
+        );
+        // The migrated column refuses what the new file's refuses.
+        assert!(
+            conn.execute("UPDATE oidc_providers SET kind = 'gitlab'", [])
+                .is_err()
+        );
+    }
+
+    #[test]
     fn a_version_8_file_keeps_its_publishable_keys_unbounded_with_the_budget_columns() {
         let dir = tempfile::tempdir().unwrap();
         let conn = reopened(
             &dir.path().join("v8.db"),
             &format!(
-                "{WITHOUT_9} PRAGMA user_version = 8;
+                "{WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
                  INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
                  INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
                                        per_ip_minute)

@@ -77,6 +77,67 @@ pub enum DashboardRefused {
     RollRevoked,
 }
 
+words! {
+    /// How a provider signs customers in (`postal provider add --kind`): `oidc` any
+    /// OpenID Connect issuer by discovery; `google` and `microsoft` OpenID Connect with
+    /// the issuer filled in (Microsoft's multi-tenant issuer checked against the token's
+    /// tenant); `github` GitHub's OAuth web flow and REST API (not OpenID Connect).
+    pub enum ProviderKind {
+        Oidc => "oidc",
+        Google => "google",
+        Github => "github",
+        Microsoft => "microsoft",
+    }
+}
+
+impl ProviderKind {
+    /// The name a customer knows the provider by, on the sign-in page; `None` for a
+    /// provider of any issuer (`oidc`), shown by its name.
+    pub fn label(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::Oidc => None,
+            ProviderKind::Google => Some("Google"),
+            ProviderKind::Github => Some("GitHub"),
+            ProviderKind::Microsoft => Some("Microsoft"),
+        }
+    }
+}
+
+/// Google's issuer (`--kind google`).
+pub const GOOGLE_ISSUER: &str = "https://accounts.google.com";
+/// GitHub's address (`--kind github` without `--github-url`).
+pub const GITHUB_URL: &str = "https://github.com";
+/// Microsoft's sign-in base (`--kind microsoft` without `--issuer`): the issuer is
+/// `{base}/{tenant}/v2.0`.
+pub const MICROSOFT_BASE: &str = "https://login.microsoftonline.com";
+
+/// The REST API of the GitHub at `url`: `https://api.github.com` for github.com, and
+/// `{url}/api/v3` for a GitHub Enterprise Server (as GitHub documents it).
+pub fn github_api(url: &str) -> String {
+    match url.trim_end_matches('/') {
+        GITHUB_URL => "https://api.github.com".to_owned(),
+        other => format!("{other}/api/v3"),
+    }
+}
+
+/// The issuer a Microsoft ID token must name: the metadata's issuer with `{tenantid}`
+/// replaced by the token's own `tid` (a multi-tenant endpoint's metadata names the
+/// placeholder; a tenant's own names itself, and the replace changes nothing).
+pub fn microsoft_issuer(metadata_issuer: &str, tid: &str) -> String {
+    metadata_issuer.replace("{tenantid}", tid)
+}
+
+/// An organization login of GitHub or a tenant (a GUID, or a domain) of Microsoft, as
+/// `--allowed-org` and `--allowed-tenant` take it: 1 to 100 of a-z, A-Z, 0-9, '-', '.'
+/// and '_'.
+pub fn allowed_name(name: &str) -> Option<&str> {
+    let ok = (1..=100).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    ok.then_some(name)
+}
+
 /// A provider's name, checked: it is part of the redirect URI.
 pub fn provider_name(name: &str) -> Result<&str, DashboardRefused> {
     let ok = (1..=32).contains(&name.len())
@@ -127,6 +188,31 @@ mod tests {
         assert_eq!(grace_secs(168), Ok(604_800));
         assert_eq!(grace_secs(0), Err(DashboardRefused::Grace));
         assert_eq!(grace_secs(169), Err(DashboardRefused::Grace));
+    }
+
+    #[test]
+    fn provider_kinds_name_their_places() {
+        assert_eq!(github_api("https://github.com/"), "https://api.github.com");
+        assert_eq!(
+            github_api("https://git.example.com"),
+            "https://git.example.com/api/v3"
+        );
+        let common = "https://login.microsoftonline.com/{tenantid}/v2.0";
+        assert_eq!(
+            microsoft_issuer(common, "9188040d"),
+            "https://login.microsoftonline.com/9188040d/v2.0"
+        );
+        let own = "https://login.microsoftonline.com/9188040d/v2.0";
+        assert_eq!(microsoft_issuer(own, "other"), own);
+        assert_eq!(
+            ProviderKind::from_stored("github"),
+            Some(ProviderKind::Github)
+        );
+        assert_eq!(ProviderKind::Oidc.label(), None);
+        assert_eq!(allowed_name("acme-corp"), Some("acme-corp"));
+        for bad in ["", "a b", "a/b", &"a".repeat(101)] {
+            assert_eq!(allowed_name(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 
-const OIDC_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oidc");
+pub(crate) const OIDC_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oidc");
 
 /// The providers, running until dropped.
 pub(crate) struct Providers {
@@ -26,21 +26,12 @@ impl Drop for Providers {
     }
 }
 
-/// Three providers whose client `postal` may redirect to `app`'s callbacks `p1`..`p3`
-/// (and `other`, a second client of each: a token for another audience), each added to
-/// `app` with `postal provider add`. `None` when Node.js is missing (skipped).
-pub(crate) fn providers(app: &TestApp) -> Option<Providers> {
-    let db = app.db.to_string_lossy().into_owned();
-    providers_for(&[&app.address], &["--db", &db])
-}
-
-/// As `providers`, for servers at `bases` that share the ledger `postal` reaches with
-/// `target` (`--db FILE`, or `--ledger URL`).
-pub(crate) fn providers_for(bases: &[&str], target: &[&str]) -> Option<Providers> {
+/// Node.js and `tests/oidc`'s packages (installed once per run, from the lock file: the
+/// tests run side by side); `false` when Node.js is missing (skipped).
+pub(crate) fn node_modules() -> bool {
     if !testkit::require("node", "Node.js 20 or later, with npm") {
-        return None;
+        return false;
     }
-    // Installed once per run, from the lock file (the tests of this file run side by side).
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         let installed = std::path::Path::new(OIDC_DIR).join("node_modules/oidc-provider");
@@ -53,6 +44,23 @@ pub(crate) fn providers_for(bases: &[&str], target: &[&str]) -> Option<Providers
             assert!(status.success(), "npm ci in tests/oidc");
         }
     });
+    true
+}
+
+/// Three providers whose client `postal` may redirect to `app`'s callbacks `p1`..`p3`
+/// (and `other`, a second client of each: a token for another audience), each added to
+/// `app` with `postal provider add`. `None` when Node.js is missing (skipped).
+pub(crate) fn providers(app: &TestApp) -> Option<Providers> {
+    let db = app.db.to_string_lossy().into_owned();
+    providers_for(&[&app.address], &["--db", &db])
+}
+
+/// As `providers`, for servers at `bases` that share the ledger `postal` reaches with
+/// `target` (`--db FILE`, or `--ledger URL`).
+pub(crate) fn providers_for(bases: &[&str], target: &[&str]) -> Option<Providers> {
+    if !node_modules() {
+        return None;
+    }
     let redirects: Vec<String> = bases
         .iter()
         .flat_map(|base| {
@@ -414,7 +422,7 @@ impl Browser {
 }
 
 /// Where the provider's form on `page` posts to.
-fn form_action(page: &Page) -> Option<String> {
+pub(crate) fn form_action(page: &Page) -> Option<String> {
     static ACTION: std::sync::LazyLock<regex::Regex> =
         std::sync::LazyLock::new(|| regex::Regex::new(r#"action="([^"]+)""#).unwrap());
     ACTION
@@ -855,7 +863,7 @@ fn the_operator_adds_lists_and_removes_providers_without_printing_secrets() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(
         serde_json::from_str::<Value>(&out).unwrap(),
-        json!({"name": "google", "issuer": "https://accounts.google.com",
+        json!({"name": "google", "kind": "oidc", "issuer": "https://accounts.google.com",
                "clientId": "postal-client", "redirectPath": "/account/callback/google"})
     );
     // The same name again, a bad name, a missing variable, a non-URL issuer: exit 2.

@@ -7,6 +7,9 @@ mod helpers;
 /// The account dashboard: sign-in with three real OpenID providers, keys, limits, attacks.
 mod account;
 
+/// Sign-in with GitHub (OAuth) and Microsoft (any tenant), against local stand-ins.
+mod signin_kinds;
+
 /// Pages in browsers: publishable keys, CORS, keys in headers.
 mod browser;
 /// A publishable key's budget over every client IP: CLI, dashboard, the 429.

@@ -321,9 +321,11 @@ mod tests {
                 "{:?}",
                 Provider {
                     name: ProviderName::new("p1"),
+                    kind: crate::domain::dashboard::ProviderKind::Github,
                     issuer: "https://id.example".into(),
                     client_id: "postal".into(),
                     client_secret: SECRETS[0].into(),
+                    allowed: vec!["acme".into()],
                 }
             ),
         );

@@ -1,5 +1,5 @@
-//! Sign-in with an OpenID Connect provider, as the browser sees it (the client that talks
-//! to the provider is `accounts::oidc`).
+//! Sign-in with a provider (OpenID Connect, Google, Microsoft, GitHub), as the browser sees
+//! it (the clients that talk to the provider are `accounts::flow`'s).
 //!
 //! `GET /account/signin/{name}` keeps the sign-in (state hashed, nonce, PKCE verifier) in
 //! the database and the state in a cookie, then sends the browser to the provider;
@@ -18,7 +18,7 @@ use secrecy::ExposeSecret;
 use serde::Deserialize;
 
 use super::{Dashboard, SIGNIN_COOKIE, STARTS_PER_MINUTE, cookie, now_unix, see_other};
-use crate::accounts::oidc::{self, SignInError};
+use crate::accounts::flow::{self, SignInError};
 use crate::accounts::{AccountError, Provider, SessionRow, SignIn};
 use crate::domain::dashboard;
 use crate::domain::ids::{AccountId, ProviderName, SessionId};
@@ -53,6 +53,7 @@ fn signin_failure(provider: &str, e: SignInError) -> Failure {
             StatusCode::BAD_REQUEST,
             "The provider's answer could not be verified (an expired or used code, or a token not meant for this service); start again.",
         ),
+        SignInError::NotAllowed(why) => Failure::new(StatusCode::FORBIDDEN, why),
     }
 }
 
@@ -145,12 +146,12 @@ async fn start(
     let (http, redirect) = (dash.http.clone(), dash.redirect_uri(name));
     let authorization = dash
         .outside(move || {
-            oidc::authorize(&http, &provider, &redirect)
+            flow::authorize(&http, &provider, &redirect)
                 .map_err(|e| signin_failure(provider.name.as_str(), e))
         })
         .await
         .map_err(|e| Failure::new(e.status(), e.text()))??;
-    let oidc::Authorization {
+    let flow::Authorization {
         url,
         state,
         nonce,
@@ -256,8 +257,14 @@ async fn finish(
     } = pending;
     let identity = dash
         .outside(move || {
-            oidc::identity(&http, &provider, &redirect, code, &verifier, nonce, now)
-                .map_err(|e| signin_failure(provider.name.as_str(), e))
+            let back = flow::Returned {
+                redirect: &redirect,
+                code,
+                verifier: &verifier,
+                nonce,
+                now,
+            };
+            flow::identity(&http, &provider, back).map_err(|e| signin_failure(provider.name.as_str(), e))
         })
         .await
         .map_err(|e| Failure::new(e.status(), e.text()))??;

@@ -11,6 +11,7 @@ use poem::web::Data;
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response, handler};
 
 use super::Dashboard;
+use crate::accounts::Provider;
 
 const SCRIPT: &str = include_str!("app.js");
 const STYLE: &str = include_str!("app.css");
@@ -91,8 +92,9 @@ pub(super) async fn index(req: &Request, dash: Data<&Arc<Dashboard>>) -> Respons
             .iter()
             .map(|p| {
                 format!(
-                    "<li><a class=\"button\" href=\"/account/signin/{0}\">Sign in with {0}</a></li>",
-                    escape(p.name.as_str())
+                    "<li><a class=\"button\" href=\"/account/signin/{}\">Sign in with {}</a></li>",
+                    escape(p.name.as_str()),
+                    escape(&label(p, &providers))
                 )
             })
             .collect();
@@ -103,6 +105,19 @@ pub(super) async fn index(req: &Request, dash: Data<&Arc<Dashboard>>) -> Respons
         )
     };
     html(StatusCode::OK, "Sign in", &body)
+}
+
+/// What the sign-in page calls `provider`: the name customers know (GitHub, Google,
+/// Microsoft) for those kinds, followed by the operator's name for it when another provider
+/// of the page has the same; an OpenID provider of any issuer by its name.
+fn label(provider: &Provider, all: &[Provider]) -> String {
+    match provider.kind.label() {
+        None => provider.name.to_string(),
+        Some(known) if all.iter().filter(|p| p.kind == provider.kind).count() > 1 => {
+            format!("{known} ({})", provider.name)
+        }
+        Some(known) => known.to_owned(),
+    }
 }
 
 #[handler]

@@ -24,14 +24,17 @@ fn refused(why: DashboardRefused) -> AccountError {
 pub async fn add_provider(client: &Client, p: &Provider, now: i64) -> Result<(), AccountError> {
     let added = client
         .execute(
-            "INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING",
+            "INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at,
+                                         kind, allowed)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (name) DO NOTHING",
             &[
                 &p.name,
                 &p.issuer,
                 &p.client_id,
                 &p.client_secret.expose_secret(),
                 &now,
+                &p.kind,
+                &p.allowed_stored(),
             ],
         )
         .await?;
@@ -47,7 +50,8 @@ pub async fn add_provider(client: &Client, p: &Provider, now: i64) -> Result<(),
 pub async fn providers(client: &Client) -> Result<Vec<Provider>, AccountError> {
     let rows = client
         .query(
-            "SELECT name, issuer, client_id, client_secret FROM oidc_providers ORDER BY name",
+            "SELECT name, kind, issuer, client_id, client_secret, allowed FROM oidc_providers
+             ORDER BY name",
             &[],
         )
         .await?;
@@ -55,9 +59,11 @@ pub async fn providers(client: &Client) -> Result<Vec<Provider>, AccountError> {
         .iter()
         .map(|r| Provider {
             name: r.get(0),
-            issuer: r.get(1),
-            client_id: r.get(2),
-            client_secret: r.get::<_, String>(3).into(),
+            kind: r.get(1),
+            issuer: r.get(2),
+            client_id: r.get(3),
+            client_secret: r.get::<_, String>(4).into(),
+            allowed: Provider::allowed_from_stored(r.get(5)),
         })
         .collect())
 }
@@ -156,7 +162,7 @@ pub async fn sign_in(
         ),
         None if !signups_open => return Err(refused(DashboardRefused::SignupsClosed)),
         None => {
-            let name = identity.email.as_deref().unwrap_or(&identity.subject);
+            let name = identity.account_name();
             let (rowid, account_id) = insert_account(&tx, Some(name), now).await?;
             insert_identity(&tx, rowid, identity, now).await?;
             let version = bump(&tx).await?;
@@ -296,6 +302,7 @@ pub async fn identities(
             subject: r.get(1),
             provider: r.get(2),
             email: r.get(3),
+            name: None,
             created_at: r.get(4),
         })
         .collect())

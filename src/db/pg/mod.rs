@@ -262,6 +262,11 @@ ALTER TABLE api_keys ADD COLUMN max_per_minute integer
 ALTER TABLE api_keys ADD COLUMN max_per_day integer
     CHECK (max_per_day IS NULL OR max_per_day > 0);
 "#,
+    r#"
+ALTER TABLE oidc_providers ADD COLUMN kind text NOT NULL DEFAULT 'oidc'
+    CHECK (kind IN ('oidc', 'google', 'github', 'microsoft'));
+ALTER TABLE oidc_providers ADD COLUMN allowed text NOT NULL DEFAULT '';
+"#,
 ];
 
 /// A connection string without its password, for messages: a URL's user info

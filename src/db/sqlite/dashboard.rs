@@ -35,14 +35,17 @@ pub fn add_provider(conn: &mut Connection, p: &Provider, now: i64) -> Result<(),
         )));
     }
     tx.execute(
-        "INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at, kind,
+                                     allowed)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
             p.name,
             p.issuer,
             p.client_id,
             p.client_secret.expose_secret(),
-            now
+            now,
+            p.kind,
+            p.allowed_stored(),
         ],
     )?;
     tx.commit()?;
@@ -52,15 +55,18 @@ pub fn add_provider(conn: &mut Connection, p: &Provider, now: i64) -> Result<(),
 /// Every provider, by name.
 pub fn providers(conn: &Connection) -> Result<Vec<Provider>, AccountError> {
     let mut stmt = conn.prepare(
-        "SELECT name, issuer, client_id, client_secret FROM oidc_providers ORDER BY name",
+        "SELECT name, kind, issuer, client_id, client_secret, allowed FROM oidc_providers
+         ORDER BY name",
     )?;
     let rows = stmt
         .query_map([], |r| {
             Ok(Provider {
                 name: r.get(0)?,
-                issuer: r.get(1)?,
-                client_id: r.get(2)?,
-                client_secret: r.get::<_, String>(3)?.into(),
+                kind: r.get(1)?,
+                issuer: r.get(2)?,
+                client_id: r.get(3)?,
+                client_secret: r.get::<_, String>(4)?.into(),
+                allowed: Provider::allowed_from_stored(&r.get::<_, String>(5)?),
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -161,7 +167,7 @@ pub fn sign_in(
         },
         None if !signups_open => return Err(refused(DashboardRefused::SignupsClosed)),
         None => {
-            let name = identity.email.as_deref().unwrap_or(&identity.subject);
+            let name = identity.account_name();
             let (rowid, account_id) = insert_account(&tx, Some(name), now)?;
             insert_identity(&tx, rowid, identity, now)?;
             SignedIn {
@@ -279,6 +285,7 @@ pub fn identities(
                 subject: r.get(1)?,
                 provider: r.get(2)?,
                 email: r.get(3)?,
+                name: None,
                 created_at: r.get(4)?,
             })
         })?

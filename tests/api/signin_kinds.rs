@@ -1,0 +1,535 @@
+//! Sign-in with the provider kinds that are not a plain OpenID issuer (issue 49): GitHub's
+//! OAuth web flow and REST API, and Microsoft's multi-tenant issuer, against local
+//! stand-ins of both (`tests/oidc/kinds.mjs`), driven as a browser would.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::account::{Browser, OIDC_DIR, form_action, node_modules};
+use crate::helpers::{TestApp, spawn_app};
+
+const SECRET: &str = "secret-of-postal";
+
+/// The stand-ins, running until dropped.
+struct Standins {
+    child: Child,
+    github: String,
+    microsoft: String,
+}
+
+impl Drop for Standins {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// GitHub's users: octocat (a verified primary e-mail, in the org `acme`), hubot (an
+/// unverified primary e-mail, in no org).
+fn users() -> Value {
+    json!({
+        "octocat": {"id": 101, "orgs": ["acme"], "emails": [
+            {"email": "old@example.com", "primary": false, "verified": true},
+            {"email": "octocat@example.com", "primary": true, "verified": true},
+        ]},
+        "hubot": {"id": 202, "orgs": [], "emails": [
+            {"email": "hubot@example.com", "primary": true, "verified": false},
+        ]},
+    })
+}
+
+fn standins(app: &TestApp) -> Option<Standins> {
+    if !node_modules() {
+        return None;
+    }
+    let config = json!({
+        "clientId": "postal",
+        "clientSecret": SECRET,
+        "redirectBase": app.address,
+        "users": users(),
+    });
+    let mut child = Command::new("node")
+        .arg("kinds.mjs")
+        .arg(config.to_string())
+        .current_dir(OIDC_DIR)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting the stand-ins");
+    let (mut github, mut microsoft) = (String::new(), String::new());
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.expect("a line of the stand-ins");
+        if line == "ready" {
+            break;
+        }
+        if let Some(url) = line.strip_prefix("github ") {
+            github = url.to_owned();
+        }
+        if let Some(url) = line.strip_prefix("microsoft ") {
+            microsoft = url.to_owned();
+        }
+    }
+    assert!(
+        !github.is_empty() && !microsoft.is_empty(),
+        "both stand-ins"
+    );
+    Some(Standins {
+        child,
+        github,
+        microsoft,
+    })
+}
+
+/// `postal --db <app's> ARGS` with the client secret in `TEST_CLIENT_SECRET`: exit code,
+/// stdout, stderr.
+fn postal(app: &TestApp, args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_postal"))
+        .arg("--db")
+        .arg(&app.db)
+        .args(args)
+        .env("TEST_CLIENT_SECRET", SECRET)
+        .output()
+        .expect("running postal");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `postal provider add NAME --client-id postal ... EXTRA`, which must succeed.
+fn add(app: &TestApp, name: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "provider",
+        "add",
+        name,
+        "--client-id",
+        "postal",
+        "--client-secret-env",
+        "TEST_CLIENT_SECRET",
+    ];
+    args.extend_from_slice(extra);
+    let (code, out, err) = postal(app, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!out.contains(SECRET), "{out}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// Starts a sign-in with `provider` and signs in at the stand-in as `user`: the callback
+/// URL the stand-in sends the browser to (not followed).
+fn to_callback(browser: &mut Browser, app: &TestApp, provider: &str, user: &str) -> String {
+    let start = browser.get(&format!("{}/account/signin/{provider}", app.address));
+    assert_eq!(start.status, 303, "{}", start.body);
+    let form = browser.get(&start.location.unwrap());
+    assert_eq!(form.status, 200, "{}", form.body);
+    let action = form_action(&form).expect("the stand-in's login form");
+    let done = browser.request(
+        "POST",
+        &action,
+        Some((
+            "application/x-www-form-urlencoded",
+            format!("prompt=login&login={user}&password=any"),
+        )),
+        &[],
+    );
+    assert_eq!(done.status, 302, "{}", done.body);
+    let callback = done.location.unwrap();
+    assert!(callback.starts_with(&app.address), "{callback}");
+    callback
+}
+
+fn me(browser: &mut Browser, app: &TestApp) -> Value {
+    let (status, me) = browser.api(app, "GET", "/me", None);
+    assert_eq!(status, 200, "{me}");
+    me
+}
+
+fn query_value(url: &str, name: &str) -> String {
+    url::Url::parse(url)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| panic!("{name} in {url}"))
+}
+
+#[test]
+fn github_signs_in_by_its_numeric_id_with_pkce_and_never_a_token_in_a_url() {
+    let app = spawn_app();
+    let Some(standins) = standins(&app) else {
+        return;
+    };
+    let added = add(
+        &app,
+        "gh",
+        &["--kind", "github", "--github-url", &standins.github],
+    );
+    assert_eq!(
+        added,
+        json!({"name": "gh", "kind": "github", "issuer": standins.github, "clientId": "postal",
+               "redirectPath": "/account/callback/gh"})
+    );
+    let page = Browser::new().get(&format!("{}/account", app.address));
+    assert!(
+        page.body
+            .contains(r#"href="/account/signin/gh">Sign in with GitHub</a>"#),
+        "{}",
+        page.body
+    );
+
+    // The first sign-in: PKCE S256 and state in the authorize URL, a new account with the
+    // free allowance, named by the verified primary e-mail, the identity by the numeric id.
+    let mut octocat = Browser::new();
+    let start = octocat.get(&format!("{}/account/signin/gh", app.address));
+    let authorize = start.location.clone().unwrap();
+    assert!(
+        authorize.starts_with(&format!("{}/login/oauth/authorize?", standins.github)),
+        "{authorize}"
+    );
+    assert_eq!(query_value(&authorize, "code_challenge_method"), "S256");
+    assert_eq!(query_value(&authorize, "scope"), "read:user user:email");
+    let page = octocat.follow(&authorize, "octocat");
+    assert!(page.body.contains("Your account"), "{}", page.body);
+    let first = me(&mut octocat, &app);
+    let account = first["accountId"].as_str().unwrap().to_owned();
+    assert_eq!(first["name"], "octocat@example.com");
+    assert_eq!(first["balance"], json!(0.028));
+    assert_eq!(first["identities"].as_array().unwrap().len(), 1);
+    assert_eq!(first["identities"][0]["provider"], "gh");
+    assert_eq!(first["identities"][0]["issuer"], standins.github);
+    assert_eq!(first["identities"][0]["subject"], "101");
+    assert_eq!(first["identities"][0]["email"], "octocat@example.com");
+
+    // What GitHub was asked, in order: the token by a form asking for JSON, then the user
+    // and the e-mails with the token as a bearer, never in a URL.
+    let agent = ureq::Agent::new_with_defaults();
+    let calls: Value = serde_json::from_str(
+        &agent
+            .get(format!("{}/_standin/calls", standins.github))
+            .call()
+            .unwrap()
+            .into_body()
+            .read_to_string()
+            .unwrap(),
+    )
+    .unwrap();
+    println!("GitHub stand-in's calls of one sign-in: {calls:#}");
+    let seen: Vec<(String, String, bool)> = calls
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["method"].as_str().unwrap().to_owned(),
+                c["path"].as_str().unwrap().to_owned(),
+                c["bearer"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("GET", "/login/oauth/authorize", false),
+        ("POST", "/login/oauth/authorize/done", false),
+        ("POST", "/login/oauth/access_token", false),
+        ("GET", "/api/v3/user", true),
+        ("GET", "/api/v3/user/emails", true),
+    ]
+    .map(|(m, p, b)| (m.to_owned(), p.to_owned(), b));
+    assert_eq!(seen, expected);
+    assert_eq!(calls[2]["accept"], "application/json");
+    assert!(
+        calls
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["tokenInUrl"] == false),
+        "{calls}"
+    );
+
+    // octocat renames itself to octocat2, and hubot takes the login octocat: the id signs
+    // in to the same account, the new holder of the login to a new one.
+    let mut renamed = users();
+    let old = renamed["octocat"].take();
+    renamed["octocat2"] = old;
+    renamed["octocat"] = json!({"id": 303, "orgs": [], "emails": []});
+    agent
+        .post(format!("{}/_standin/users", standins.github))
+        .header("content-type", "application/json")
+        .send(renamed.to_string())
+        .unwrap();
+    let mut again = Browser::new();
+    again.sign_in(&app, "gh", "octocat2");
+    assert_eq!(me(&mut again, &app)["accountId"], account.as_str());
+    let mut taker = Browser::new();
+    taker.sign_in(&app, "gh", "octocat");
+    let taken = me(&mut taker, &app);
+    assert_ne!(taken["accountId"], account.as_str());
+    assert_eq!(taken["identities"][0]["subject"], "303");
+    // Without a verified e-mail: none shown, the account named after the login.
+    let mut hubot = Browser::new();
+    hubot.sign_in(&app, "gh", "hubot");
+    let hubot_me = me(&mut hubot, &app);
+    assert_eq!(hubot_me["name"], "hubot");
+    assert_eq!(hubot_me["identities"][0]["email"], Value::Null);
+    assert_eq!(hubot_me["balance"], json!(0.028));
+
+    // A code replayed under a fresh state: GitHub answers 200 with an error, the page
+    // says so, and no session is made.
+    let mut first_try = Browser::new();
+    let used = to_callback(&mut first_try, &app, "gh", "hubot");
+    assert_eq!(first_try.get(&used).status, 303);
+    let mut replay = Browser::new();
+    let fresh = to_callback(&mut replay, &app, "gh", "hubot");
+    let forged = fresh.replace(
+        &format!("code={}", query_value(&fresh, "code")),
+        &format!("code={}", query_value(&used, "code")),
+    );
+    let refused = replay.get(&forged);
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.body.contains("could not be verified"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(replay.cookie(&app.address, "postal_session"), None);
+    assert_eq!(
+        replay.api(&app, "GET", "/me", None),
+        (401, json!({"error": "Not signed in"}))
+    );
+}
+
+#[test]
+fn github_with_allowed_orgs_lets_members_in_and_links_to_an_openid_account() {
+    let app = spawn_app();
+    let Some(standins) = standins(&app) else {
+        return;
+    };
+    let added = add(
+        &app,
+        "acme",
+        &[
+            "--kind",
+            "github",
+            "--github-url",
+            &standins.github,
+            "--allowed-org",
+            "acme",
+            "--allowed-org",
+            "other-org",
+        ],
+    );
+    assert_eq!(added["allowed"], json!(["acme", "other-org"]));
+    add(
+        &app,
+        "ms",
+        &["--kind", "microsoft", "--issuer", &standins.microsoft],
+    );
+
+    // A member signs in (read:org asked); a non-member gets a page that says why.
+    let mut member = Browser::new();
+    let start = member.get(&format!("{}/account/signin/acme", app.address));
+    assert_eq!(
+        query_value(start.location.as_deref().unwrap(), "scope"),
+        "read:user user:email read:org"
+    );
+    member.sign_in(&app, "acme", "octocat");
+    let mut outsider = Browser::new();
+    let page = outsider.follow(&format!("{}/account/signin/acme", app.address), "hubot");
+    assert_eq!(page.status, 403, "{}", page.body);
+    assert!(
+        page.body
+            .contains("Your GitHub account hubot is not a member of acme, other-org"),
+        "{}",
+        page.body
+    );
+    assert_eq!(outsider.cookie(&app.address, "postal_session"), None);
+
+    // An account made through an OpenID provider (Microsoft) links hubot's GitHub
+    // identity (through a GitHub provider without an org rule), then GitHub signs in to it.
+    add(
+        &app,
+        "gh",
+        &["--kind", "github", "--github-url", &standins.github],
+    );
+    let mut customer = Browser::new();
+    customer.sign_in(&app, "ms", "carol@tenant-a");
+    let account = me(&mut customer, &app)["accountId"].clone();
+    let linked = customer.follow(&format!("{}/account/link/gh", app.address), "hubot");
+    assert!(linked.body.contains("Your account"), "{}", linked.body);
+    let identities = me(&mut customer, &app)["identities"].clone();
+    assert_eq!(identities.as_array().unwrap().len(), 2, "{identities}");
+    let mut later = Browser::new();
+    later.sign_in(&app, "gh", "hubot");
+    assert_eq!(me(&mut later, &app)["accountId"], account);
+}
+
+#[test]
+fn microsoft_signs_in_any_tenant_or_the_allowed_ones_checking_the_token_s_own_issuer() {
+    let app = spawn_app();
+    let Some(standins) = standins(&app) else {
+        return;
+    };
+    let common = add(
+        &app,
+        "ms",
+        &["--kind", "microsoft", "--issuer", &standins.microsoft],
+    );
+    assert_eq!(
+        common["issuer"],
+        format!("{}/common/v2.0", standins.microsoft)
+    );
+    add(
+        &app,
+        "ms-a",
+        &[
+            "--kind",
+            "microsoft",
+            "--issuer",
+            &standins.microsoft,
+            "--tenant",
+            "organizations",
+            "--allowed-tenant",
+            "tenant-a",
+        ],
+    );
+    let page = Browser::new().get(&format!("{}/account", app.address));
+    for label in [
+        r#"href="/account/signin/ms">Sign in with Microsoft (ms)</a>"#,
+        r#"href="/account/signin/ms-a">Sign in with Microsoft (ms-a)</a>"#,
+    ] {
+        assert!(page.body.contains(label), "{label}: {}", page.body);
+    }
+
+    // `common`: accounts of two tenants sign in, each an identity of its tenant's issuer;
+    // Microsoft's e-mail claim is not verified, so it is not shown.
+    let mut alice = Browser::new();
+    alice.sign_in(&app, "ms", "alice@tenant-a");
+    let alice_me = me(&mut alice, &app);
+    assert_eq!(
+        alice_me["identities"][0]["issuer"],
+        format!("{}/tenant-a/v2.0", standins.microsoft)
+    );
+    assert_eq!(alice_me["identities"][0]["subject"], "sub-of-alice");
+    assert_eq!(alice_me["identities"][0]["email"], Value::Null);
+    assert_eq!(alice_me["name"], "alice@tenant-a");
+    let mut bob = Browser::new();
+    bob.sign_in(&app, "ms", "bob@tenant-b");
+    let bob_me = me(&mut bob, &app);
+    assert_eq!(
+        bob_me["identities"][0]["issuer"],
+        format!("{}/tenant-b/v2.0", standins.microsoft)
+    );
+    assert_ne!(bob_me["accountId"], alice_me["accountId"]);
+
+    // `--allowed-tenant tenant-a`: alice signs in (to her account: the same identity), bob
+    // is refused with a page that says why.
+    let mut alice_a = Browser::new();
+    alice_a.sign_in(&app, "ms-a", "alice@tenant-a");
+    assert_eq!(me(&mut alice_a, &app)["accountId"], alice_me["accountId"]);
+    let mut bob_a = Browser::new();
+    let page = bob_a.follow(
+        &format!("{}/account/signin/ms-a", app.address),
+        "bob@tenant-b",
+    );
+    assert_eq!(page.status, 403, "{}", page.body);
+    assert!(page.body.contains("may not sign in here"), "{}", page.body);
+    assert_eq!(bob_a.cookie(&app.address, "postal_session"), None);
+
+    // A token whose `iss` names another tenant than its `tid` is refused.
+    let mut liar = Browser::new();
+    let page = liar.follow(
+        &format!("{}/account/signin/ms", app.address),
+        "liar@tenant-a",
+    );
+    assert_eq!(page.status, 400, "{}", page.body);
+    assert!(page.body.contains("could not be verified"), "{}", page.body);
+    assert_eq!(liar.cookie(&app.address, "postal_session"), None);
+}
+
+#[test]
+fn the_operator_adds_each_kind_with_its_own_options_only() {
+    let app = spawn_app();
+    let google = add(&app, "google", &["--kind", "google"]);
+    assert_eq!(google["issuer"], "https://accounts.google.com");
+    let github = add(&app, "github", &["--kind", "github"]);
+    assert_eq!(github["issuer"], "https://github.com");
+    let microsoft = add(
+        &app,
+        "microsoft",
+        &["--kind", "microsoft", "--tenant", "consumers"],
+    );
+    assert_eq!(
+        microsoft["issuer"],
+        "https://login.microsoftonline.com/consumers/v2.0"
+    );
+    let (code, out, _) = postal(&app, &["provider", "list"]);
+    assert_eq!(code, Some(0));
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let kinds: Vec<&str> = listed["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["github", "google", "microsoft"]);
+    let page = Browser::new().get(&format!("{}/account", app.address));
+    for label in [
+        "Sign in with GitHub",
+        "Sign in with Google",
+        "Sign in with Microsoft",
+    ] {
+        assert!(page.body.contains(label), "{label}: {}", page.body);
+    }
+    assert!(!page.body.contains("<img") && !page.body.contains("<script"));
+
+    // Each refusal: exit 2, its reason, nothing added.
+    let secret = [
+        "--client-id",
+        "c",
+        "--client-secret-env",
+        "TEST_CLIENT_SECRET",
+    ];
+    for (args, said) in [
+        (vec!["--kind", "oidc"], "--kind oidc needs --issuer URL"),
+        (
+            vec!["--kind", "gitlab"],
+            "one of oidc, google, github, microsoft",
+        ),
+        (
+            vec!["--kind", "google", "--issuer", "https://x.example"],
+            "--issuer is not an option of --kind google",
+        ),
+        (
+            vec!["--kind", "github", "--tenant", "common"],
+            "--tenant is not an option of --kind github",
+        ),
+        (
+            vec!["--kind", "microsoft", "--allowed-org", "acme"],
+            "--allowed-org is not an option of --kind microsoft",
+        ),
+        (
+            vec!["--kind", "github", "--github-url", "github.example"],
+            "--github-url must be an http(s) URL",
+        ),
+        (
+            vec!["--kind", "github", "--allowed-org", "a b"],
+            "--allowed-org must be 1 to 100 of",
+        ),
+        (
+            vec!["--kind", "microsoft", "--tenant", "x/y"],
+            "--tenant is not a tenant",
+        ),
+    ] {
+        let mut full = vec!["provider", "add", "other"];
+        full.extend_from_slice(&secret);
+        full.extend(args.iter().copied());
+        let (code, _, err) = postal(&app, &full);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+    let (_, out, _) = postal(&app, &["provider", "list"]);
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed["providers"].as_array().unwrap().len(), 3);
+}
