@@ -264,7 +264,8 @@ async fn finish(
                 nonce,
                 now,
             };
-            flow::identity(&http, &provider, back).map_err(|e| signin_failure(provider.name.as_str(), e))
+            flow::identity(&http, &provider, back)
+                .map_err(|e| signin_failure(provider.name.as_str(), e))
         })
         .await
         .map_err(|e| Failure::new(e.status(), e.text()))??;
