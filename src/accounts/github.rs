@@ -20,7 +20,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use super::flow::Returned;
-use super::oidc::{Authorization, SignInError};
+use super::oidc::{Authorization, SignInError, json};
 use super::{IdentityView, Provider};
 use crate::domain::dashboard;
 
@@ -42,13 +42,9 @@ pub fn authorize(provider: &Provider, redirect: &str) -> Result<Authorization, S
         .append_pair("code_challenge", challenge.as_str())
         .append_pair("code_challenge_method", "S256")
         .append_pair("allow_signup", "true");
-    Ok(Authorization {
-        url: url.to_string(),
-        state: state.into(),
-        // GitHub has no ID token to carry a nonce; the sign-in row keeps one all the same.
-        nonce: dashboard::random_token(),
-        verifier: verifier.secret().clone().into(),
-    })
+    // GitHub has no ID token to carry a nonce; the sign-in row keeps one all the same.
+    let nonce = dashboard::random_token();
+    Ok(Authorization::new(url, state, nonce, &verifier))
 }
 
 /// The GitHub user the code stands for, exchanged with the sign-in's PKCE verifier.
@@ -162,19 +158,6 @@ fn access_token(
             ),
         )),
     }
-}
-
-/// An answer's body as JSON (at most 1 MiB read).
-fn json<T: serde::de::DeserializeOwned>(
-    response: &mut ureq::http::Response<ureq::Body>,
-) -> Result<T, String> {
-    let bytes = response
-        .body_mut()
-        .with_config()
-        .limit(1 << 20)
-        .read_to_vec()
-        .map_err(|e| e.to_string())?;
-    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
 }
 
 /// `url` of GitHub's API with the user's token, as JSON; `None` on 404.

@@ -75,6 +75,24 @@ pub struct Authorization {
     pub verifier: SecretString,
 }
 
+impl Authorization {
+    /// A sign-in sending the browser to `url`, with its `state`, `nonce` and PKCE
+    /// `verifier` to keep.
+    pub(super) fn new(
+        url: impl ToString,
+        state: String,
+        nonce: String,
+        verifier: &PkceCodeVerifier,
+    ) -> Authorization {
+        Authorization {
+            url: url.to_string(),
+            state: state.into(),
+            nonce,
+            verifier: verifier.secret().clone().into(),
+        }
+    }
+}
+
 impl std::fmt::Debug for Authorization {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Authorization")
@@ -104,12 +122,12 @@ pub fn authorize(
         request = request.add_scope(Scope::new("profile".to_string()));
     }
     let (url, state, nonce) = request.url();
-    Ok(Authorization {
-        url: url.to_string(),
-        state: state.secret().clone().into(),
-        nonce: nonce.secret().clone(),
-        verifier: verifier.secret().clone().into(),
-    })
+    Ok(Authorization::new(
+        url,
+        state.into_secret(),
+        nonce.secret().clone(),
+        &verifier,
+    ))
 }
 
 /// The identity `provider` vouches for: the code exchanged (with the sign-in's PKCE
@@ -189,6 +207,19 @@ fn tenant_of(jwt: &str) -> Result<String, String> {
     }
 }
 
+/// An answer's body as JSON (at most 1 MiB read).
+pub(super) fn json<T: serde::de::DeserializeOwned>(
+    response: &mut ureq::http::Response<ureq::Body>,
+) -> Result<T, String> {
+    let bytes = response
+        .body_mut()
+        .with_config()
+        .limit(1 << 20)
+        .read_to_vec()
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+}
+
 /// The HTTP client the crate calls: our agent, the answer read whole (at most 1 MiB).
 fn http_client(
     agent: &ureq::Agent,
@@ -248,14 +279,7 @@ fn microsoft_metadata(
     if response.status() != 200 {
         return Err(format!("{url} answered {}", response.status()));
     }
-    let bytes = response
-        .body_mut()
-        .with_config()
-        .limit(1 << 20)
-        .read_to_vec()
-        .map_err(|e| e.to_string())?;
-    let metadata: CoreProviderMetadata =
-        serde_json::from_slice(&bytes).map_err(|e| format!("{url}: {e}"))?;
+    let metadata: CoreProviderMetadata = json(&mut response).map_err(|e| format!("{url}: {e}"))?;
     let named = metadata.issuer().url();
     if named.origin() != issuer.url().origin() {
         return Err(format!(

@@ -231,6 +231,17 @@ pub struct SessionRow {
     pub client: Option<String>,
 }
 
+/// The live (not ended) session whose id hashes to the first parameter, with its
+/// account's public id, in either dialect (`mark`: `?` for SQLite, `$` for PostgreSQL).
+/// Its columns: public id, account, CSRF token, created, seen, client.
+pub(crate) fn session_query(mark: char) -> String {
+    format!(
+        "SELECT s.public_id, a.public_id, s.csrf, s.created_at, s.seen_at, s.client
+         FROM sessions s JOIN accounts a ON a.id = s.account_id
+         WHERE s.id_hash = {mark}1 AND s.ended_at IS NULL"
+    )
+}
+
 /// A live session as its account lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionView {

@@ -7,7 +7,7 @@ use tokio_postgres::{Client, GenericClient};
 
 use crate::db::admin::{
     AccountError, AuditEntry, Audited, IdentityView, Provider, SessionRow, SessionView, SignIn,
-    SignedIn,
+    SignedIn, session_query,
 };
 use crate::domain::admin::AuditAction;
 use crate::domain::dashboard::{self, DashboardRefused};
@@ -337,12 +337,7 @@ pub async fn session(
     now: i64,
 ) -> Result<Option<SessionRow>, AccountError> {
     let row = client
-        .query_opt(
-            "SELECT s.public_id, a.public_id, s.csrf, s.created_at, s.seen_at, s.client
-             FROM sessions s JOIN accounts a ON a.id = s.account_id
-             WHERE s.id_hash = $1 AND s.ended_at IS NULL",
-            &[&&id_hash[..]],
-        )
+        .query_opt(&session_query('$'), &[&&id_hash[..]])
         .await?;
     let Some(r) = row else {
         return Ok(None);

@@ -7,7 +7,7 @@ use secrecy::ExposeSecret;
 
 use crate::db::admin::{
     AccountError, AuditEntry, Audited, IdentityView, Provider, SessionRow, SessionView, SignIn,
-    SignedIn,
+    SignedIn, session_query,
 };
 use crate::db::sqlite::accounts::insert_account;
 use crate::db::sqlite::decode::find_account;
@@ -324,24 +324,18 @@ pub fn session(
     now: i64,
 ) -> Result<Option<SessionRow>, AccountError> {
     let row = conn
-        .query_row(
-            "SELECT s.public_id, a.public_id, s.csrf, s.created_at, s.seen_at, s.client
-             FROM sessions s JOIN accounts a ON a.id = s.account_id
-             WHERE s.id_hash = ?1 AND s.ended_at IS NULL",
-            [&id_hash[..]],
-            |r| {
-                Ok((
-                    SessionRow {
-                        public_id: r.get(0)?,
-                        account_id: r.get(1)?,
-                        csrf: r.get::<_, String>(2)?.into(),
-                        created_at: r.get(3)?,
-                        client: r.get(5)?,
-                    },
-                    r.get::<_, i64>(4)?,
-                ))
-            },
-        )
+        .query_row(&session_query('?'), [&id_hash[..]], |r| {
+            Ok((
+                SessionRow {
+                    public_id: r.get(0)?,
+                    account_id: r.get(1)?,
+                    csrf: r.get::<_, String>(2)?.into(),
+                    created_at: r.get(3)?,
+                    client: r.get(5)?,
+                },
+                r.get::<_, i64>(4)?,
+            ))
+        })
         .optional()?;
     let Some((row, seen)) = row else {
         return Ok(None);
