@@ -35,7 +35,8 @@
 //! each step lives:
 //!
 //! 1. **sign in**: `api::account` (HTTP only) sends the browser to a provider, and
-//!    `accounts::oidc` checks what comes back (OpenID Connect); `accounts` finds the
+//!    `accounts::flow` checks what comes back (`accounts::oidc` for OpenID Connect,
+//!    Google and Microsoft; `accounts::github` for GitHub's OAuth); `accounts` finds the
 //!    identity's account, or makes one with the free allowance.
 //! 2. **session**: `accounts` stores the session (its id only hashed); every call of
 //!    `/account/api` finds it, and a change also carries its CSRF token.
@@ -78,8 +79,8 @@
 //!   ledger (`accounts::Admin`, whose rules are `domain::admin`'s), by area (accounts,
 //!   keys, sign-in and identities, sessions, payments, the audit log), the account
 //!   store the server opens once (`accounts::Accounts`: pooled connections, threads of
-//!   its own), and the clients of the OpenID Connect providers (`accounts::oidc`) and of
-//!   Stripe (`accounts::stripe`).
+//!   its own), and the clients of the sign-in providers (`accounts::flow` over
+//!   `accounts::oidc` and `accounts::github`) and of Stripe (`accounts::stripe`).
 //! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt, the
 //!   gazetteer) and their sources (file, zip, directory, URL), the diff of an import
 //!   against the live data (changes, retired codes, the shrink guard) and the operator's
