@@ -56,7 +56,7 @@ pub fn identity(
     let token = access_token(http, provider, &back)?;
     let api = dashboard::github_api(&provider.issuer);
     let user: User = get(http, provider, &token, &format!("{api}/user"))?
-        .ok_or_else(|| unreachable(provider, "/user answered 404".into()))?;
+        .ok_or_else(|| refused(provider, "/user answered 403 or 404".into()))?;
     let emails: Vec<Email> =
         get(http, provider, &token, &format!("{api}/user/emails"))?.unwrap_or_default();
     if !provider.allowed.is_empty() && !member(http, provider, &token, &api)? {

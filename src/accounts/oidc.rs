@@ -109,7 +109,7 @@ pub fn authorize(
 ) -> Result<Authorization, SignInError> {
     let (client, _) = client(http, provider, redirect)?;
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-    let mut request = client
+    let request = client
         .authorize_url(
             CoreAuthenticationFlow::AuthorizationCode,
             || CsrfToken::new(dashboard::random_token()),
@@ -117,10 +117,6 @@ pub fn authorize(
         )
         .add_scope(Scope::new("email".to_string()))
         .set_pkce_challenge(challenge);
-    if provider.kind == ProviderKind::Microsoft {
-        // `preferred_username`, the name of a new account without a verified e-mail.
-        request = request.add_scope(Scope::new("profile".to_string()));
-    }
     let (url, state, nonce) = request.url();
     Ok(Authorization::new(
         url,
@@ -164,9 +160,9 @@ pub fn identity(
     if microsoft {
         let tid = tenant_of(&id_token.to_string()).map_err(&refused)?;
         let expected = dashboard::microsoft_issuer(&metadata_issuer, &tid);
-        if claims.issuer().as_str() != expected {
+        if expected.as_deref() != Some(claims.issuer().as_str()) {
             return Err(refused(format!(
-                "the ID token's issuer {} is not {expected} (its tid {tid})",
+                "the ID token's issuer {} is not the issuer of its tid {tid} ({expected:?})",
                 claims.issuer().as_str()
             )));
         }
@@ -186,7 +182,9 @@ pub fn identity(
         subject: claims.subject().as_str().to_owned(),
         provider: provider.name.clone(),
         email,
-        name: claims.preferred_username().map(|n| n.as_str().to_owned()),
+        // Not `preferred_username`: unverified (Microsoft's is a UPN that reads like an
+        // e-mail address any tenant may choose).
+        name: None,
         created_at: back.now,
     })
 }
@@ -280,11 +278,11 @@ fn microsoft_metadata(
         return Err(format!("{url} answered {}", response.status()));
     }
     let metadata: CoreProviderMetadata = json(&mut response).map_err(|e| format!("{url}: {e}"))?;
-    let named = metadata.issuer().url();
-    if named.origin() != issuer.url().origin() {
+    if !dashboard::microsoft_metadata_fits(issuer.as_str(), metadata.issuer().as_str()) {
         return Err(format!(
-            "{url} names the issuer {}, of another host",
-            metadata.issuer().as_str()
+            "{url} names the issuer {}, not one of {}",
+            metadata.issuer().as_str(),
+            issuer.as_str()
         ));
     }
     let jwks = JsonWebKeySet::fetch(metadata.jwks_uri(), &http_client(http))

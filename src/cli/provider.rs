@@ -48,7 +48,8 @@ pub(super) enum ProviderCommand {
         /// `consumers`, or a tenant's id or domain.
         #[arg(long, value_name = "TENANT")]
         tenant: Option<String>,
-        /// `microsoft`: only accounts of this tenant id sign in (repeatable: of any).
+        /// `microsoft`: only accounts of this tenant id (a GUID) sign in (repeatable: of
+        /// any).
         #[arg(long, value_name = "ID")]
         allowed_tenant: Vec<String>,
     },
@@ -175,7 +176,16 @@ impl Place {
                     .ok_or_else(|| BadInput(format!("--tenant is not a tenant: {tenant:?}")))?;
                 Ok((
                     format!("{}/{tenant}/v2.0", url("--issuer", base)?),
-                    allowed(&self.allowed_tenant, "--allowed-tenant")?,
+                    self.allowed_tenant
+                        .iter()
+                        .map(|t| {
+                            dashboard::tenant_id(t).ok_or_else(|| {
+                                BadInput(format!(
+                                    "--allowed-tenant must be a tenant id (a GUID): {t:?}"
+                                ))
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
                 ))
             }
         }

@@ -193,9 +193,9 @@ pub struct IdentityView {
     pub provider: ProviderName,
     /// Only when the provider said it is verified; display only, never a link.
     pub email: Option<String>,
-    /// What the provider calls the person (GitHub's login, an OpenID `preferred_username`):
-    /// the name of an account its first sign-in makes, when there is no verified e-mail.
-    /// Not stored: `None` in a listing.
+    /// What the provider calls the person, when the provider vouches for it (GitHub's
+    /// login): the name of an account its first sign-in makes, when there is no verified
+    /// e-mail. Not stored: `None` in a listing.
     pub name: Option<String>,
     /// Unix seconds.
     pub created_at: i64,

@@ -120,21 +120,58 @@ pub fn github_api(url: &str) -> String {
     }
 }
 
-/// The issuer a Microsoft ID token must name: the metadata's issuer with `{tenantid}`
-/// replaced by the token's own `tid` (a multi-tenant endpoint's metadata names the
-/// placeholder; a tenant's own names itself, and the replace changes nothing).
-pub fn microsoft_issuer(metadata_issuer: &str, tid: &str) -> String {
-    metadata_issuer.replace("{tenantid}", tid)
+/// The issuer a Microsoft ID token of tenant `tid` must name, from the issuer its
+/// metadata names: a multi-tenant endpoint's (`{base}/{tenantid}/v2.0`) with the
+/// placeholder replaced by `tid`; a tenant's own (`{base}/{id}/v2.0`) only when `tid` is
+/// that tenant (`None` otherwise: a token of another tenant than the metadata's).
+pub fn microsoft_issuer(metadata_issuer: &str, tid: &str) -> Option<String> {
+    if metadata_issuer.contains("{tenantid}") {
+        return Some(metadata_issuer.replace("{tenantid}", tid));
+    }
+    let tenant = metadata_issuer.strip_suffix("/v2.0")?.rsplit('/').next()?;
+    (tenant == tid).then(|| metadata_issuer.to_owned())
 }
 
-/// An organization login of GitHub or a tenant (a GUID, or a domain) of Microsoft, as
-/// `--allowed-org` and `--allowed-tenant` take it: 1 to 100 of a-z, A-Z, 0-9, '-', '.'
-/// and '_'.
+/// Whether `named`, the issuer a Microsoft metadata document names, is one the
+/// configured `issuer` (`{base}/{tenant}/v2.0`) may name: of the same base, one path
+/// segment (a tenant's id, or the `{tenantid}` placeholder) before `/v2.0`.
+pub fn microsoft_metadata_fits(issuer: &str, named: &str) -> bool {
+    let base = |url: &str| -> Option<(String, String)> {
+        let rest = url.strip_suffix("/v2.0")?;
+        let (base, tenant) = rest.rsplit_once('/')?;
+        Some((base.to_owned(), tenant.to_owned()))
+    };
+    match (base(issuer), base(named)) {
+        (Some((ours, _)), Some((theirs, tenant))) => {
+            ours == theirs && !tenant.is_empty() && !tenant.contains(['?', '#'])
+        }
+        _ => false,
+    }
+}
+
+/// A Microsoft tenant id as `--allowed-tenant` takes it: a GUID, lower-cased as tokens'
+/// `tid` carry it.
+pub fn tenant_id(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let groups: Vec<&str> = lower.split('-').collect();
+    let shape = [8, 4, 4, 4, 12];
+    let ok = groups.len() == 5
+        && groups
+            .iter()
+            .zip(shape)
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()));
+    ok.then_some(lower)
+}
+
+/// An organization login of GitHub (`--allowed-org`) or a Microsoft tenant as `--tenant`
+/// takes it (a GUID, a domain, `common`...): 1 to 100 of a-z, A-Z, 0-9, '-', '.' and '_',
+/// at least one a letter or a digit (never `.` or `..`, which would change a path).
 pub fn allowed_name(name: &str) -> Option<&str> {
     let ok = (1..=100).contains(&name.len())
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+        && name.bytes().any(|b| b.is_ascii_alphanumeric());
     ok.then_some(name)
 }
 
@@ -199,18 +236,41 @@ mod tests {
         );
         let common = "https://login.microsoftonline.com/{tenantid}/v2.0";
         assert_eq!(
-            microsoft_issuer(common, "9188040d"),
-            "https://login.microsoftonline.com/9188040d/v2.0"
+            microsoft_issuer(common, "9188040d").as_deref(),
+            Some("https://login.microsoftonline.com/9188040d/v2.0")
         );
         let own = "https://login.microsoftonline.com/9188040d/v2.0";
-        assert_eq!(microsoft_issuer(own, "other"), own);
+        assert_eq!(microsoft_issuer(own, "9188040d").as_deref(), Some(own));
+        assert_eq!(microsoft_issuer(own, "other"), None);
+        let configured = "https://login.microsoftonline.com/common/v2.0";
+        assert!(microsoft_metadata_fits(configured, common));
+        assert!(microsoft_metadata_fits(configured, own));
+        for other in [
+            "https://login.microsoftonline.com/a/b/v2.0",
+            "https://login.microsoftonline.com/common/v1.0",
+            "https://evil.example/common/v2.0",
+            "https://login.microsoftonline.com//v2.0",
+        ] {
+            assert!(!microsoft_metadata_fits(configured, other), "{other}");
+        }
+        assert_eq!(
+            tenant_id("9188040D-6C67-4C5B-B112-36A304B66DAD").as_deref(),
+            Some("9188040d-6c67-4c5b-b112-36a304b66dad")
+        );
+        for bad in [
+            "contoso.com",
+            "9188040d",
+            "9188040d-6c67-4c5b-b112-36a304b66dax",
+        ] {
+            assert_eq!(tenant_id(bad), None, "{bad}");
+        }
         assert_eq!(
             ProviderKind::from_stored("github"),
             Some(ProviderKind::Github)
         );
         assert_eq!(ProviderKind::Oidc.label(), None);
         assert_eq!(allowed_name("acme-corp"), Some("acme-corp"));
-        for bad in ["", "a b", "a/b", &"a".repeat(101)] {
+        for bad in ["", "a b", "a/b", ".", "..", "-", &"a".repeat(101)] {
             assert_eq!(allowed_name(bad), None, "{bad}");
         }
     }

@@ -11,6 +11,9 @@ use crate::account::{Browser, OIDC_DIR, form_action, node_modules};
 use crate::helpers::{TestApp, spawn_app};
 
 const SECRET: &str = "secret-of-postal";
+/// Two tenants of the Microsoft stand-in (a login `name@<tenant>` is of that tenant).
+const TENANT_A: &str = "aaaaaaaa-0000-4000-8000-00000000000a";
+const TENANT_B: &str = "bbbbbbbb-0000-4000-8000-00000000000b";
 
 /// The stand-ins, running until dropped.
 struct Standins {
@@ -354,7 +357,7 @@ fn github_with_allowed_orgs_lets_members_in_and_links_to_an_openid_account() {
         &["--kind", "github", "--github-url", &standins.github],
     );
     let mut customer = Browser::new();
-    customer.sign_in(&app, "ms", "carol@tenant-a");
+    customer.sign_in(&app, "ms", &format!("carol@{TENANT_A}"));
     let account = me(&mut customer, &app)["accountId"].clone();
     let linked = customer.follow(&format!("{}/account/link/gh", app.address), "hubot");
     assert!(linked.body.contains("Your account"), "{}", linked.body);
@@ -391,7 +394,7 @@ fn microsoft_signs_in_any_tenant_or_the_allowed_ones_checking_the_token_s_own_is
             "--tenant",
             "organizations",
             "--allowed-tenant",
-            "tenant-a",
+            &TENANT_A.to_uppercase(),
         ],
     );
     let page = Browser::new().get(&format!("{}/account", app.address));
@@ -405,43 +408,69 @@ fn microsoft_signs_in_any_tenant_or_the_allowed_ones_checking_the_token_s_own_is
     // `common`: accounts of two tenants sign in, each an identity of its tenant's issuer;
     // Microsoft's e-mail claim is not verified, so it is not shown.
     let mut alice = Browser::new();
-    alice.sign_in(&app, "ms", "alice@tenant-a");
+    alice.sign_in(&app, "ms", &format!("alice@{TENANT_A}"));
     let alice_me = me(&mut alice, &app);
     assert_eq!(
         alice_me["identities"][0]["issuer"],
-        format!("{}/tenant-a/v2.0", standins.microsoft)
+        format!("{}/{TENANT_A}/v2.0", standins.microsoft)
     );
     assert_eq!(alice_me["identities"][0]["subject"], "sub-of-alice");
     assert_eq!(alice_me["identities"][0]["email"], Value::Null);
-    assert_eq!(alice_me["name"], "alice@tenant-a");
+    // Named after its subject: `preferred_username` is not verified.
+    assert_eq!(alice_me["name"], "sub-of-alice");
     let mut bob = Browser::new();
-    bob.sign_in(&app, "ms", "bob@tenant-b");
+    bob.sign_in(&app, "ms", &format!("bob@{TENANT_B}"));
     let bob_me = me(&mut bob, &app);
     assert_eq!(
         bob_me["identities"][0]["issuer"],
-        format!("{}/tenant-b/v2.0", standins.microsoft)
+        format!("{}/{TENANT_B}/v2.0", standins.microsoft)
     );
     assert_ne!(bob_me["accountId"], alice_me["accountId"]);
 
-    // `--allowed-tenant tenant-a`: alice signs in (to her account: the same identity), bob
+    // `--allowed-tenant` tenant A (given in capitals, as a portal may show it): alice signs in (to her account: the same identity), bob
     // is refused with a page that says why.
     let mut alice_a = Browser::new();
-    alice_a.sign_in(&app, "ms-a", "alice@tenant-a");
+    alice_a.sign_in(&app, "ms-a", &format!("alice@{TENANT_A}"));
     assert_eq!(me(&mut alice_a, &app)["accountId"], alice_me["accountId"]);
     let mut bob_a = Browser::new();
     let page = bob_a.follow(
         &format!("{}/account/signin/ms-a", app.address),
-        "bob@tenant-b",
+        &format!("bob@{TENANT_B}"),
     );
     assert_eq!(page.status, 403, "{}", page.body);
     assert!(page.body.contains("may not sign in here"), "{}", page.body);
     assert_eq!(bob_a.cookie(&app.address, "postal_session"), None);
 
+    // One tenant's own endpoint: its account signs in, another tenant's is refused (its
+    // token's issuer is not the metadata's).
+    add(
+        &app,
+        "ms-own",
+        &[
+            "--kind",
+            "microsoft",
+            "--issuer",
+            &standins.microsoft,
+            "--tenant",
+            TENANT_A,
+        ],
+    );
+    let mut own = Browser::new();
+    own.sign_in(&app, "ms-own", &format!("alice@{TENANT_A}"));
+    assert_eq!(me(&mut own, &app)["accountId"], alice_me["accountId"]);
+    let mut stranger = Browser::new();
+    let page = stranger.follow(
+        &format!("{}/account/signin/ms-own", app.address),
+        &format!("bob@{TENANT_B}"),
+    );
+    assert_eq!(page.status, 400, "{}", page.body);
+    assert_eq!(stranger.cookie(&app.address, "postal_session"), None);
+
     // A token whose `iss` names another tenant than its `tid` is refused.
     let mut liar = Browser::new();
     let page = liar.follow(
         &format!("{}/account/signin/ms", app.address),
-        "liar@tenant-a",
+        &format!("liar@{TENANT_A}"),
     );
     assert_eq!(page.status, 400, "{}", page.body);
     assert!(page.body.contains("could not be verified"), "{}", page.body);
@@ -520,6 +549,14 @@ fn the_operator_adds_each_kind_with_its_own_options_only() {
         (
             vec!["--kind", "microsoft", "--tenant", "x/y"],
             "--tenant is not a tenant",
+        ),
+        (
+            vec!["--kind", "microsoft", "--tenant", ".."],
+            "--tenant is not a tenant",
+        ),
+        (
+            vec!["--kind", "microsoft", "--allowed-tenant", "contoso.com"],
+            "--allowed-tenant must be a tenant id (a GUID)",
         ),
     ] {
         let mut full = vec!["provider", "add", "other"];

@@ -11,8 +11,9 @@
 //
 // Microsoft: `/{tenant}/v2.0/.well-known/openid-configuration` whose issuer, for `common`,
 // `organizations` and `consumers`, is `{base}/{tenantid}/v2.0`; ID tokens (RS256) of the
-// tenant after the `@` of the login (`alice@tenant-a`), with `tid` and `iss` of that
-// tenant, except a login starting `liar` whose `iss` names `tenant-b`.
+// tenant after the `@` of the login (`alice@<tenant id>`), with `tid` and `iss` of that
+// tenant, except a login starting `liar` whose `iss` names the tenant
+// bbbbbbbb-0000-4000-8000-00000000000b.
 //
 //   node kinds.mjs '<json>'
 //   json: {"clientId": "postal", "clientSecret": "...", "redirectBase": "http://127.0.0.1:P",
@@ -209,7 +210,7 @@ const microsoft = await listen(async (req, res, url, body) => {
     if (!form.code_verifier || s256(form.code_verifier) !== grant.code_challenge) {
       return json(res, 400, { error: "invalid_grant", error_description: "PKCE" });
     }
-    const named = grant.login.startsWith("liar") ? "tenant-b" : grant.tid;
+    const named = grant.login.startsWith("liar") ? "bbbbbbbb-0000-4000-8000-00000000000b" : grant.tid;
     const idToken = await new SignJWT({
       tid: grant.tid,
       nonce: grant.nonce,
