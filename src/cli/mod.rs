@@ -100,6 +100,14 @@ enum Command {
 #[error("{0}")]
 struct BadInput(String);
 
+/// `text`, given as `flag`, when it is an http(s) URL.
+fn http_url<'a>(flag: &str, text: &'a str) -> Result<&'a str, BadInput> {
+    match text.starts_with("https://") || text.starts_with("http://") {
+        true => Ok(text),
+        false => Err(BadInput(format!("{flag} must be an http(s) URL: {text:?}"))),
+    }
+}
+
 /// How a command that ran to its end came out.
 enum Verdict {
     Success,

@@ -13,7 +13,7 @@ use crate::db::pg::LedgerConfig;
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::payments::DEFAULT_MAX_TOPUP;
 
-use super::{BadInput, Verdict, cluster, now_unix, print};
+use super::{BadInput, Verdict, cluster, http_url, now_unix, print};
 
 #[derive(Subcommand)]
 pub(super) enum PaymentsCommand {
@@ -136,12 +136,7 @@ pub(super) fn run(
                     ))
                     .into());
                 }
-                if !(api_base.starts_with("https://") || api_base.starts_with("http://")) {
-                    return Err(BadInput(format!(
-                        "--api-base must be an http(s) URL: {api_base:?}"
-                    ))
-                    .into());
-                }
+                http_url("--api-base", &api_base)?;
                 let max_topup = Micros::parse_usd(&max_topup)
                     .ok()
                     .filter(|m| *m >= MIN_TOPUP && m.get() % 10_000 == 0)

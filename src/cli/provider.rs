@@ -12,7 +12,7 @@ use crate::db::pg::LedgerConfig;
 use crate::domain::dashboard::{self, ProviderKind};
 use crate::domain::ids::ProviderName;
 
-use super::{BadInput, Verdict, cluster, now_unix, print};
+use super::{BadInput, Verdict, cluster, http_url, now_unix, print};
 
 #[derive(Subcommand)]
 pub(super) enum ProviderCommand {
@@ -93,10 +93,7 @@ fn kind(text: &str) -> Result<ProviderKind, String> {
 
 /// An http(s) URL as given, without its trailing '/'.
 fn url(flag: &str, text: &str) -> Result<String, BadInput> {
-    match text.starts_with("https://") || text.starts_with("http://") {
-        true => Ok(text.trim_end_matches('/').to_owned()),
-        false => Err(BadInput(format!("{flag} must be an http(s) URL: {text:?}"))),
-    }
+    Ok(http_url(flag, text)?.trim_end_matches('/').to_owned())
 }
 
 /// What `provider add` was given beyond the name and the client, checked for its kind.
