@@ -249,6 +249,8 @@ CREATE TABLE ledger (
     query_count   INTEGER NOT NULL DEFAULT 0 CHECK (query_count >= 0),
     endpoint      TEXT,                              -- charges: '/api/lookup', ...
     note          TEXT,                              -- adjustments: the reason
+    -- Charges: the API key they were made with (version 11; NULL for charges made before).
+    key_id        INTEGER REFERENCES api_keys (id),
     CHECK ((kind = 'charge') = (query_count > 0 AND endpoint IS NOT NULL)),
     CHECK (kind <> 'adjustment' OR note IS NOT NULL)
 ) STRICT;
@@ -265,6 +267,24 @@ CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger
 BEGIN
     SELECT RAISE(ABORT, 'the ledger is append-only');
 END;
+
+-- Usage per account, UTC day, API key and endpoint: the charge rows of the ledger summed,
+-- written by the flush that appends them (`db::sqlite::ledger::append_charges`), so the
+-- dashboard, `postal usage` and `postal key list` read an account's usage by its key here
+-- instead of scanning the ledger. `key_id` 0 holds the charges made before version 11,
+-- which did not record their key. `day`: the UTC day's start (unix seconds); `charged`:
+-- micro-USD taken; `last_at`: the last flush that counted here. (No comment inside: the
+-- migration's text is this one's.)
+CREATE TABLE usage_days (
+    account_id INTEGER NOT NULL REFERENCES accounts (id),
+    day        INTEGER NOT NULL,
+    key_id     INTEGER NOT NULL,
+    endpoint   TEXT NOT NULL,
+    queries    INTEGER NOT NULL CHECK (queries >= 0),
+    charged    INTEGER NOT NULL CHECK (charged >= 0),
+    last_at    INTEGER NOT NULL,
+    PRIMARY KEY (account_id, day, key_id, endpoint)
+) STRICT, WITHOUT ROWID;
 
 -- The answers of bulk requests sent with an `Idempotency-Key` (docs/money.md, "Idempotent
 -- bulk requests"), so that a retry within 24 hours replays the answer instead of running
@@ -390,4 +410,4 @@ CREATE TABLE topups (
 ) STRICT;
 CREATE INDEX topups_by_account ON topups (account_id, id);
 
-PRAGMA user_version = 10;
+PRAGMA user_version = 11;

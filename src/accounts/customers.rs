@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use crate::db::admin::{
-    AccountError, AccountLine, AccountView, Audited, LedgerEntry, NewAccount, UsageLine,
+    AccountError, AccountLine, AccountView, Audited, LedgerEntry, NewAccount, UsageLine, UsageQuery,
 };
 use crate::db::{pg, sqlite};
 use crate::domain::admin::{AuditAction, BalanceChange, LimitsChange};
@@ -125,15 +125,15 @@ impl Admin {
         }
     }
 
-    /// Charges of the last `days` UTC days, per day, account and endpoint (a server on the
+    /// Charges per day, account and endpoint (and key), as `query` asks (a server on the
     /// file flushes first).
-    pub async fn usage(&mut self, days: u32, now: i64) -> anyhow::Result<Vec<UsageLine>> {
+    pub async fn usage(&mut self, query: &UsageQuery) -> Result<Vec<UsageLine>, AccountError> {
         match &mut self.store {
             Store::File(conn) => {
                 Admin::tell_server(self.books.as_ref(), conn);
-                sqlite::reports::usage(conn, days, now)
+                sqlite::reports::usage(conn, query)
             }
-            Store::Ledger(client) => pg::reports::usage(client, days, now).await,
+            Store::Ledger(client) => pg::reports::usage(client, query).await,
         }
     }
 }

@@ -7,6 +7,7 @@ use crate::db::admin::{AccountError, Audited, KeyLine, NewKey};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
 use crate::domain::api_key::Publishable;
+use crate::domain::date::unix_secs;
 use crate::domain::ids::{AccountId, KeyId};
 
 use super::{Admin, Store};
@@ -66,11 +67,13 @@ impl Admin {
         Ok(())
     }
 
-    /// The account's keys, oldest first.
+    /// The account's keys, oldest first, each with its last use and queries of the last
+    /// 30 days.
     pub async fn keys(&mut self, account_id: &AccountId) -> Result<Vec<KeyLine>, AccountError> {
+        let now = unix_secs(SystemTime::now());
         match &mut self.store {
-            Store::File(conn) => sqlite::reports::keys(conn, account_id),
-            Store::Ledger(client) => pg::reports::keys(client, account_id).await,
+            Store::File(conn) => sqlite::reports::keys(conn, account_id, now),
+            Store::Ledger(client) => pg::reports::keys(client, account_id, now).await,
         }
     }
 

@@ -64,9 +64,11 @@ pub fn found<R>(
     }
 }
 
-/// A charge decided and held on its key: `queries` and their `amount`.
+/// A charge decided and held on its key: `queries` and their `amount`, made with the API
+/// key `key_id` (row id; the request that claimed the idempotency key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Held {
+    pub key_id: i64,
     pub endpoint: Endpoint,
     pub queries: u64,
     pub amount: Micros,
@@ -306,6 +308,7 @@ mod tests {
 
     fn held(queries: u64) -> Held {
         Held {
+            key_id: 1,
             endpoint: Endpoint::ValidateBulk,
             queries,
             amount: Micros::new(28 * queries as i64).unwrap(),

@@ -122,6 +122,9 @@ struct ListedKey {
     kind: &'static str,
     #[serde(flatten)]
     publishable: Option<Rules>,
+    /// To the minute; `null` if never used.
+    last_used_at: Option<String>,
+    queries_last_30_days: u64,
 }
 
 /// Runs `command` on the file at `db_path`, or with `ledger` on the cluster's ledger: a
@@ -183,6 +186,8 @@ pub(super) fn run(
                             revoked_at: k.revoked_at,
                             kind: KeyKind::of(k.publishable.as_ref()).as_str(),
                             publishable: k.publishable.as_ref().map(Rules::of),
+                            last_used_at: k.last_used_at,
+                            queries_last_30_days: k.queries_30d,
                         })
                         .collect(),
                 })?;

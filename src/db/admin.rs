@@ -100,16 +100,70 @@ pub struct LedgerEntry {
     pub note: Option<String>,
 }
 
-/// Billed queries and their price for one account, endpoint and UTC day (`postal usage`).
+/// Billed queries and their price for one account, endpoint and UTC day (`postal usage`),
+/// and with [`UsageQuery::per_key`] one API key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageLine {
     /// `YYYY-MM-DD`, UTC.
     pub date: String,
     pub account_id: AccountId,
+    /// Per key: the key (`None` for charges made before version 11 counted keys); `None`
+    /// otherwise.
+    pub key_id: Option<KeyId>,
     pub endpoint: String,
     pub queries: u64,
     /// What those queries cost (positive).
     pub charged: Micros,
+}
+
+/// Which usage to read (`usage_days`): the last `days` UTC days at `now` (unix seconds,
+/// today included), of one account or every one, of one key or all, per key or summed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageQuery {
+    pub days: u32,
+    pub now: i64,
+    pub account: Option<AccountId>,
+    /// Only this key (of `account`, which it needs).
+    pub key: Option<KeyId>,
+    /// One line per key, or the keys summed.
+    pub per_key: bool,
+}
+
+impl UsageQuery {
+    /// The first day's start.
+    pub fn from(&self) -> i64 {
+        day_start(self.now) - (i64::from(self.days.max(1)) - 1) * DAY
+    }
+
+    /// The SQL of the query, `?N`/`$N` written by `param` for parameters 1 (from), 2
+    /// (the account's row id) and 3 (the key's): the same for both stores.
+    pub fn sql(&self, param: fn(usize) -> String) -> String {
+        let key = if self.per_key { ", u.key_id" } else { "" };
+        let mut filter = format!("u.day >= {}", param(1));
+        if self.account.is_some() {
+            filter += &format!(" AND u.account_id = {}", param(2));
+        }
+        if self.key.is_some() {
+            filter += &format!(" AND u.key_id = {}", param(3));
+        }
+        let key_column = match self.per_key {
+            true => "(SELECT k.public_id FROM api_keys k WHERE k.id = u.key_id)",
+            false => "CAST(NULL AS TEXT)",
+        };
+        format!(
+            "SELECT u.day, (SELECT a.public_id FROM accounts a WHERE a.id = u.account_id),
+                    {key_column}, u.endpoint, CAST(sum(u.queries) AS BIGINT),
+                    CAST(sum(u.charged) AS BIGINT)
+             FROM usage_days u WHERE {filter}
+             GROUP BY u.day, u.account_id{key}, u.endpoint
+             ORDER BY u.day, u.account_id{key}, u.endpoint"
+        )
+    }
+}
+
+/// The first day of a key's "last 30 days" (`KeyLine::queries_30d`), at `now`.
+pub fn last_30_days(now: i64) -> i64 {
+    day_start(now) - 29 * DAY
 }
 
 /// One key of an account (`postal key list`): never the secret, which is not stored.
@@ -128,6 +182,11 @@ pub struct KeyLine {
     pub expires_at: Option<String>,
     /// `None` for a secret key.
     pub publishable: Option<Publishable>,
+    /// When a charge of it was last written, to the minute (`2026-11-28T21:04:00Z`);
+    /// `None` if never (since version 11 counted keys).
+    pub last_used_at: Option<String>,
+    /// Its billed queries in the last 30 UTC days, today included.
+    pub queries_30d: u64,
 }
 
 /// `postal ledger verify`.

@@ -43,7 +43,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
 /// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
@@ -323,6 +323,26 @@ const MIGRATION_10: &str = "
     ALTER TABLE oidc_providers ADD COLUMN allowed TEXT NOT NULL DEFAULT '';
     PRAGMA user_version = 10;";
 
+/// Version 10 to 11: usage per key (as in schema.sql): the key of each charge from now on,
+/// and the charges so far summed per account, day and endpoint under key 0.
+const MIGRATION_11: &str = "
+    ALTER TABLE ledger ADD COLUMN key_id INTEGER REFERENCES api_keys (id);
+    CREATE TABLE usage_days (
+        account_id INTEGER NOT NULL REFERENCES accounts (id),
+        day        INTEGER NOT NULL,
+        key_id     INTEGER NOT NULL,
+        endpoint   TEXT NOT NULL,
+        queries    INTEGER NOT NULL CHECK (queries >= 0),
+        charged    INTEGER NOT NULL CHECK (charged >= 0),
+        last_at    INTEGER NOT NULL,
+        PRIMARY KEY (account_id, day, key_id, endpoint)
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO usage_days (account_id, day, key_id, endpoint, queries, charged, last_at)
+        SELECT account_id, at - at % 86400, 0, endpoint, sum(query_count), -sum(amount), max(at)
+        FROM ledger WHERE kind = 'charge'
+        GROUP BY account_id, at - at % 86400, endpoint;
+    PRAGMA user_version = 11;";
+
 /// One rung of the ladder: SQL, or code where SQL alone cannot say it.
 enum Migration {
     Sql(&'static str),
@@ -341,6 +361,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize - 1] = [
     Migration::Sql(MIGRATION_8),
     Migration::Sql(MIGRATION_9),
     Migration::Sql(MIGRATION_10),
+    Migration::Sql(MIGRATION_11),
 ];
 
 /// How long a statement waits for another connection's write lock before failing. Every
@@ -629,8 +650,28 @@ mod tests {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
         };
+        // The ledger's columns and foreign keys, and usage_days written alike.
+        let shape = |conn: &Connection| {
+            names(
+                conn,
+                "SELECT 'column ' || name || ' ' || type || ' ' || \"notnull\" || ' ' || pk
+                     FROM pragma_table_info('ledger')
+                 UNION ALL SELECT 'references ' || \"from\" || ' ' || \"table\"
+                     FROM pragma_foreign_key_list('ledger')
+                 UNION ALL SELECT 'usage_days ' || sql FROM sqlite_master
+                     WHERE tbl_name = 'usage_days'",
+            )
+            .into_iter()
+            .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+        };
         let fresh = open(&dir.path().join("fresh.db")).unwrap();
-        assert_eq!(schema(&conn), schema(&fresh));
+        let migrated = shape(&conn);
+        assert!(
+            migrated.iter().any(|l| l == "references key_id api_keys"),
+            "{migrated:?}"
+        );
+        assert_eq!(migrated, shape(&fresh));
     }
 
     #[test]
@@ -674,7 +715,10 @@ mod tests {
         );
     }
 
-    /// What turns a new file into a version 9 file.
+    /// What turns a new file into a version 10 file.
+    const WITHOUT_11: &str = "DROP TABLE usage_days; ALTER TABLE ledger DROP COLUMN key_id;";
+
+    /// What turns a version 10 file into a version 9 file.
     const WITHOUT_10: &str = "ALTER TABLE oidc_providers DROP COLUMN kind;
         ALTER TABLE oidc_providers DROP COLUMN allowed;";
 
@@ -696,7 +740,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = reopened(
             &dir.path().join("old.db"),
-            &format!("{WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"),
+            &format!(
+                "{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
+            ),
         );
         let new = open(&dir.path().join("new.db")).unwrap();
         let shape = |conn: &Connection| {
@@ -724,7 +770,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = reopened(
             &dir.path().join("old.db"),
-            &format!("{WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"),
+            &format!("{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"),
         );
         let new = open(&dir.path().join("new.db")).unwrap();
         let schema = |conn: &Connection| -> Vec<(String, String)> {
@@ -754,12 +800,82 @@ mod tests {
     }
 
     #[test]
+    fn a_version_10_file_gets_its_charges_summed_per_day_under_key_0_and_a_new_files_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two charges of account 1 on one day and one the next, a top-up, account 2's
+        // charge: three days' rows of (account, day, endpoint), the top-up in none.
+        let day = 20_000 * 86_400;
+        let conn = reopened(
+            &dir.path().join("v10.db"),
+            &format!(
+                "{WITHOUT_11} PRAGMA user_version = 10;
+                 INSERT INTO accounts (id, public_id, balance, created_at)
+                     VALUES (1, 'acct_a', 1000, 0), (2, 'acct_b', 1000, 0);
+                 INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
+                                     endpoint)
+                     VALUES (1, {day}, 'topup', 1196, 1196, 0, NULL),
+                            (1, {day} + 10, 'charge', -84, 1112, 3, 'lookup'),
+                            (1, {day} + 99, 'charge', -28, 1084, 1, 'lookup'),
+                            (1, {day} + 86400, 'charge', -84, 1000, 3, 'city'),
+                            (2, {day} + 5, 'charge', -28, 972, 1, 'lookup');"
+            ),
+        );
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let usage = rows(
+            &conn,
+            "SELECT account_id, day, key_id, endpoint, queries, charged, last_at
+             FROM usage_days ORDER BY account_id, day",
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, i64>(6)?,
+                ))
+            },
+        );
+        assert_eq!(
+            usage,
+            [
+                (1, day, 0, "lookup".to_owned(), 4, 112, day + 99),
+                (1, day + 86_400, 0, "city".to_owned(), 3, 84, day + 86_400),
+                (2, day, 0, "lookup".to_owned(), 1, 28, day + 5),
+            ]
+        );
+        // The ledger's columns and foreign keys, and usage_days written alike.
+        let shape = |conn: &Connection| {
+            names(
+                conn,
+                "SELECT 'column ' || name || ' ' || type || ' ' || \"notnull\" || ' ' || pk
+                     FROM pragma_table_info('ledger')
+                 UNION ALL SELECT 'references ' || \"from\" || ' ' || \"table\"
+                     FROM pragma_foreign_key_list('ledger')
+                 UNION ALL SELECT 'usage_days ' || sql FROM sqlite_master
+                     WHERE tbl_name = 'usage_days'",
+            )
+            .into_iter()
+            .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        let migrated = shape(&conn);
+        assert!(
+            migrated.iter().any(|l| l == "references key_id api_keys"),
+            "{migrated:?}"
+        );
+        assert_eq!(migrated, shape(&fresh));
+    }
+
+    #[test]
     fn a_version_9_file_keeps_its_providers_as_openid_ones_open_to_anyone() {
         let dir = tempfile::tempdir().unwrap();
         let conn = reopened(
             &dir.path().join("v9.db"),
             &format!(
-                "{WITHOUT_10} PRAGMA user_version = 9;
+                "{WITHOUT_11} {WITHOUT_10} PRAGMA user_version = 9;
                  INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
                      VALUES ('p1', 'https://id.example', 'postal', 'secret', 0);"
             ),
@@ -793,7 +909,7 @@ mod tests {
         let conn = reopened(
             &dir.path().join("v8.db"),
             &format!(
-                "{WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
+                "{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
                  INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
                  INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
                                        per_ip_minute)
@@ -837,7 +953,7 @@ mod tests {
         let conn = reopened(
             &dir.path().join("p.db"),
             &format!(
-                "{WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
+                "{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
                  INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);"
             ),
         );

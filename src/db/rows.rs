@@ -23,10 +23,12 @@ pub struct ActiveKey {
     pub expires_at: Option<i64>,
 }
 
-/// What one account was charged on one endpoint since the last flush.
+/// What one account was charged on one endpoint with one API key since the last flush.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChargeRow {
     pub account_id: i64,
+    /// The API key's row id (`api_keys.id`).
+    pub key_id: i64,
     pub endpoint: Endpoint,
     pub queries: u64,
     pub amount: Micros,

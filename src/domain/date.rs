@@ -54,7 +54,6 @@ impl UtcDate {
     }
 }
 
-/// A unix second as RFC 3339 in UTC: `2026-11-25T16:53:21Z`.
 /// A time as both ledgers store it and the dashboard compares it: unix seconds (0 before
 /// the epoch).
 pub fn unix_secs(t: SystemTime) -> i64 {
@@ -63,6 +62,7 @@ pub fn unix_secs(t: SystemTime) -> i64 {
         .unwrap_or(0)
 }
 
+/// A unix second as RFC 3339 in UTC: `2026-11-25T16:53:21Z`.
 pub fn rfc3339(seconds: i64) -> String {
     let (y, m, d) = civil_from_days(seconds.div_euclid(86_400));
     let s = seconds.rem_euclid(86_400);
@@ -72,6 +72,11 @@ pub fn rfc3339(seconds: i64) -> String {
         s / 60 % 60,
         s % 60
     )
+}
+
+/// A unix second to the minute, as RFC 3339 in UTC: `2026-11-25T16:53:00Z`.
+pub fn rfc3339_minute(seconds: i64) -> String {
+    rfc3339(seconds - seconds.rem_euclid(60))
 }
 
 impl fmt::Display for UtcDate {

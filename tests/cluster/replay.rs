@@ -18,6 +18,9 @@ fn a_flush_retried_under_its_number_is_applied_once() {
         "SELECT id FROM accounts WHERE public_id = '{}'",
         account.account_id
     ));
+    let key_id = pg.i64(&format!(
+        "SELECT id FROM api_keys WHERE account_id = {id} ORDER BY id LIMIT 1"
+    ));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -35,6 +38,7 @@ fn a_flush_retried_under_its_number_is_applied_once() {
         assert_eq!(grant.remaining, m(280));
         let charges = [ChargeRow {
             account_id: id,
+            key_id,
             endpoint: Endpoint::Lookup,
             queries: 3,
             amount: m(84),
@@ -81,6 +85,13 @@ fn a_flush_retried_under_its_number_is_applied_once() {
             "SELECT count(*) FROM ledger WHERE account_id = {id} AND kind = 'charge'"
         )),
         1
+    );
+    assert_eq!(
+        pg.i64(&format!(
+            "SELECT queries FROM usage_days WHERE account_id = {id} AND key_id = {key_id}"
+        )),
+        3,
+        "the replayed batch is counted once per key too"
     );
     assert_eq!(pg.i64("SELECT count(*) FROM leases"), 0);
     assert_ledger_ok(&pg);

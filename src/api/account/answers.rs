@@ -88,6 +88,23 @@ documented! {
 }
 
 documented! {
+    /// `accountUsage`: a read with query parameters, one of them a key of the account.
+    UsageRead: [
+        (
+            400,
+            "A query parameter outside its documented values (`Invalid JSON body`, the text \
+             of any request that cannot be parsed).",
+        ),
+        UNSIGNED_401,
+        (
+            404,
+            "`key` names no key of the account (`no key \"<keyId>\"`).",
+        ),
+        INTERNAL_500,
+    ]
+}
+
+documented! {
     /// `createKey`.
     NewKey: body_change!(
         "a field does not fit its documented type or bounds (`Invalid '<field>'`; a \

@@ -51,6 +51,14 @@ pub struct KeyBody {
     /// A publishable key's budget: its requests in a UTC day over every client IP.
     #[oai(rename = "maxPerDay", skip_serializing_if_is_none)]
     pub max_per_day: Option<u32>,
+    /// When it was last used, to the minute (`2026-11-28T21:04:00Z`): when a flush wrote
+    /// its last charge, within a second of the request. `null` if never.
+    #[oai(rename = "lastUsedAt")]
+    pub last_used_at: Option<String>,
+    /// Its billed queries in the last 30 UTC days, today included (a bulk request counts
+    /// its records).
+    #[oai(rename = "queriesLast30Days")]
+    pub queries_last_30_days: u64,
     /// The key itself: only when it was just made.
     #[oai(rename = "apiKey", skip_serializing_if_is_none)]
     pub api_key: Option<String>,
@@ -92,6 +100,8 @@ impl KeyBody {
             per_ip_minute: k.publishable.as_ref().map(|p| p.per_ip_minute),
             max_per_minute: k.publishable.as_ref().and_then(|p| p.budget.per_minute),
             max_per_day: k.publishable.as_ref().and_then(|p| p.budget.per_day),
+            last_used_at: k.last_used_at.clone(),
+            queries_last_30_days: k.queries_30d,
             api_key: None,
         }
     }

@@ -397,6 +397,8 @@ mod tests {
             per_ip_minute: None,
             max_per_minute: None,
             max_per_day: None,
+            last_used_at: None,
+            queries_last_30_days: 0,
             api_key: Some(SECRETS[7].into()),
         };
         printed("KeyBody", format!("{key:?}"));

@@ -8,11 +8,13 @@ use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
-use super::answers::{Failed, Read, ReadQuery};
+use super::answers::{Failed, Read, UsageRead};
 use super::extract::Signed;
 use super::shared::{Format, JsonOrCsv, Listing, csv};
 use super::{Dashboard, now_unix};
 use crate::api::ApiTags;
+use crate::db::admin::UsageQuery;
+use crate::domain::ids::KeyId;
 
 /// Billed queries and their price for one UTC day and operation.
 #[derive(Debug, Object)]
@@ -28,6 +30,9 @@ pub struct UsageLineBody {
 pub struct UsageBody {
     #[oai(rename = "accountId")]
     pub account_id: String,
+    /// The key asked for; `null`: every key of the account.
+    #[oai(rename = "keyId")]
+    pub key_id: Option<String>,
     pub days: u32,
     pub usage: Vec<UsageLineBody>,
 }
@@ -56,7 +61,8 @@ pub struct UsageApi;
 
 #[OpenApi(prefix_path = "/account/api", tag = "ApiTags::Account")]
 impl UsageApi {
-    /// Billed queries and USD per UTC day and operation, oldest first.
+    /// Billed queries and USD per UTC day and operation, oldest first, of every key or
+    /// one; the CSV has a line per day, key and operation.
     #[oai(path = "/usage", method = "get", operation_id = "accountUsage")]
     async fn usage(
         &self,
@@ -65,21 +71,27 @@ impl UsageApi {
         /// The last this many UTC days, today included (1 to 366; default 30).
         #[oai(validator(minimum(value = "1"), maximum(value = "366")))]
         days: Query<Option<u32>>,
+        /// Only this key of the account (`key_...`); every key by default.
+        key: Query<Option<String>>,
         format: Query<Option<Format>>,
-    ) -> Result<Listing<UsageBody>, Failed<ReadQuery>> {
+    ) -> Result<Listing<UsageBody>, Failed<UsageRead>> {
         let account = signed.0.account();
-        let days = days.0.unwrap_or(30);
-        let now = now_unix();
-        let wanted = account.clone();
+        let format = format.0.unwrap_or(Format::Json);
+        let query = UsageQuery {
+            days: days.0.unwrap_or(30),
+            now: now_unix(),
+            account: Some(account.clone()),
+            key: key.0.map(KeyId::new),
+            per_key: format == Format::Csv,
+        };
+        let (days, key_id) = (query.days, query.key.clone());
         let lines = dash
-            .admin(move |mut admin| async move { Ok(admin.usage(days, now).await?) })
-            .await?
-            .into_iter()
-            .filter(|l| l.account_id == wanted)
-            .collect::<Vec<_>>();
-        Ok(Listing::Ok(match format.0.unwrap_or(Format::Json) {
+            .admin(move |mut admin| async move { admin.usage(&query).await })
+            .await?;
+        Ok(Listing::Ok(match format {
             Format::Json => JsonOrCsv::Json(Json(UsageBody {
                 account_id: account.into(),
+                key_id: key_id.map(String::from),
                 days,
                 usage: lines
                     .into_iter()
@@ -92,12 +104,13 @@ impl UsageApi {
                     .collect(),
             })),
             Format::Csv => JsonOrCsv::Csv(csv(
-                &["date", "endpoint", "queries", "charged_usd"],
+                &["date", "key_id", "endpoint", "queries", "charged_usd"],
                 lines
                     .into_iter()
                     .map(|l| {
                         vec![
                             l.date,
+                            l.key_id.map(String::from).unwrap_or_default(),
                             l.endpoint,
                             l.queries.to_string(),
                             l.charged.to_string(),

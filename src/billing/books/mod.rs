@@ -182,13 +182,14 @@ impl Books {
         if billed {
             self.admit_in_windows(caller.account_id, queries, now);
             let charge = Held {
+                key_id: caller.key_id,
                 endpoint,
                 queries,
                 amount: cost,
             };
             let held = hold_on.is_some_and(|claimed| claimed.hold(&mut self.answers, charge));
             if !held {
-                self.pending.add(caller.account_id, endpoint, queries, cost);
+                self.pending.add(caller, endpoint, queries, cost);
             }
         }
         Ok(Charged {
@@ -379,8 +380,7 @@ impl Books {
             .answers
             .answer(account_id, key, ticket, body, SystemTime::now());
         if let Some(held) = held {
-            self.pending
-                .add(account_id, held.endpoint, held.queries, held.amount);
+            self.pending.add_held(account_id, held);
         }
         self.pending.answers.extend(stored);
         self.batch
@@ -397,8 +397,7 @@ impl Books {
         in_ledger: bool,
     ) {
         if let Some(held) = self.answers.release(account_id, key, ticket) {
-            self.pending
-                .add(account_id, held.endpoint, held.queries, held.amount);
+            self.pending.add_held(account_id, held);
         }
         if in_ledger {
             self.pending.released.push(ReleasedClaim {
@@ -680,14 +679,17 @@ impl Books {
         let mut charges: Vec<ChargeRow> = pending
             .rows
             .into_iter()
-            .map(|((account_id, endpoint), (queries, amount))| ChargeRow {
-                account_id,
-                endpoint,
-                queries,
-                amount,
-            })
+            .map(
+                |((account_id, key_id, endpoint), (queries, amount))| ChargeRow {
+                    account_id,
+                    key_id,
+                    endpoint,
+                    queries,
+                    amount,
+                },
+            )
             .collect();
-        charges.sort_by_key(|r| (r.account_id, r.endpoint));
+        charges.sort_by_key(|r| (r.account_id, r.key_id, r.endpoint));
         Batch {
             number,
             at: SystemTime::now(),
@@ -743,8 +745,12 @@ impl Books {
     /// A batch that did not commit goes back into the pending charges.
     pub(super) fn put_back(&mut self, batch: Batch) {
         for row in batch.charges {
+            let caller = Caller {
+                account_id: row.account_id,
+                key_id: row.key_id,
+            };
             self.pending
-                .add(row.account_id, row.endpoint, row.queries, row.amount);
+                .add(caller, row.endpoint, row.queries, row.amount);
         }
         self.pending
             .counters
@@ -773,11 +779,19 @@ mod tests {
         Books::new(Answers::default(), Leasing::Grants, false)
     }
 
+    /// The account's key of the same number.
+    fn caller(account_id: i64) -> Caller {
+        Caller {
+            account_id,
+            key_id: account_id,
+        }
+    }
+
     #[test]
     fn with_grants_a_flush_takes_the_accounts_due_and_leaves_the_others_pending() {
         let mut books = cluster();
-        books.pending.add(1, Endpoint::Lookup, 1, m(28));
-        books.pending.add(2, Endpoint::Lookup, 2, m(56));
+        books.pending.add(caller(1), Endpoint::Lookup, 1, m(28));
+        books.pending.add(caller(2), Endpoint::Lookup, 2, m(56));
         assert!(!books.flush_due(false), "nothing is old enough yet");
         assert!(books.flush_due(true));
         let old = BootTime::now().before(FLUSH_AGE);
@@ -807,8 +821,8 @@ mod tests {
         lease.deadline = Some(now.deadline());
         lease.spend(m(1_428), now);
         books.grants.as_mut().unwrap().leases.insert(7, lease);
-        books.pending.add(7, Endpoint::Lookup, 51, m(1_428));
-        books.pending.add(8, Endpoint::Lookup, 1, m(28));
+        books.pending.add(caller(7), Endpoint::Lookup, 51, m(1_428));
+        books.pending.add(caller(8), Endpoint::Lookup, 1, m(28));
         assert!(books.flush_due(false));
         let batch = books.take_batch(false);
         assert_eq!(batch.topups.len(), 1);
@@ -820,8 +834,8 @@ mod tests {
     #[test]
     fn the_whole_balance_leased_takes_everything_pending() {
         let mut books = Books::default();
-        books.pending.add(1, Endpoint::Lookup, 1, m(28));
-        books.pending.add(2, Endpoint::Lookup, 1, m(28));
+        books.pending.add(caller(1), Endpoint::Lookup, 1, m(28));
+        books.pending.add(caller(2), Endpoint::Lookup, 1, m(28));
         assert!(books.flush_due(false));
         assert_eq!(books.take_batch(false).charges.len(), 2);
     }

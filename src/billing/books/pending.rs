@@ -1,4 +1,4 @@
-//! What the books charged and no flush has taken yet: charge rows per account and
+//! What the books charged and no flush has taken yet: charge rows per account, key and
 //! endpoint, window admissions, counters changed, idempotent answers and released
 //! claims, and how a flush takes part of it.
 
@@ -7,7 +7,9 @@ use super::*;
 /// Charged, not yet flushed.
 #[derive(Default)]
 pub(super) struct Pending {
-    pub(super) rows: FastMap<(i64, Endpoint), (u64, Micros)>,
+    /// Queries and amount per (account, key, endpoint): a key's usage is counted here,
+    /// with its account's charge, and written by the same flush.
+    pub(super) rows: FastMap<(i64, i64, Endpoint), (u64, Micros)>,
     /// With grants: queries admitted per account and window.
     pub(super) windows: FastMap<(i64, WindowKey), u64>,
     /// Accounts whose window counters changed.
@@ -32,28 +34,32 @@ impl Pending {
     /// Per account, the amount charged and not yet flushed (one pass over the rows).
     pub(super) fn amounts(&self) -> FastMap<i64, Micros> {
         let mut sums: FastMap<i64, Micros> = FastMap::default();
-        for ((id, _), (_, amount)) in &self.rows {
+        for ((id, _, _), (_, amount)) in &self.rows {
             let sum = sums.entry(*id).or_insert(Micros::ZERO);
             *sum = sum.checked_add(*amount).unwrap_or(*sum);
         }
         sums
     }
 
-    pub(super) fn add(
-        &mut self,
-        account_id: i64,
-        endpoint: Endpoint,
-        queries: u64,
-        amount: Micros,
-    ) {
+    pub(super) fn add(&mut self, caller: Caller, endpoint: Endpoint, queries: u64, amount: Micros) {
+        let account_id = caller.account_id;
         let row = self
             .rows
-            .entry((account_id, endpoint))
+            .entry((account_id, caller.key_id, endpoint))
             .or_insert((0, Micros::ZERO));
         row.0 += queries;
         row.1 = row.1.checked_add(amount).unwrap_or(Micros::MAX);
         self.counters.insert(account_id);
         self.since.entry(account_id).or_insert_with(BootTime::now);
+    }
+
+    /// A charge held on an idempotency key of `account_id`, made pending.
+    pub(super) fn add_held(&mut self, account_id: i64, held: Held) {
+        let caller = Caller {
+            account_id,
+            key_id: held.key_id,
+        };
+        self.add(caller, held.endpoint, held.queries, held.amount);
     }
 
     /// Takes out what is pending of the accounts `due` (everything of the answers and
@@ -64,10 +70,10 @@ impl Pending {
             released: std::mem::take(&mut self.released),
             ..Pending::default()
         };
-        self.rows.retain(|&(id, endpoint), &mut row| {
+        self.rows.retain(|&(id, key, endpoint), &mut row| {
             let keep = !due.contains(&id);
             if !keep {
-                taken.rows.insert((id, endpoint), row);
+                taken.rows.insert((id, key, endpoint), row);
             }
             keep
         });

@@ -49,6 +49,7 @@ pub const FILE_TABLES: &[(&str, Fate)] = &[
     ),
     ("api_keys", Fate::Moved { except: &[] }),
     ("ledger", Fate::Moved { except: &[] }),
+    ("usage_days", Fate::Moved { except: &[] }),
     ("oidc_providers", Fate::Moved { except: &[] }),
     ("identities", Fate::Moved { except: &[] }),
     ("audit_log", Fate::Moved { except: &[] }),

@@ -267,6 +267,26 @@ ALTER TABLE oidc_providers ADD COLUMN kind text NOT NULL DEFAULT 'oidc'
     CHECK (kind IN ('oidc', 'google', 'github', 'microsoft'));
 ALTER TABLE oidc_providers ADD COLUMN allowed text NOT NULL DEFAULT '';
 "#,
+    r#"
+-- Usage per key (schema.sql's version 11): each charge's key, and the charges summed per
+-- account, UTC day, key and endpoint by the flushes of every node (key 0: charges made
+-- before keys were counted).
+ALTER TABLE ledger ADD COLUMN key_id bigint REFERENCES api_keys (id);
+CREATE TABLE usage_days (
+    account_id bigint NOT NULL REFERENCES accounts (id),
+    day        bigint NOT NULL,
+    key_id     bigint NOT NULL,
+    endpoint   text NOT NULL,
+    queries    bigint NOT NULL CHECK (queries >= 0),
+    charged    bigint NOT NULL CHECK (charged >= 0),
+    last_at    bigint NOT NULL,
+    PRIMARY KEY (account_id, day, key_id, endpoint)
+);
+INSERT INTO usage_days (account_id, day, key_id, endpoint, queries, charged, last_at)
+    SELECT account_id, at - at % 86400, 0, endpoint, sum(query_count), -sum(amount), max(at)
+    FROM ledger WHERE kind = 'charge'
+    GROUP BY account_id, at - at % 86400, endpoint;
+"#,
 ];
 
 /// A connection string without its password, for messages: a URL's user info

@@ -283,6 +283,7 @@ pub async fn flush(client: &mut Client, flush: &Flush<'_>) -> anyhow::Result<Flu
 #[derive(Default)]
 struct ChargeColumns<'a> {
     account_id: Vec<i64>,
+    key_id: Vec<i64>,
     amount: Vec<i64>,
     balance_after: Vec<i64>,
     queries: Vec<i64>,
@@ -398,6 +399,7 @@ pub async fn flush_with_windows(
                 );
             }
             rows.account_id.push(charge.account_id);
+            rows.key_id.push(charge.key_id);
             rows.amount.push(-taken.taken.get());
             rows.balance_after.push(taken.balance_after.get());
             rows.queries.push(stored_count(charge.queries));
@@ -423,19 +425,19 @@ pub async fn flush_with_windows(
     // lock), then what the flush reports. A replayed batch writes nothing; its grants
     // are extended, as its first application did.
     let ttl = secs(flush.ttl);
-    let (_, _, _, _, _, windows, renewed, renewed_slices, mut grants, version) = tokio::try_join!(
+    let (_, _, _, _, _, _, windows, renewed, renewed_slices, mut grants, version) = tokio::try_join!(
         biased;
         write(
             &tx,
             !rows.account_id.is_empty(),
             "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
-                                 endpoint, node_id)
+                                 endpoint, node_id, key_id)
              SELECT r.account_id, $6, 'charge', r.amount, r.balance_after, r.query_count,
-                    r.endpoint, $7
+                    r.endpoint, $7, r.key_id
              FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[],
-                         $5::text[])
+                         $5::text[], $8::bigint[])
                   WITH ORDINALITY AS r(account_id, amount, balance_after, query_count,
-                                       endpoint, n)
+                                       endpoint, key_id, n)
              ORDER BY r.n",
             vec![
                     (&rows.account_id, I8S),
@@ -445,8 +447,36 @@ pub async fn flush_with_windows(
                     (&rows.endpoint, Type::TEXT_ARRAY),
                     (&at, I8),
                     (&flush.node_id, I8),
+                    (&rows.key_id, I8S),
                 ],
             "appending the charge rows",
+        ),
+        // The same rows counted per day and key: every node's flushes add to one row,
+        // under the locks of the accounts already held (rows in the batch's order:
+        // account, key, endpoint, each once).
+        write(
+            &tx,
+            !rows.account_id.is_empty(),
+            "INSERT INTO usage_days AS u (account_id, day, key_id, endpoint, queries, charged,
+                                          last_at)
+             SELECT r.account_id, $5 - $5 % 86400, r.key_id, r.endpoint, r.query_count,
+                    -r.amount, $5
+             FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[],
+                         $6::bigint[])
+                  AS r(account_id, key_id, endpoint, query_count, amount)
+             ON CONFLICT (account_id, day, key_id, endpoint) DO UPDATE
+                 SET queries = u.queries + excluded.queries,
+                     charged = u.charged + excluded.charged,
+                     last_at = greatest(u.last_at, excluded.last_at)",
+            vec![
+                    (&rows.account_id, I8S),
+                    (&rows.key_id, I8S),
+                    (&rows.endpoint, Type::TEXT_ARRAY),
+                    (&rows.queries, I8S),
+                    (&at, I8),
+                    (&rows.amount, I8S),
+                ],
+            "counting the charges in usage_days",
         ),
         write(
             &tx,

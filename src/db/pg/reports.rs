@@ -1,15 +1,17 @@
 //! The admin's daily reads in the ledger: accounts at a glance, one account's ledger,
 //! usage per day, an account's keys. The twin of `db::sqlite::reports`.
 
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, GenericClient};
 
 use crate::db::admin::{
-    AccountError, AccountLine, DAY, KeyLine, LedgerEntry, UsageLine, day_start,
+    AccountError, AccountLine, KeyLine, LedgerEntry, UsageLine, UsageQuery, day_start, last_30_days,
 };
+use crate::domain::date::{UtcDate, rfc3339_minute};
 
 use super::changes::UTC_SECONDS;
 use super::decode::{count, limits_at, publishable_rules};
-use crate::domain::ids::AccountId;
+use crate::domain::ids::{AccountId, KeyId};
 
 /// `postal account list`.
 pub async fn account_lines(client: &Client, now: i64) -> anyhow::Result<Vec<AccountLine>> {
@@ -19,8 +21,8 @@ pub async fn account_lines(client: &Client, now: i64) -> anyhow::Result<Vec<Acco
                     a.limit_per_minute, a.limit_per_hour, a.limit_per_day,
                     (SELECT count(*) FROM api_keys k
                       WHERE k.account_id = a.id AND k.revoked_at IS NULL),
-                    coalesce((SELECT sum(query_count) FROM ledger l
-                      WHERE l.account_id = a.id AND l.kind = 'charge' AND l.at >= $1), 0)::bigint
+                    coalesce((SELECT sum(u.queries) FROM usage_days u
+                      WHERE u.account_id = a.id AND u.day = $1), 0)::bigint
              FROM accounts a ORDER BY a.id",
             &[&day_start(now)],
         )
@@ -85,36 +87,57 @@ pub async fn ledger_entries(
         .collect()
 }
 
-/// `postal usage`.
-pub async fn usage(client: &Client, days: u32, now: i64) -> anyhow::Result<Vec<UsageLine>> {
-    let from = day_start(now) - (i64::from(days.max(1)) - 1) * DAY;
+/// `postal usage` and the dashboard's usage: the usage `query` asks for.
+pub async fn usage(client: &Client, query: &UsageQuery) -> Result<Vec<UsageLine>, AccountError> {
+    let account = match &query.account {
+        Some(id) => Some(account_rowid(client, id).await?),
+        None => None,
+    };
+    let key = match (&query.key, account) {
+        (Some(key), Some(account)) => Some(key_rowid(client, key, account).await?),
+        (Some(key), None) => return Err(AccountError::UnknownKey(key.clone())),
+        (None, _) => None,
+    };
+    let from = query.from();
+    // Parameters 1, then 2 and 3 when there (a key needs its account).
+    let mut values: Vec<&(dyn ToSql + Sync)> = vec![&from];
+    values.extend(account.iter().map(|v| v as &(dyn ToSql + Sync)));
+    values.extend(key.iter().map(|v| v as &(dyn ToSql + Sync)));
     let rows = client
-        .query(
-            "SELECT to_char(to_timestamp(l.at - l.at % 86400) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
-                    a.public_id, l.endpoint, sum(l.query_count)::bigint, (-sum(l.amount))::bigint
-             FROM ledger l JOIN accounts a ON a.id = l.account_id
-             WHERE l.kind = 'charge' AND l.at >= $1
-             GROUP BY day, l.account_id, a.public_id, l.endpoint
-             ORDER BY day, l.account_id, l.endpoint",
-            &[&from],
-        )
+        .query(&query.sql(|n| format!("${n}::bigint")), &values)
         .await?;
-    Ok(rows
-        .iter()
+    rows.iter()
         .map(|r| {
-            Ok::<_, AccountError>(UsageLine {
-                date: r.get(0),
+            Ok(UsageLine {
+                date: UtcDate::of_unix(r.get(0)).to_string(),
                 account_id: r.get(1),
-                endpoint: r.get(2),
-                queries: count(r.get(3)),
-                charged: r.try_get(4)?,
+                key_id: r.get(2),
+                endpoint: r.get(3),
+                queries: count(r.get(4)),
+                charged: r.try_get(5)?,
             })
         })
-        .collect::<Result<_, _>>()?)
+        .collect()
+}
+
+/// The row id of the account's key `public_id`.
+async fn key_rowid(client: &Client, public_id: &KeyId, account: i64) -> Result<i64, AccountError> {
+    Ok(client
+        .query_opt(
+            "SELECT id FROM api_keys WHERE public_id = $1 AND account_id = $2",
+            &[&public_id, &account],
+        )
+        .await?
+        .ok_or_else(|| AccountError::UnknownKey(public_id.clone()))?
+        .get(0))
 }
 
 /// `postal key list`.
-pub async fn keys(client: &Client, public_id: &AccountId) -> Result<Vec<KeyLine>, AccountError> {
+pub async fn keys(
+    client: &Client,
+    public_id: &AccountId,
+    now: i64,
+) -> Result<Vec<KeyLine>, AccountError> {
     let rowid = account_rowid(client, public_id).await?;
     let rows = client
         .query(
@@ -127,10 +150,15 @@ pub async fn keys(client: &Client, public_id: &AccountId) -> Result<Vec<KeyLine>
                         CASE WHEN revoked_at IS NULL AND expires_at > extract(epoch FROM now())
                              THEN to_char(to_timestamp(expires_at) AT TIME ZONE 'UTC', {UTC_SECONDS})
                         END,
-                        max_per_minute, max_per_day
-                 FROM api_keys WHERE account_id = $1 ORDER BY id"
+                        max_per_minute, max_per_day, u.last_at, coalesce(u.queries, 0)::bigint
+                 FROM api_keys
+                 LEFT JOIN (SELECT key_id, max(last_at) AS last_at,
+                                   sum(CASE WHEN day >= $2 THEN queries ELSE 0 END) AS queries
+                            FROM usage_days WHERE account_id = $1 GROUP BY key_id) u
+                   ON u.key_id = api_keys.id
+                 WHERE account_id = $1 ORDER BY id"
             ),
-            &[&rowid],
+            &[&rowid, &last_30_days(now)],
         )
         .await?;
     rows.iter()
@@ -151,6 +179,8 @@ pub async fn keys(client: &Client, public_id: &AccountId) -> Result<Vec<KeyLine>
                     )?),
                     false => None,
                 },
+                last_used_at: r.get::<_, Option<i64>>(11).map(rfc3339_minute),
+                queries_30d: count(r.get(12)),
             })
         })
         .collect()

@@ -10,8 +10,18 @@ use crate::db::admin::{LedgerReport, Mismatch};
 use crate::db::rows::{ChargeRow, unix_secs};
 use crate::db::sqlite::decode::{count, stored_count};
 
+/// A charge row counted in its account's, day's, key's and endpoint's row of `usage_days`
+/// (?1 account, ?2 when, ?3 key, ?4 endpoint, ?5 queries, ?6 amount taken).
+const USAGE_UPSERT: &str = "
+    INSERT INTO usage_days (account_id, day, key_id, endpoint, queries, charged, last_at)
+    VALUES (?1, ?2 - ?2 % 86400, ?3, ?4, ?5, ?6, ?2)
+    ON CONFLICT (account_id, day, key_id, endpoint) DO UPDATE
+        SET queries = queries + excluded.queries, charged = charged + excluded.charged,
+            last_at = max(last_at, excluded.last_at)";
+
 /// Applies charge rows as deltas: `balance = balance - amount` and a ledger row with the
-/// balance after it, for each (account, endpoint). Inside the caller's transaction.
+/// balance after it, for each (account, key, endpoint), counted in `usage_days` too.
+/// Inside the caller's transaction.
 ///
 /// A row can only find a balance smaller than its amount when a negative adjustment by
 /// the CLI landed between the charges and their flush (the CLI checks the stored
@@ -47,8 +57,9 @@ pub fn append_charges(conn: &Connection, rows: &[ChargeRow], at: SystemTime) -> 
             }
         };
         conn.prepare_cached(
-            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count, endpoint)
-             VALUES (?1, ?2, 'charge', ?3, ?4, ?5, ?6)",
+            "INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count, endpoint,
+                                 key_id)
+             VALUES (?1, ?2, 'charge', ?3, ?4, ?5, ?6, ?7)",
         )?
         .execute(params![
             row.account_id,
@@ -56,9 +67,20 @@ pub fn append_charges(conn: &Connection, rows: &[ChargeRow], at: SystemTime) -> 
             -amount,
             after,
             stored_count(row.queries),
-            row.endpoint.as_str()
+            row.endpoint.as_str(),
+            row.key_id
         ])
         .context("appending a charge row")?;
+        conn.prepare_cached(USAGE_UPSERT)?
+            .execute(params![
+                row.account_id,
+                at,
+                row.key_id,
+                row.endpoint.as_str(),
+                stored_count(row.queries),
+                amount
+            ])
+            .context("counting a charge in usage_days")?;
     }
     Ok(())
 }

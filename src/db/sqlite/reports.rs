@@ -2,18 +2,19 @@
 //! an account's keys. Read-only, each in one read snapshot.
 //!
 //! The ledger has no index by account (see `schema.sql`: it would cost the billing writer
-//! a random page per account per commit), so these reports scan it; at one row per
-//! account and endpoint per commit that is a few milliseconds per 100,000 rows, fine for
-//! a command run by hand.
+//! a random page per account per commit), so an account's ledger is a scan of it; at one
+//! row per account, key and endpoint per commit that is a few milliseconds per 100,000
+//! rows. Usage is read from `usage_days`, whose key starts with the account.
 
 use anyhow::Result;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::db::admin::{
-    AccountError, AccountLine, DAY, KeyLine, LedgerEntry, UsageLine, day_start,
+    AccountError, AccountLine, KeyLine, LedgerEntry, UsageLine, UsageQuery, day_start, last_30_days,
 };
 use crate::db::sqlite::decode::{count, limits_at, publishable_rules};
-use crate::domain::ids::AccountId;
+use crate::domain::date::{UtcDate, rfc3339_minute};
+use crate::domain::ids::{AccountId, KeyId};
 
 /// Every account, oldest first. `now`: unix seconds (for "today").
 pub fn account_lines(conn: &mut Connection, now: i64) -> Result<Vec<AccountLine>> {
@@ -26,8 +27,8 @@ pub fn account_lines(conn: &mut Connection, now: i64) -> Result<Vec<AccountLine>
                       WHERE k.account_id = a.id AND k.revoked_at IS NULL),
                     coalesce(t.queries, 0)
              FROM accounts a
-             LEFT JOIN (SELECT account_id, sum(query_count) AS queries FROM ledger
-                        WHERE kind = 'charge' AND at >= ?1 GROUP BY account_id) t
+             LEFT JOIN (SELECT account_id, sum(queries) AS queries FROM usage_days
+                        WHERE day = ?1 GROUP BY account_id) t
                ON t.account_id = a.id
              ORDER BY a.id",
         )?;
@@ -86,27 +87,32 @@ pub fn ledger_entries(
     Ok(entries)
 }
 
-/// Charges of the last `days` UTC days (today included), per day, account and endpoint;
-/// by day, then account, then endpoint.
-pub fn usage(conn: &mut Connection, days: u32, now: i64) -> Result<Vec<UsageLine>> {
-    let from = day_start(now) - (i64::from(days.max(1)) - 1) * DAY;
-    let tx = conn.transaction()?;
+/// The usage `query` asks for, from `usage_days` (an account's rows by its primary key).
+pub fn usage(conn: &mut Connection, query: &UsageQuery) -> Result<Vec<UsageLine>, AccountError> {
+    let tx = conn.transaction()?; // deferred: one read snapshot
+    let account = query
+        .account
+        .as_ref()
+        .map(|id| account_rowid(&tx, id))
+        .transpose()?;
+    let key = match (&query.key, account) {
+        (Some(key), Some(account)) => Some(key_rowid(&tx, key, account)?),
+        (Some(key), None) => return Err(AccountError::UnknownKey(key.clone())),
+        (None, _) => None,
+    };
     let lines = {
-        let mut stmt = tx.prepare(
-            "SELECT strftime('%Y-%m-%d', l.at - l.at % 86400, 'unixepoch') AS day,
-                    a.public_id, l.endpoint, sum(l.query_count), -sum(l.amount)
-             FROM ledger l JOIN accounts a ON a.id = l.account_id
-             WHERE l.kind = 'charge' AND l.at >= ?1
-             GROUP BY day, l.account_id, l.endpoint
-             ORDER BY day, l.account_id, l.endpoint",
-        )?;
-        stmt.query_map([from], |r| {
+        let mut stmt = tx.prepare(&query.sql(|n| format!("?{n}")))?;
+        // Parameters 1, then 2 and 3 when there (a key needs its account).
+        let values = [Some(query.from()), account, key];
+        let values = values.iter().map_while(|v| *v);
+        stmt.query_map(rusqlite::params_from_iter(values), |r| {
             Ok(UsageLine {
-                date: r.get(0)?,
+                date: UtcDate::of_unix(r.get(0)?).to_string(),
                 account_id: r.get(1)?,
-                endpoint: r.get(2)?,
-                queries: count(r.get(3)?),
-                charged: r.get(4)?,
+                key_id: r.get(2)?,
+                endpoint: r.get(3)?,
+                queries: count(r.get(4)?),
+                charged: r.get(5)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?
@@ -114,8 +120,23 @@ pub fn usage(conn: &mut Connection, days: u32, now: i64) -> Result<Vec<UsageLine
     Ok(lines)
 }
 
+/// The row id of the account's key `public_id`.
+fn key_rowid(conn: &Connection, public_id: &KeyId, account: i64) -> Result<i64, AccountError> {
+    conn.query_row(
+        "SELECT id FROM api_keys WHERE public_id = ?1 AND account_id = ?2",
+        params![public_id, account],
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| AccountError::UnknownKey(public_id.clone()))
+}
+
 /// The account's keys, oldest first.
-pub fn keys(conn: &mut Connection, public_id: &AccountId) -> Result<Vec<KeyLine>, AccountError> {
+pub fn keys(
+    conn: &mut Connection,
+    public_id: &AccountId,
+    now: i64,
+) -> Result<Vec<KeyLine>, AccountError> {
     let tx = conn.transaction()?;
     let rowid = account_rowid(&tx, public_id)?;
     let keys = {
@@ -126,10 +147,15 @@ pub fn keys(conn: &mut Connection, public_id: &AccountId) -> Result<Vec<KeyLine>
                     kind = 'publishable', origins, per_ip_minute, name, hint,
                     CASE WHEN revoked_at IS NULL AND expires_at > unixepoch()
                          THEN strftime('%Y-%m-%dT%H:%M:%SZ', expires_at, 'unixepoch') END,
-                    max_per_minute, max_per_day
-             FROM api_keys WHERE account_id = ?1 ORDER BY id",
+                    max_per_minute, max_per_day, u.last_at, coalesce(u.queries, 0)
+             FROM api_keys
+             LEFT JOIN (SELECT key_id, max(last_at) AS last_at,
+                               sum(CASE WHEN day >= ?2 THEN queries ELSE 0 END) AS queries
+                        FROM usage_days WHERE account_id = ?1 GROUP BY key_id) u
+               ON u.key_id = api_keys.id
+             WHERE account_id = ?1 ORDER BY id",
         )?;
-        stmt.query_map([rowid], |r| {
+        stmt.query_map(params![rowid, last_30_days(now)], |r| {
             let publishable: bool = r.get(3)?;
             Ok(KeyLine {
                 key_id: r.get(0)?,
@@ -147,6 +173,8 @@ pub fn keys(conn: &mut Connection, public_id: &AccountId) -> Result<Vec<KeyLine>
                     )?),
                     false => None,
                 },
+                last_used_at: r.get::<_, Option<i64>>(11)?.map(rfc3339_minute),
+                queries_30d: count(r.get(12)?),
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?
