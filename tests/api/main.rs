@@ -65,5 +65,7 @@ mod slow_clients;
 mod suggest;
 /// Swagger UI in headless Chromium: try /api/lookup.
 mod swagger_ui;
+/// Usage per key: the keys list, usage, CSV and CLI per key, restart, two nodes.
+mod usage_per_key;
 /// The checkout widget in headless Chromium, on pages of other origins.
 mod widget;
