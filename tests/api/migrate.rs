@@ -161,9 +161,22 @@ fn a_file_deployment_moves_to_a_ledger_with_its_customers_signed_in_as_before() 
         &["account", "limits", carol_id, "--per-day", "500"],
     );
 
+    // Alice's keys used: the old one 3 times, the new one 5 (a lookup and a bulk of 4).
+    let client = server.client();
+    for _ in 0..3 {
+        assert_eq!(client.lookup(&old_key).0, 200);
+    }
+    assert_eq!(client.lookup(&new_key).0, 200);
+    let bulk = json!({"apiKey": new_key, "records": [
+        {"postalCode": "90210", "countryCode": "US"}, {"postalCode": "10001", "countryCode": "US"},
+        {"postalCode": "99999", "countryCode": "US"}, {"postalCode": "10115", "countryCode": "DE"},
+    ]});
+    assert_eq!(client.post_with("/api/validate-bulk", &bulk, &[]).0, 200);
+    crate::usage_per_key::keys_counting(&mut alice, &before_at, &[3, 5, 0]);
+
     // What each customer sees before the move.
     let seen = |browser: &mut Browser, at: &str| -> Vec<Value> {
-        ["/me", "/keys", "/audit", "/topups", "/ledger"]
+        ["/me", "/keys", "/audit", "/topups", "/ledger", "/usage"]
             .iter()
             .map(|path| {
                 let (status, body) = browser.api_at(at, "GET", path, None);
@@ -239,10 +252,12 @@ fn a_file_deployment_moves_to_a_ledger_with_its_customers_signed_in_as_before() 
         for field in ["accountId", "balance", "identities", "limits"] {
             assert_eq!(me_after[field], me_before[field], "{field}: {me_after}");
         }
-        // Keys (the rolled key's `expiresAt` too), top-ups and ledger as before.
+        // Keys (the rolled key's `expiresAt` too, each key's last use and queries),
+        // top-ups, ledger and usage as before.
         assert_eq!(after[1], before[1]);
         assert_eq!(after[3], before[3]);
         assert_eq!(after[4], before[4]);
+        assert_eq!(after[5], before[5]);
         // Every line of the audit log, with the new sign-in's lines (if any) above them.
         let (lines_before, lines_after) = (
             before[2]["entries"].as_array().unwrap(),

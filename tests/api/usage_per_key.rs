@@ -60,7 +60,7 @@ fn two_keys(browser: &mut Browser, address: &str) -> [(String, String); 2] {
 
 /// The dashboard's keys list, once it counts `queries` for the keys in order (the flush
 /// writes them within a second of the requests).
-fn keys_counting(browser: &mut Browser, address: &str, queries: [u64; 2]) -> Vec<Value> {
+pub(crate) fn keys_counting(browser: &mut Browser, address: &str, queries: &[u64]) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (status, keys) = browser.api_at(address, "GET", "/keys", None);
@@ -128,7 +128,7 @@ fn check_usage(
     since: i64,
 ) {
     let (prod, staging) = (keys[0].0.as_str(), keys[1].0.as_str());
-    let listed = keys_counting(browser, address, [3, 5]);
+    let listed = keys_counting(browser, address, &[3, 5]);
     used_between(&listed, since);
     let day = today();
     let usage = |browser: &mut Browser, query: &str| {

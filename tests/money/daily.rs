@@ -205,6 +205,72 @@ fn usage_sums_queries_and_usd_per_day_account_and_endpoint() {
 }
 
 #[test]
+fn usage_by_key_sums_each_keys_queries_and_key_list_says_when_each_was_last_used() {
+    let db = TestDb::new();
+    let a = db.create_account();
+    let second = db.postal(&["key", "create", &a.account_id]).json();
+    let staging = TestAccount {
+        account_id: a.account_id.clone(),
+        api_key: second["apiKey"].as_str().unwrap().to_owned(),
+        key_id: second["keyId"].as_str().unwrap().to_owned(),
+    };
+    let b = db.create_account();
+    charge(&db, &a, Endpoint::Lookup, 1);
+    charge(&db, &a, Endpoint::Lookup, 2);
+    charge(&db, &staging, Endpoint::Lookup, 1);
+    charge(&db, &staging, Endpoint::ValidateBulk, 4);
+    charge(&db, &b, Endpoint::City, 1);
+
+    let day = today();
+    let csv = db.postal(&["usage", "--by", "key", "--format", "csv", "--days", "1"]);
+    assert_eq!(csv.code, 0, "{}", csv.stderr);
+    assert_eq!(
+        csv.stdout,
+        format!(
+            "date,accountId,keyId,endpoint,queries,usd\n\
+             {day},{a},{prod},lookup,3,0.000084\n\
+             {day},{a},{staging},lookup,1,0.000028\n\
+             {day},{a},{staging},validate-bulk,4,0.000112\n\
+             {day},{b},{b_key},city,1,0.000028\n",
+            a = a.account_id,
+            prod = a.key_id,
+            staging = staging.key_id,
+            b = b.account_id,
+            b_key = b.key_id,
+        )
+    );
+    // One account's only; the plain lines stay per account and endpoint.
+    let run = db.postal(&["usage", "--account", &b.account_id]);
+    assert_eq!(
+        run.json(),
+        json!({"days": 7, "usage": [
+            {"date": day, "accountId": b.account_id, "endpoint": "city", "queries": 1, "usd": 0.000028},
+        ]})
+    );
+    assert_eq!(db.postal(&["usage", "--account", "acct_nope"]).code, 2);
+
+    let listed = db.postal(&["key", "list", &a.account_id]).json();
+    let keys = listed["keys"].as_array().unwrap();
+    let figures: Vec<(&Value, &Value)> = keys
+        .iter()
+        .map(|k| (&k["keyId"], &k["queriesLast30Days"]))
+        .collect();
+    assert_eq!(
+        figures,
+        [
+            (&json!(a.key_id), &json!(3)),
+            (&json!(staging.key_id), &json!(5))
+        ]
+    );
+    for key in keys {
+        let used = key["lastUsedAt"].as_str().unwrap();
+        assert!(used.starts_with(&day) && used.ends_with(":00Z"), "{used}");
+    }
+    let other = db.postal(&["key", "list", &b.account_id]).json();
+    assert_eq!(other["keys"][0]["queriesLast30Days"], json!(1));
+}
+
+#[test]
 fn key_list_shows_public_ids_and_revocations_never_a_secret() {
     let db = TestDb::new();
     let account = db.create_account();
