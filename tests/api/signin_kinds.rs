@@ -570,3 +570,163 @@ fn the_operator_adds_each_kind_with_its_own_options_only() {
     let listed: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(listed["providers"].as_array().unwrap().len(), 3);
 }
+
+/// In Chromium: the sign-in page offers GitHub, Google and Microsoft; a customer signs in
+/// with the GitHub stand-in, makes a key, uses it, and the keys list shows its last use
+/// (to the minute) and its one query. Screenshots of the sign-in page and of the keys
+/// list, and the stand-in's calls of the sign-in, are kept in cargo's scratch directory
+/// (`target/tmp/signin-kinds.png`, `keys-last-used.png`, `github-calls.json`).
+#[test]
+fn in_a_browser_a_github_customer_makes_a_key_uses_it_and_sees_its_last_use() {
+    let _heavy = crate::helpers::timing_sensitive();
+    use fantoccini::Locator;
+
+    let Some((chromium, chromedriver)) = crate::swagger_ui::browser() else {
+        return;
+    };
+    let app = spawn_app();
+    let Some(standins) = standins(&app) else {
+        return;
+    };
+    add(
+        &app,
+        "gh",
+        &["--kind", "github", "--github-url", &standins.github],
+    );
+    add(&app, "google", &["--kind", "google"]);
+    add(
+        &app,
+        "ms",
+        &["--kind", "microsoft", "--issuer", &standins.microsoft],
+    );
+    let dir = testkit::tempdir();
+    let driver = crate::swagger_ui::Driver::start(&chromedriver, &dir.path().join("driver.log"));
+    let profile = dir.path().join("profile");
+    let scratch = |name: &str| testkit::scratch().join(name);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = crate::swagger_ui::connect(&driver, &chromium, &profile).await;
+        let wait = std::time::Duration::from_secs(20);
+        let find = async |css: &str| {
+            client
+                .wait()
+                .at_most(wait)
+                .for_element(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("{css}: {e}"))
+        };
+        client
+            .goto(&format!("{}/account", app.address))
+            .await
+            .unwrap();
+        let page = find("main").await.text().await.unwrap();
+        for label in [
+            "Sign in with GitHub",
+            "Sign in with Google",
+            "Sign in with Microsoft",
+        ] {
+            assert!(page.contains(label), "{label}: {page}");
+        }
+        std::fs::write(
+            scratch("signin-kinds.png"),
+            client.screenshot().await.unwrap(),
+        )
+        .unwrap();
+
+        // GitHub's authorize page (the stand-in's login form), then back signed in.
+        find("a[href='/account/signin/gh']")
+            .await
+            .click()
+            .await
+            .unwrap();
+        find("input[name=login]")
+            .await
+            .send_keys("octocat")
+            .await
+            .unwrap();
+        find("input[name=password]")
+            .await
+            .send_keys("any")
+            .await
+            .unwrap();
+        find("form button").await.click().await.unwrap();
+        assert_eq!(find("#balance").await.text().await.unwrap(), "0.028 USD");
+
+        find("#key-name").await.send_keys("checkout").await.unwrap();
+        find("#create-key").await.click().await.unwrap();
+        let key = find("#new-key").await.text().await.unwrap();
+        assert!(key.starts_with("sk_"), "{key}");
+        // Made, not yet used.
+        assert_eq!(
+            find("#keys .last-used").await.text().await.unwrap(),
+            "never"
+        );
+        let used = app.post("/api/lookup", &json!({"apiKey": key, "zipcode": "90210"}));
+        assert_eq!(used.status, 200);
+
+        // Reloaded until the flush has written the use (within a second).
+        let deadline = std::time::Instant::now() + wait;
+        let last_used = loop {
+            client.refresh().await.unwrap();
+            let shown = find("#keys .last-used").await.text().await.unwrap();
+            if shown != "never" {
+                break shown;
+            }
+            assert!(std::time::Instant::now() < deadline, "never used");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        };
+        let minute = |secs: u64| {
+            let out = Command::new("date")
+                .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%d %H:%M UTC"])
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert!(
+            [minute(now), minute(now - 60)].contains(&last_used),
+            "{last_used}"
+        );
+        assert_eq!(find("#keys .queries-30").await.text().await.unwrap(), "1");
+        std::fs::write(
+            scratch("keys-last-used.png"),
+            client.screenshot().await.unwrap(),
+        )
+        .unwrap();
+        client.close().await.ok();
+    });
+
+    // The stand-in's record of the sign-in: authorize, token, user, emails.
+    let calls = ureq::get(format!("{}/_standin/calls", standins.github))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    std::fs::write(testkit::scratch().join("github-calls.json"), &calls).unwrap();
+    let calls: Value = serde_json::from_str(&calls).unwrap();
+    let paths: Vec<&str> = calls
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["path"].as_str().unwrap())
+        .filter(|path| *path != "/favicon.ico") // the browser's own ask
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/login/oauth/authorize",
+            "/login/oauth/authorize/done",
+            "/login/oauth/access_token",
+            "/api/v3/user",
+            "/api/v3/user/emails"
+        ],
+        "{calls:#}"
+    );
+}

@@ -47,7 +47,7 @@ async function render(shown) {
   ]);
   app.replaceChildren(...[
     overview(), fundsArea(topups), shown ? shownOnce(shown) : null, keysArea(keys.keys), limitsArea(),
-    usageArea(usage.usage), ledgerArea(ledger.entries), securityArea(sessions.sessions),
+    usageArea(usage.usage, keys.keys, ""), ledgerArea(ledger.entries), securityArea(sessions.sessions),
     auditArea(audit.entries),
   ].filter(Boolean));
   if (shown) document.getElementById("new-key").focus();
@@ -86,6 +86,8 @@ function keysArea(keys) {
     el("td", {}, k.kind, k.origins ? el("div", { class: "muted" }, k.origins.join(", ")) : null),
     el("td", {}, el("code", {}, (k.hint || k.keyId) + "…")),
     el("td", {}, k.createdAt.slice(0, 10)),
+    el("td", { class: "last-used" }, k.lastUsedAt ? k.lastUsedAt.slice(0, 16).replace("T", " ") + " UTC" : el("span", { class: "muted" }, "never")),
+    el("td", { class: "queries-30" }, k.queriesLast30Days.toLocaleString("en")),
     el("td", {}, k.revoked ? "revoked " + k.revokedAt.slice(0, 10) : [
       k.expiresAt ? el("div", { class: "muted" }, "works until " + k.expiresAt.replace("T", " ").replace("Z", " UTC")) : null,
       k.expiresAt ? null : el("button", { class: "secondary", "aria-label": `Roll ${k.name || k.keyId}`, onclick: async () => {
@@ -115,7 +117,7 @@ function keysArea(keys) {
     el("p", {}, el("button", { type: "submit", id: "create-key" }, "Create key")), message);
   return el("section", { "aria-labelledby": "h-keys" }, el("h2", { id: "h-keys" }, "API keys"),
     el("div", { class: "table-wrap" }, el("table", {},
-      el("thead", {}, el("tr", {}, ["Name", "Kind", "Key", "Created", ""].map((h) => el("th", { scope: "col" }, h)))),
+      el("thead", {}, el("tr", {}, ["Name", "Kind", "Key", "Created", "Last used", "Queries (30 days)", ""].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", { id: "keys" }, rows))), form);
 }
 
@@ -191,7 +193,8 @@ function limitsArea() {
     el("p", { class: "muted" }, "Empty means no limit. A request beyond a limit gets 429 and is not charged."), form);
 }
 
-function usageArea(lines) {
+// The usage of every key (`key` ""), or of one: the chart, its table and the CSV link.
+function usageArea(lines, keys, key) {
   const days = [];
   const today = new Date();
   for (let i = 29; i >= 0; i--) {
@@ -227,14 +230,25 @@ function usageArea(lines) {
   });
   const rows = lines.slice().reverse().map((l) => el("tr", {}, el("td", {}, l.date), el("td", {}, l.endpoint),
     el("td", {}, l.queries), el("td", {}, usd(l.charged))));
-  return el("section", { "aria-labelledby": "h-usage" }, el("h2", { id: "h-usage" }, "Usage"),
+  const which = el("select", { id: "usage-key", onchange: async () => {
+    const query = which.value ? "&key=" + encodeURIComponent(which.value) : "";
+    const fresh = await api("GET", "/usage?days=30" + query);
+    section.replaceWith(usageArea(fresh.usage, keys, which.value));
+    document.getElementById("usage-key").focus();
+  } }, el("option", { value: "" }, "All keys"),
+    keys.map((k) => el("option", { value: k.keyId, selected: k.keyId === key },
+      (k.name || "(no name)") + " · " + (k.hint || k.keyId) + "…" + (k.revoked ? " (revoked)" : ""))));
+  const csv = "/account/api/usage?days=30&format=csv" + (key ? "&key=" + encodeURIComponent(key) : "");
+  const section = el("section", { "aria-labelledby": "h-usage" }, el("h2", { id: "h-usage" }, "Usage"),
+    el("p", {}, el("label", { for: "usage-key" }, "Key"), which),
     el("p", {}, `Highest day: ${max === 1 && !lines.length ? 0 : max} queries. `,
-      el("a", { href: "/account/api/usage?days=30&format=csv", download: "postal-usage.csv" }, "Download CSV")),
+      el("a", { href: csv, download: "postal-usage.csv" }, "Download CSV")),
     svg,
     el("details", {}, el("summary", {}, "Usage as a table"),
       el("div", { class: "table-wrap" }, el("table", { id: "usage" },
         el("thead", {}, el("tr", {}, ["Day (UTC)", "Operation", "Queries", "Charged"].map((h) => el("th", { scope: "col" }, h)))),
         el("tbody", {}, rows)))));
+  return section;
 }
 
 function ledgerArea(entries) {
