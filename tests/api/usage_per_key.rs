@@ -1,5 +1,6 @@
 //! Usage per key: two keys of one account used 3 and 5 times (the 5 are a lookup and a
-//! validate-bulk of 4 records, which counts 4): the dashboard's keys list, its usage of
+//! validate-bulk of 4 records, which counts 4, sent under an idempotency key and replayed
+//! on one file): the dashboard's keys list, its usage of
 //! each key and its CSV, `postal usage --by key` and `postal key list` say 3 and 5 and
 //! when each key was last used, to the minute; on one file, after a restart, and over two
 //! nodes of a cluster (each key used on both nodes: the figures are their sums). The move
@@ -26,7 +27,15 @@ fn bulk_of_4(key: &str) -> Value {
 
 /// POSTs `body` to `path` at `address`; the status.
 fn post(address: &str, path: &str, body: &Value) -> u16 {
-    ureq::post(format!("{address}{path}"))
+    post_with(address, path, body, &[])
+}
+
+fn post_with(address: &str, path: &str, body: &Value, headers: &[(&str, &str)]) -> u16 {
+    let mut request = ureq::post(format!("{address}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request
         .config()
         .http_status_as_error(false)
         .build()
@@ -246,16 +255,51 @@ fn two_keys_used_3_and_5_times_say_so_everywhere_and_after_a_restart() {
         assert_eq!(lookup(&address, &keys[0].1), 200);
     }
     assert_eq!(lookup(&address, &keys[1].1), 200);
-    assert_eq!(
-        post(&address, "/api/validate-bulk", &bulk_of_4(&keys[1].1)),
-        200
-    );
+    // The bulk under an idempotency key (its charge held on the key until answered),
+    // then replayed: counted once.
+    for _ in 0..2 {
+        let bulk = bulk_of_4(&keys[1].1);
+        let once = [("Idempotency-Key", "usage-per-key-1")];
+        assert_eq!(post_with(&address, "/api/validate-bulk", &bulk, &once), 200);
+    }
     let db = app.db.clone();
     let target = ["--db", db.to_str().unwrap()];
     check_usage(&mut browser, &address, &target, &account, &keys, since);
 
-    // A restart: the figures were written with the charges.
-    app.restart_after(|_| {});
+    // A restart: the figures were written with the charges, and equal the ledger's.
+    app.restart_after(|db| {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        let sums = |sql: &str| -> Vec<(i64, i64, i64, String, i64, i64)> {
+            conn.prepare(sql)
+                .unwrap()
+                .query_map([], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                })
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        let ledger = sums(
+            "SELECT account_id, at - at % 86400, coalesce(key_id, 0), endpoint,
+                    sum(query_count), -sum(amount)
+             FROM ledger WHERE kind = 'charge' GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+        );
+        assert!(ledger.len() >= 3, "{ledger:?}");
+        assert_eq!(
+            sums(
+                "SELECT account_id, day, key_id, endpoint, queries, charged
+                 FROM usage_days ORDER BY 1, 2, 3, 4"
+            ),
+            ledger
+        );
+    });
     browser.share_session(&address, &app.address);
     let address = app.address.clone();
     check_usage(&mut browser, &address, &target, &account, &keys, since);
