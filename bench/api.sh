@@ -89,13 +89,17 @@ BASE_DB=$OUT/bench-base.db
 if [ -n "$BASE" ]; then
   rm -f "$BASE_DB" "$BASE_DB-wal" "$BASE_DB-shm"
   sqlite_copy "$DB" "$BASE_DB"
-  # A base older than the file's schema refuses it: its copy loses what version 10
-  # (providers' kinds) added, and a copy of a version 8 file what versions 7 (the account
+  # A base older than the file's schema refuses it: its copy loses what versions 11 (usage
+  # per key) and 10 (providers' kinds) added, and a copy of a version 8 file what versions 7 (the account
   # dashboard's tables) and 8 (top-ups) added; same accounts, keys and data. The base
   # migrates the copy up to its own version.
   python3 - "$BASE_DB" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
+if db.execute("PRAGMA user_version").fetchone()[0] == 11:
+    db.executescript("""
+        DROP TABLE usage_days; ALTER TABLE ledger DROP COLUMN key_id;
+        PRAGMA user_version = 10;""")
 if db.execute("PRAGMA user_version").fetchone()[0] == 10:
     db.executescript("""
         ALTER TABLE oidc_providers DROP COLUMN kind;
