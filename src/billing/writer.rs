@@ -24,12 +24,12 @@ const PURGE_GRACE: Duration = Duration::from_secs(60);
 /// slow gives at most one line per flush, about ten a second.
 const SLOW_FLUSH: Duration = Duration::from_millis(100);
 
-/// Forgets the idempotency keys no longer replayable and deletes their answers from the
-/// file (at most `db::sqlite::idempotency::PURGE_ROWS`); how long until the next purge: at once
+/// Forgets the idempotency keys no longer replayable and the rolled keys past their grace
+/// (`Books::expire`), and deletes the answers from the store (at most `db::sqlite::idempotency::PURGE_ROWS`); how long until the next purge: at once
 /// when that bound was reached.
 fn purge_answers(store: &mut dyn ChargeStore, shared: &Shared) -> Duration {
     let now = SystemTime::now();
-    lock(&shared.books).expire_answers(now);
+    lock(&shared.books).expire(now);
     let before = now
         .checked_sub(ANSWER_TTL + PURGE_GRACE)
         .unwrap_or(SystemTime::UNIX_EPOCH);

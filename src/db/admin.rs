@@ -6,7 +6,7 @@ use secrecy::SecretString;
 
 use crate::domain::admin::{AuditAction, LedgerKind, Refused};
 use crate::domain::api_key::{ApiKey, KeyKind, Publishable};
-use crate::domain::dashboard::{DashboardRefused, ProviderKind};
+use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS, ProviderKind};
 use crate::domain::ids::{AccountId, KeyId, ProviderName, SessionId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
@@ -24,6 +24,9 @@ pub enum AccountError {
     Refused(#[from] Refused),
     #[error("{0}")]
     Invalid(String),
+    /// The change does not fit the state it finds (the dashboard's 409).
+    #[error("{0}")]
+    Conflict(String),
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
 }
@@ -453,17 +456,54 @@ pub enum Refunded {
     Unknown,
 }
 
+/// The condition of an account's live keys at `now` (SQL, `now` a parameter's text): not
+/// revoked and not past a roll's end. A rolled key in its grace is live: it counts for
+/// the cap until its end, so rolling cannot multiply working keys.
+pub(crate) fn live_keys(now: &str) -> String {
+    format!("revoked_at IS NULL AND (expires_at IS NULL OR expires_at > {now})")
+}
+
+/// The SQL that revokes the account's rolled keys past their end at `now`, at that end
+/// (parameters' texts): run by every key change of the account, so a listing, the cap and
+/// the servers' books agree that such a key is gone.
+pub(crate) fn end_rolled_keys(account: &str, now: &str) -> String {
+    format!(
+        "UPDATE api_keys SET revoked_at = expires_at
+         WHERE account_id = {account} AND revoked_at IS NULL AND expires_at <= {now}"
+    )
+}
+
+/// Whether the account, holding `live` live keys, may get one more: a new key needs room
+/// under [`MAX_LIVE_KEYS`]; a roll's successor may take the one place above it (the rolled
+/// key leaves at its grace's end, and a key in its grace cannot be rolled again).
+pub(crate) fn key_room(live: u64, roll: bool) -> Result<(), AccountError> {
+    let cap = MAX_LIVE_KEYS + u64::from(roll);
+    if live >= cap {
+        return Err(AccountError::Invalid(
+            DashboardRefused::TooManyKeys.to_string(),
+        ));
+    }
+    Ok(())
+}
+
 /// What a rolled key's successor keeps of the old key's kind (both ledgers' `roll_key`): a
 /// publishable key's rules (`rules`, read only for one), a secret key none. A revoked or
-/// ended key is not rolled.
+/// ended key is not rolled (400), nor a key in its grace (409: its successor is the key
+/// to roll).
 pub(crate) fn successor_rules(
     revoked: bool,
+    in_grace: bool,
     kind: KeyKind,
     rules: impl FnOnce() -> Result<Publishable, AccountError>,
 ) -> Result<Option<Publishable>, AccountError> {
     if revoked {
         return Err(AccountError::Invalid(
             DashboardRefused::RollRevoked.to_string(),
+        ));
+    }
+    if in_grace {
+        return Err(AccountError::Conflict(
+            DashboardRefused::RolledAlready.to_string(),
         ));
     }
     match kind {

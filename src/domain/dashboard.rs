@@ -75,6 +75,8 @@ pub enum DashboardRefused {
     Grace,
     #[error("a revoked key cannot be rolled")]
     RollRevoked,
+    #[error("this key was already rolled: roll its successor")]
+    RolledAlready,
 }
 
 words! {

@@ -1030,6 +1030,97 @@ fn a_rolled_key_keeps_working_through_its_grace_then_is_refused() {
     );
 }
 
+/// Rolling keeps the cap of 20 live keys: a key in its grace is not rolled again (409), a
+/// rolled key counts as live until its end, one roll goes at the cap; once their grace is
+/// over, rolled keys are revoked at their end, leave the server's memory and free their
+/// places.
+#[test]
+fn rolling_keeps_the_cap_and_ended_keys_free_their_places() {
+    let app = spawn_app();
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let mut browser = Browser::new();
+    browser.sign_in(&app, "p1", "gina");
+    let account = browser.api(&app, "GET", "/me", None).1["accountId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, first) = browser.api(&app, "POST", "/keys", Some(json!({"name": "r"})));
+    let roll = |browser: &mut Browser, key: &Value| {
+        let path = format!("/keys/{}/roll", key["keyId"].as_str().unwrap());
+        browser.api(&app, "POST", &path, Some(json!({"graceHours": 168})))
+    };
+    let (status, mut current) = roll(&mut browser, &first);
+    assert_eq!(status, 201, "{current}");
+    assert_eq!(
+        roll(&mut browser, &first),
+        (
+            409,
+            json!({"error": "this key was already rolled: roll its successor"})
+        )
+    );
+    // Chained rolls: 2 live keys, each roll one more, until 21 (one roll past the cap).
+    let mut codes = Vec::new();
+    for _ in 0..25 {
+        let (status, next) = roll(&mut browser, &current);
+        codes.push(status);
+        if status == 201 {
+            current = next;
+        } else {
+            assert_eq!(
+                next,
+                json!({"error": "an account holds at most 20 live keys; revoke one first"})
+            );
+        }
+    }
+    assert_eq!(codes, [[201; 19].as_slice(), &[400; 6]].concat());
+    let live = |browser: &mut Browser| -> usize {
+        let (_, keys) = browser.api(&app, "GET", "/keys", None);
+        keys["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["revoked"] == false)
+            .count()
+    };
+    assert_eq!(live(&mut browser), 21);
+    assert_eq!(
+        browser.api(&app, "POST", "/keys", Some(json!({}))).0,
+        400,
+        "no new key at the cap"
+    );
+    // Every working key answers, the rolled ones in their grace too.
+    assert_eq!(lookup(&app, first["apiKey"].as_str().unwrap()), 200);
+
+    // Their grace over (the ends moved into the past, the server told as by the CLI):
+    // the 20 rolled keys are refused and revoked at their end, and free their places.
+    rusqlite::Connection::open(&app.db)
+        .unwrap()
+        .execute(
+            "UPDATE api_keys SET expires_at = unixepoch() - 60 WHERE expires_at IS NOT NULL",
+            [],
+        )
+        .unwrap();
+    app.cli(&["account", "show", &account]);
+    assert_eq!(lookup(&app, first["apiKey"].as_str().unwrap()), 401);
+    assert_eq!(lookup(&app, current["apiKey"].as_str().unwrap()), 200);
+    assert_eq!(live(&mut browser), 1);
+    let codes: Vec<u16> = (0..20)
+        .map(|_| browser.api(&app, "POST", "/keys", Some(json!({}))).0)
+        .collect();
+    assert_eq!(codes, [[201; 19].as_slice(), &[400]].concat());
+    let ended: i64 = rusqlite::Connection::open(&app.db)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM api_keys WHERE revoked_at = expires_at",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(ended, 20, "revoked at their end");
+}
+
 /// The dashboard in headless Chromium (as the Swagger UI test): sign in with provider 2
 /// through its login and consent pages, see the free balance, create a key (shown once),
 /// use it, reload (only its first characters), limit it to 2 a minute (the third lookup is

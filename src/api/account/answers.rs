@@ -134,9 +134,16 @@ documented! {
     /// `rollKey`.
     KeyRoll: body_change!(
         "`graceHours` is not a whole number (`Invalid 'graceHours'`) or not 1 to 168 \
-         (`graceHours must be 1 to 168 (7 days)`), or the key is revoked (`a revoked \
-         key cannot be rolled`); nothing changed.",
-        NO_KEY_404
+         (`graceHours must be 1 to 168 (7 days)`), the key is revoked (`a revoked \
+         key cannot be rolled`), or the account holds 21 live keys, keys in their grace \
+         counted (`an account holds at most 20 live keys; revoke one first`); nothing \
+         changed.",
+        NO_KEY_404,
+        (
+            409,
+            "The key is in its grace, already rolled (`this key was already rolled: roll \
+             its successor`); nothing changed.",
+        )
     )
 }
 

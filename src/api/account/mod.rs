@@ -254,6 +254,7 @@ fn account_error(e: AccountError) -> ApiError {
         AccountError::UnknownAccount(_) => ApiError::unauthorized(NOT_SIGNED_IN),
         AccountError::Refused(why) => ApiError::bad_request(why.to_string()),
         AccountError::Invalid(why) => ApiError::bad_request(why),
+        AccountError::Conflict(why) => ApiError::conflict(&why),
         AccountError::Unexpected(cause) => ApiError::internal(cause),
     }
 }

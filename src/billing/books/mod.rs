@@ -408,9 +408,20 @@ impl Books {
         }
     }
 
-    /// Forgets the idempotency keys no longer replayable at `now`.
-    pub(super) fn expire_answers(&mut self, now: SystemTime) {
+    /// Forgets the idempotency keys no longer replayable at `now`, and the rolled keys
+    /// whose grace has ended (refused since by `authenticate`; the store revokes them at
+    /// their end with the account's next key change and loads them no more).
+    pub(super) fn expire(&mut self, now: SystemTime) {
         self.answers.expire(now);
+        let now = crate::domain::date::unix_secs(now);
+        let active = &mut self.active_keys;
+        self.keys.retain(|_, key| {
+            let live = key.expires_at.is_none_or(|end| end > now);
+            if !live {
+                active.remove(&key.caller.key_id);
+            }
+            live
+        });
     }
 
     /// 503 while flushes fail or after stop; then the charge rule.

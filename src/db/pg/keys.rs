@@ -6,10 +6,9 @@ use std::time::SystemTime;
 
 use tokio_postgres::{Client, Transaction};
 
-use crate::db::admin::{AccountError, NewKey, successor_rules};
+use crate::db::admin::{self, AccountError, NewKey, key_room, successor_rules};
 use crate::db::rows::unix_secs;
 use crate::domain::api_key::{self, ApiKey, Publishable};
-use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS};
 use crate::domain::ids::{AccountId, KeyId};
 
 use super::changes::bump;
@@ -50,7 +49,7 @@ pub(super) async fn insert_key(
     Ok((key_id, api_key))
 }
 
-/// A new key of the account (at most [`MAX_LIVE_KEYS`] live); and the version.
+/// A new key of the account (at most `MAX_LIVE_KEYS` live: `key_room`); and the version.
 pub async fn create_key(
     client: &mut Client,
     account_public_id: &AccountId,
@@ -58,24 +57,32 @@ pub async fn create_key(
     name: Option<&str>,
     now: SystemTime,
 ) -> Result<(NewKey, i64), AccountError> {
+    let at = unix_secs(now);
     let tx = client.transaction().await?;
     let (rowid, _, _) = lock_account(&tx, account_public_id).await?;
-    let live: i64 = tx
-        .query_one(
-            "SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL",
-            &[&rowid],
-        )
-        .await?
-        .get(0);
-    if u64::try_from(live).unwrap_or(0) >= MAX_LIVE_KEYS {
-        return Err(AccountError::Invalid(
-            DashboardRefused::TooManyKeys.to_string(),
-        ));
-    }
-    let (key_id, api_key) = insert_key(&tx, rowid, publishable, name, unix_secs(now)).await?;
+    key_room(live_keys(&tx, rowid, at).await?, false)?;
+    let (key_id, api_key) = insert_key(&tx, rowid, publishable, name, at).await?;
     let version = bump(&tx).await?;
     tx.commit().await?;
     Ok((NewKey { key_id, api_key }, version))
+}
+
+/// As `db::sqlite::keys`'s: the account's live keys at `at`, its rolled keys past their
+/// end revoked first; under the account's lock.
+async fn live_keys(tx: &Transaction<'_>, account: i64, at: i64) -> Result<u64, AccountError> {
+    tx.execute(&admin::end_rolled_keys("$1", "$2"), &[&account, &at])
+        .await?;
+    let live: i64 = tx
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM api_keys WHERE account_id = $1 AND {}",
+                admin::live_keys("$2")
+            ),
+            &[&account, &at],
+        )
+        .await?
+        .get(0);
+    Ok(u64::try_from(live).unwrap_or(0))
 }
 
 /// As `db::sqlite::keys::roll_key`; and the version.
@@ -93,16 +100,17 @@ pub async fn roll_key(
         .query_opt(
             "SELECT kind, origins, per_ip_minute, name,
                     revoked_at IS NOT NULL OR coalesce(expires_at <= $3, false),
-                    max_per_minute, max_per_day
+                    max_per_minute, max_per_day, expires_at IS NOT NULL
              FROM api_keys WHERE account_id = $1 AND public_id = $2",
             &[&rowid, &key_public_id, &at],
         )
         .await?
         .ok_or_else(|| AccountError::UnknownKey(key_public_id.clone()))?;
-    let publishable = successor_rules(old.get(4), old.try_get(0)?, || {
+    let publishable = successor_rules(old.get(4), old.get(7), old.try_get(0)?, || {
         publishable_rules(old.get(1), old.get(2), (old.get(5), old.get(6)))
             .map_err(|why| AccountError::Unexpected(anyhow::anyhow!("{why}")))
     })?;
+    key_room(live_keys(&tx, rowid, at).await?, true)?;
     let name: Option<String> = old.get(3);
     let (key_id, api_key) =
         insert_key(&tx, rowid, publishable.as_ref(), name.as_deref(), at).await?;

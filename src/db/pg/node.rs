@@ -112,7 +112,8 @@ pub async fn load(
         .query(
             "SELECT key_hash, account_id, id, kind, origins, per_ip_minute, expires_at,
                     max_per_minute, max_per_day
-             FROM api_keys WHERE revoked_at IS NULL",
+             FROM api_keys WHERE revoked_at IS NULL
+               AND (expires_at IS NULL OR expires_at > extract(epoch FROM now()))",
             &[],
         )
         .await?

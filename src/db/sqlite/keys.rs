@@ -5,12 +5,11 @@ use std::time::SystemTime;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::db::admin::{AccountError, NewKey, successor_rules};
+use crate::db::admin::{self, AccountError, NewKey, key_room, successor_rules};
 use crate::db::rows::{ActiveKey, unix_secs};
 use crate::db::sqlite::decode::{count, find_account, publishable_rules};
 use crate::domain::api_key::{self, ApiKey, KeyHash, KeyKind, Publishable};
 use crate::domain::charge::Caller;
-use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS};
 use crate::domain::ids::{AccountId, KeyId};
 
 /// Inserts a key of the account: secret, or publishable with its rules.
@@ -45,7 +44,7 @@ pub(crate) fn insert_key(
 }
 
 /// A new key of the account: secret (`publishable` `None`) or publishable, named or not;
-/// refused when the account holds [`MAX_LIVE_KEYS`] live keys already.
+/// refused when the account holds `MAX_LIVE_KEYS` live keys already (`key_room`).
 pub fn create_key(
     conn: &mut Connection,
     account_public_id: &AccountId,
@@ -53,26 +52,33 @@ pub fn create_key(
     name: Option<&str>,
     now: SystemTime,
 ) -> Result<NewKey, AccountError> {
+    let at = unix_secs(now);
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, _) = find_account(&tx, account_public_id)?;
-    let live: i64 = tx.query_row(
-        "SELECT count(*) FROM api_keys WHERE account_id = ?1 AND revoked_at IS NULL",
-        [rowid],
-        |r| r.get(0),
-    )?;
-    if count(live) >= MAX_LIVE_KEYS {
-        return Err(AccountError::Invalid(
-            DashboardRefused::TooManyKeys.to_string(),
-        ));
-    }
-    let (key_id, api_key) = insert_key(&tx, rowid, publishable, name, unix_secs(now))?;
+    key_room(live_keys(&tx, rowid, at)?, false)?;
+    let (key_id, api_key) = insert_key(&tx, rowid, publishable, name, at)?;
     tx.commit()?;
     Ok(NewKey { key_id, api_key })
 }
 
+/// The account's live keys at `at` (unix seconds), its rolled keys past their end revoked
+/// first (`end_rolled_keys`); in the caller's write transaction.
+fn live_keys(tx: &Connection, account: i64, at: i64) -> Result<u64, AccountError> {
+    tx.execute(&admin::end_rolled_keys("?1", "?2"), params![account, at])?;
+    let live: i64 = tx.query_row(
+        &format!(
+            "SELECT count(*) FROM api_keys WHERE account_id = ?1 AND {}",
+            admin::live_keys("?2")
+        ),
+        params![account, at],
+        |r| r.get(0),
+    )?;
+    Ok(count(live))
+}
+
 /// Rolls a live key of the account: a new key of the same kind, rules and name, shown
-/// once; the old one keeps working until `ends` (unix seconds), then is refused. The
-/// account's cap on live keys does not apply (the old key is on its way out).
+/// once; the old one keeps working until `ends` (unix seconds), then is refused. Not a key
+/// in its grace (409); at the cap, one roll goes (`key_room`).
 pub fn roll_key(
     conn: &mut Connection,
     account_public_id: &AccountId,
@@ -86,7 +92,8 @@ pub fn roll_key(
     let old = tx
         .query_row(
             "SELECT kind, origins, per_ip_minute, name, revoked_at IS NOT NULL
-                    OR coalesce(expires_at <= ?3, 0), max_per_minute, max_per_day
+                    OR coalesce(expires_at <= ?3, 0), max_per_minute, max_per_day,
+                    expires_at IS NOT NULL
              FROM api_keys WHERE account_id = ?1 AND public_id = ?2",
             params![rowid, key_public_id, at],
             |r| {
@@ -95,18 +102,19 @@ pub fn roll_key(
                     r.get::<_, Option<String>>(1)?,
                     r.get::<_, Option<u32>>(2)?,
                     r.get::<_, Option<String>>(3)?,
-                    r.get::<_, bool>(4)?,
+                    (r.get::<_, bool>(4)?, r.get::<_, bool>(7)?),
                     (r.get::<_, Option<u32>>(5)?, r.get::<_, Option<u32>>(6)?),
                 ))
             },
         )
         .optional()?
         .ok_or_else(|| AccountError::UnknownKey(key_public_id.clone()))?;
-    let (kind, origins, per_ip, name, revoked, budget) = old;
-    let publishable = successor_rules(revoked, kind, || {
+    let (kind, origins, per_ip, name, (revoked, in_grace), budget) = old;
+    let publishable = successor_rules(revoked, in_grace, kind, || {
         publishable_rules(origins, per_ip, budget, 1)
             .map_err(|why| AccountError::Unexpected(anyhow::anyhow!(why)))
     })?;
+    key_room(live_keys(&tx, rowid, at)?, true)?;
     let (key_id, api_key) = insert_key(&tx, rowid, publishable.as_ref(), name.as_deref(), at)?;
     tx.execute(
         "UPDATE api_keys SET expires_at = min(coalesce(expires_at, ?2), ?2) WHERE public_id = ?1",
@@ -147,7 +155,8 @@ pub fn load_active(conn: &Connection) -> rusqlite::Result<Vec<ActiveKey>> {
     let mut stmt = conn.prepare_cached(
         "SELECT key_hash, account_id, id, kind, origins, per_ip_minute, expires_at,
                 max_per_minute, max_per_day
-         FROM api_keys WHERE revoked_at IS NULL",
+         FROM api_keys WHERE revoked_at IS NULL
+           AND (expires_at IS NULL OR expires_at > unixepoch())",
     )?;
     stmt.query_map([], |r| {
         let hash: Vec<u8> = r.get(0)?;
