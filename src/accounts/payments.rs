@@ -14,15 +14,21 @@ use crate::domain::payments::TopupStatus;
 use super::{Admin, Store};
 
 impl Admin {
+    /// Sets the card payments' settings; every server holds them before this returns (a
+    /// webhook is checked against the settings a server holds in memory: `api::account`).
     pub async fn set_payments(
         &mut self,
         settings: &PaymentSettings,
         now: i64,
     ) -> Result<(), AccountError> {
-        match &mut self.store {
-            Store::File(conn) => sqlite::payments::set_settings(conn, settings, now),
-            Store::Ledger(client) => pg::payments::set_settings(client, settings, now).await,
-        }
+        let version = match &mut self.store {
+            Store::File(conn) => {
+                sqlite::payments::set_settings(conn, settings, now)?;
+                0
+            }
+            Store::Ledger(client) => pg::payments::set_settings(client, settings, now).await?,
+        };
+        Ok(self.changed(version).await?)
     }
 
     pub async fn payments(&mut self) -> Result<Option<PaymentSettings>, AccountError> {
@@ -32,12 +38,15 @@ impl Admin {
         }
     }
 
-    /// Turns card payments off; whether they were on.
+    /// Turns card payments off; whether they were on. Every server holds it before this
+    /// returns, as `set_payments`.
     pub async fn payments_off(&mut self) -> Result<bool, AccountError> {
-        match &mut self.store {
-            Store::File(conn) => sqlite::payments::clear_settings(conn),
-            Store::Ledger(client) => pg::payments::clear_settings(client).await,
-        }
+        let (was_on, version) = match &mut self.store {
+            Store::File(conn) => (sqlite::payments::clear_settings(conn)?, 0),
+            Store::Ledger(client) => pg::payments::clear_settings(client).await?,
+        };
+        self.changed(version).await?;
+        Ok(was_on)
     }
 
     /// A pending top-up of `amount` the account's customer is about to pay; its id.

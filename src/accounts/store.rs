@@ -50,6 +50,8 @@ pub struct Accounts {
     source: Source,
     store_calls: Arc<Semaphore>,
     outside_calls: Arc<Semaphore>,
+    /// This server's books, which count the store's calls (`/metrics`).
+    books: Billing,
 }
 
 #[derive(Clone)]
@@ -101,7 +103,7 @@ impl Accounts {
             )?),
             None => Source::File {
                 pool: db::pool_on_demand(db, STORE_CALLS as u32)?,
-                books,
+                books: books.clone(),
             },
         };
         Ok(Accounts {
@@ -110,6 +112,7 @@ impl Accounts {
             source,
             store_calls: Arc::new(Semaphore::new(STORE_CALLS)),
             outside_calls: Arc::new(Semaphore::new(OUTSIDE_CALLS)),
+            books,
         })
     }
 
@@ -121,6 +124,7 @@ impl Accounts {
         F: FnOnce(Admin) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, AccountError>> + Send + 'static,
     {
+        self.books.count_account_call();
         let permit = turn(&self.store_calls).await?;
         let source = self.source.clone();
         let task = self.handle.spawn(async move {

@@ -184,6 +184,7 @@ async fn run(
             crate::accounts::Accounts::open(db_path, settings.ledger.as_ref(), billing.clone())?;
         let dashboard = account::Dashboard::new(
             accounts,
+            billing.clone(),
             public_url,
             &settings.dashboard,
             settings.trusted_proxies.clone(),

@@ -249,6 +249,12 @@ fn refresh(ops: &Ops) {
     let failures = m.ledger_flush_failures.get();
     m.ledger_flush_failures
         .inc_by(stats.failed_flushes.saturating_sub(failures));
+    let reloads = m.billing_reloads.get();
+    m.billing_reloads
+        .inc_by(stats.reloads.saturating_sub(reloads));
+    let calls = m.account_store_calls.get();
+    m.account_store_calls
+        .inc_by(stats.account_calls.saturating_sub(calls));
     if let (Some(cluster), Some(node_id)) = (&m.cluster, ops.billing.node_id()) {
         cluster
             .node

@@ -81,6 +81,8 @@ pub struct Metrics {
     pub(crate) ledger_lag_seconds: Gauge<f64, AtomicU64>,
     pub(crate) ledger_pending: Gauge,
     pub(crate) ledger_flush_failures: Counter,
+    pub(crate) billing_reloads: Counter,
+    pub(crate) account_store_calls: Counter,
     /// Cluster mode only (docs/cluster.md): registered when the server charges a shared
     /// ledger, so the single file's scrape does not change.
     pub(crate) cluster: Option<ClusterMetrics>,
@@ -254,6 +256,18 @@ impl Metrics {
             "Ledger transactions of the billing writer that failed (kept and retried)",
             ledger_flush_failures.clone(),
         );
+        let billing_reloads = Counter::default();
+        registry.register(
+            "billing_reloads",
+            "Times the billing writer reloaded every account and key after a change made elsewhere (CLI, dashboard, another node)",
+            billing_reloads.clone(),
+        );
+        let account_store_calls = Counter::default();
+        registry.register(
+            "account_store_calls",
+            "Calls of the account store by the dashboard, the sign-in and the Stripe webhook",
+            account_store_calls.clone(),
+        );
         let cluster = cluster.then(|| ClusterMetrics::register(&mut registry));
         let dataset_records = Gauge::default();
         registry.register(
@@ -321,6 +335,8 @@ impl Metrics {
             ledger_lag_seconds,
             ledger_pending,
             ledger_flush_failures,
+            billing_reloads,
+            account_store_calls,
             cluster,
             dataset_records,
             dataset_countries,

@@ -19,6 +19,8 @@ pub struct BillingStats {
     pub flush_busy: Duration,
     /// Reloads of accounts and keys after an outside change.
     pub reloads: u64,
+    /// Calls of the account store (the dashboard's, the sign-in's, the webhook's).
+    pub account_calls: u64,
     /// The last committed flush's duration, and when it committed.
     pub last_flush: Duration,
     pub last_commit: Option<std::time::SystemTime>,
@@ -43,6 +45,7 @@ pub(super) struct Counts {
     pub(super) failed_flushes: AtomicU64,
     pub(super) flush_busy_nanos: AtomicU64,
     pub(super) reloads: AtomicU64,
+    pub(super) account_calls: AtomicU64,
     /// The last committed flush: how long it took, and when it ended (µs since 1970).
     pub(super) last_flush_nanos: AtomicU64,
     pub(super) last_commit_unix_micros: AtomicU64,
@@ -52,6 +55,21 @@ pub(super) struct Counts {
 }
 
 impl Billing {
+    /// How many times the books took in the store's accounts and keys after a change made
+    /// elsewhere (the CLI, another node): what is cached beside the books (the dashboard's
+    /// payment settings) is read again when this moves. One atomic read, no lock.
+    pub fn reloads(&self) -> u64 {
+        self.shared.counts.reloads.load(Ordering::Relaxed)
+    }
+
+    /// Counts a call of the account store (`accounts::Accounts::run`), for `/metrics`.
+    pub fn count_account_call(&self) {
+        self.shared
+            .counts
+            .account_calls
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn stats(&self) -> BillingStats {
         let c = &self.shared.counts;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -64,6 +82,7 @@ impl Billing {
             failed_flushes: get(&c.failed_flushes),
             flush_busy: Duration::from_nanos(get(&c.flush_busy_nanos)),
             reloads: get(&c.reloads),
+            account_calls: get(&c.account_calls),
             last_flush: Duration::from_nanos(get(&c.last_flush_nanos)),
             last_commit: match get(&c.last_commit_unix_micros) {
                 0 => None,

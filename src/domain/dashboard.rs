@@ -33,6 +33,14 @@ pub fn random_token() -> String {
         .collect()
 }
 
+/// Whether `text` has the shape of a [`random_token`]: 43 base64url characters.
+pub fn is_token(text: &str) -> bool {
+    text.len() == 43
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// What the database keeps of a session id or a sign-in state: its SHA-256.
 pub fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
@@ -207,6 +215,20 @@ mod tests {
         assert!(session_expired(0, 0, IDLE_SECS));
         assert!(!session_expired(0, ABSOLUTE_SECS - 10, ABSOLUTE_SECS - 1));
         assert!(session_expired(0, ABSOLUTE_SECS - 10, ABSOLUTE_SECS));
+    }
+
+    #[test]
+    fn only_the_shape_of_a_token_is_one() {
+        assert!(is_token(&random_token()));
+        for junk in [
+            "",
+            "junk",
+            &"a".repeat(42),
+            &"a".repeat(44),
+            &format!("{}=", "a".repeat(42)),
+        ] {
+            assert!(!is_token(junk), "{junk}");
+        }
     }
 
     #[test]

@@ -127,6 +127,25 @@ pub enum SignatureError {
     Stale,
 }
 
+/// The timestamp and the `v1` signatures of a `Stripe-Signature` header
+/// (`t=<unix>,v1=<hex>[,v1=<hex>…]`): what can be refused without the secret.
+pub fn signature_parts(header: Option<&str>) -> Result<(i64, Vec<Vec<u8>>), SignatureError> {
+    let header = header.ok_or(SignatureError::Missing)?;
+    let mut timestamp = None;
+    let mut signatures = Vec::new();
+    for part in header.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", t)) => timestamp = t.parse::<i64>().ok(),
+            Some(("v1", hex_sig)) => signatures.extend(hex::decode(hex_sig).ok()),
+            _ => {}
+        }
+    }
+    match timestamp.filter(|_| !signatures.is_empty()) {
+        Some(timestamp) => Ok((timestamp, signatures)),
+        None => Err(SignatureError::Malformed),
+    }
+}
+
 /// Checks `header` (`t=<unix>,v1=<hex>[,v1=<hex>…]`) over the raw `payload` as Stripe
 /// documents it: each `v1` is HMAC-SHA256 of `"{t}.{payload}"` keyed with the endpoint's
 /// secret (`whsec_…`, used as given); any one matching (compared in constant time) will do,
@@ -138,19 +157,7 @@ pub fn verify_signature(
     secret: &str,
     now: i64,
 ) -> Result<(), SignatureError> {
-    let header = header.ok_or(SignatureError::Missing)?;
-    let mut timestamp = None;
-    let mut signatures = Vec::new();
-    for part in header.split(',') {
-        match part.trim().split_once('=') {
-            Some(("t", t)) => timestamp = t.parse::<i64>().ok(),
-            Some(("v1", hex_sig)) => signatures.extend(hex::decode(hex_sig).ok()),
-            _ => {}
-        }
-    }
-    let Some(timestamp) = timestamp.filter(|_| !signatures.is_empty()) else {
-        return Err(SignatureError::Malformed);
-    };
+    let (timestamp, signatures) = signature_parts(header)?;
     let mac = signed(payload, secret, timestamp);
     if !signatures
         .iter()

@@ -61,6 +61,8 @@ mod ops;
 mod payments;
 /// Slow and half-open connections under a 1,024-descriptor limit (the real binary).
 mod slow_clients;
+/// Strangers cost nothing: unsigned webhooks and junk cookies make no store call.
+mod strangers;
 /// /api/suggest: prefix then substring, ranking, limits, errors, billing.
 mod suggest;
 /// Swagger UI in headless Chromium: try /api/lookup.

@@ -160,7 +160,7 @@ pub(crate) fn enable_payments(target: &[&str], api_base: &str) -> Value {
 }
 
 /// Posts an event to a server's webhook: status and JSON answer.
-fn deliver(address: &str, payload: &str, signature: Option<&str>) -> (u16, Value) {
+pub(crate) fn deliver(address: &str, payload: &str, signature: Option<&str>) -> (u16, Value) {
     let mut request = ureq::post(format!("{address}/account/stripe/webhook"))
         .config()
         .http_status_as_error(false)

@@ -75,6 +75,12 @@ pub(crate) struct Dashboard {
     /// for its metadata.
     starts: crate::billing::per_ip::PerIpLimiter,
     trusted_proxies: Vec<crate::domain::cidr::Cidr>,
+    /// This server's books: how often they reloaded after a change made elsewhere, which
+    /// tells when `payments` is stale.
+    billing: crate::billing::Billing,
+    /// The payment settings as last read (`webhook`): a delivery's signature is checked
+    /// against them before any work of the store.
+    payments: std::sync::Mutex<Option<webhook::CachedPayments>>,
 }
 
 /// The session cookie's name and attributes for this public URL.
@@ -90,6 +96,7 @@ pub const STARTS_PER_MINUTE: u32 = 20;
 impl Dashboard {
     pub(crate) fn new(
         accounts: Accounts,
+        billing: crate::billing::Billing,
         public_url: String,
         settings: &DashboardSettings,
         trusted_proxies: Vec<crate::domain::cidr::Cidr>,
@@ -101,6 +108,8 @@ impl Dashboard {
             http: crate::accounts::oidc::outside_agent(),
             starts: Default::default(),
             trusted_proxies,
+            billing,
+            payments: std::sync::Mutex::new(None),
         })
     }
 
@@ -161,7 +170,10 @@ impl Dashboard {
 
     /// The live session the request's cookie names, or 401 `Not signed in`.
     async fn session(&self, req: &Request) -> Result<Session, ApiError> {
-        let Some(id) = cookie(req, self.cookies().session) else {
+        // A value that is not the shape of a session id (`random_token`) is refused
+        // without a look at the store: a stranger's junk costs nothing.
+        let Some(id) = cookie(req, self.cookies().session).filter(|id| dashboard::is_token(id))
+        else {
             return Err(ApiError::unauthorized(NOT_SIGNED_IN));
         };
         let hash = dashboard::token_hash(&id);

@@ -2,7 +2,13 @@
 //! `accounts::stripe` verifies and reads them.
 //!
 //! The `Stripe-Signature` is checked over the raw body before anything else; a bad,
-//! missing or stale one is 400 and changes nothing. A paid Checkout Session
+//! missing or stale one is 400 and changes nothing. A stranger's delivery costs the store
+//! nothing: a header of the wrong shape is refused before the settings are looked at, and
+//! the signature is checked against the webhook secret held in memory
+//! ([`CachedPayments`]), read again from the store only when the books reloaded after a
+//! change made elsewhere (`postal payments ...` tells every server before it returns),
+//! after [`PAYMENTS_FRESH`], or, at most once a second, when a signature matches no secret
+//! held (a secret just changed by other means). A paid Checkout Session
 //! (`checkout.session.completed` with `payment_status` `paid`, or
 //! `checkout.session.async_payment_succeeded`) is read back from Stripe's API, as Stripe's
 //! fulfilment guide asks, and its `amount_total` credited to the top-up it names, once
@@ -12,6 +18,7 @@
 //! API) is 5xx, and Stripe delivers the event again later, for up to three days.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use poem::web::{Data, Json};
 use poem::{Body, IntoResponse, Request, Response, handler};
@@ -19,7 +26,7 @@ use serde_json::json;
 
 use super::{Dashboard, now_unix};
 use crate::accounts::stripe::{self, CheckoutSession, InvalidEvent, StripeError, stripe_id};
-use crate::accounts::{Credited, Payment, Refunded};
+use crate::accounts::{Credited, Payment, PaymentSettings, Refunded};
 use crate::api::ApiError;
 use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
@@ -27,8 +34,51 @@ use crate::domain::payments::{self, TopupStatus};
 
 /// The largest event body taken (Stripe's events are a few KB).
 const MAX_EVENT_BYTES: usize = 256 * 1024;
+/// The payment settings held are read again after this long, whatever happened.
+const PAYMENTS_FRESH: Duration = Duration::from_secs(10);
+/// A signature that matches no secret held rereads them, at most this often.
+const REREAD_AFTER: Duration = Duration::from_secs(1);
+
+/// The payment settings as read from the store: when, after how many reloads of the books.
+pub(super) struct CachedPayments {
+    read_at: Instant,
+    reloads: u64,
+    settings: Option<Arc<PaymentSettings>>,
+}
 
 impl Dashboard {
+    /// The payment settings held, or read again when stale (`reread`: also when read
+    /// more than [`REREAD_AFTER`] ago).
+    async fn payment_settings(
+        &self,
+        reread: bool,
+    ) -> Result<Option<Arc<PaymentSettings>>, ApiError> {
+        let reloads = self.billing.reloads();
+        {
+            let cached = self.payments.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = cached.as_ref() {
+                let age = c.read_at.elapsed();
+                let stale = c.reloads != reloads
+                    || age >= PAYMENTS_FRESH
+                    || (reread && age >= REREAD_AFTER);
+                if !stale {
+                    return Ok(c.settings.clone());
+                }
+            }
+        }
+        let read_at = Instant::now();
+        let settings = self
+            .admin(move |mut admin| async move { admin.payments().await })
+            .await?
+            .map(Arc::new);
+        *self.payments.lock().unwrap_or_else(|e| e.into_inner()) = Some(CachedPayments {
+            read_at,
+            reloads,
+            settings: settings.clone(),
+        });
+        Ok(settings)
+    }
+
     /// Runs `call` (to Stripe's API) on the store's threads for outside calls, never the
     /// API's; all taken: Stripe is as good as unreachable.
     pub(super) async fn stripe<T, F>(&self, call: F) -> Result<T, StripeError>
@@ -76,13 +126,28 @@ pub(super) async fn webhook(req: &Request, body: Body, dash: Data<&Arc<Dashboard
 
 async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<String, ApiError> {
     let raw = crate::api::contract::read_whole(body, MAX_EVENT_BYTES, "Invalid event body").await?;
-    let settings = dash
-        .admin(move |mut admin| async move { admin.payments().await })
-        .await?
-        .ok_or_else(|| ApiError::bad_request("Card payments are not set up on this server"))?;
+    let signature = req.header("Stripe-Signature");
+    payments::signature_parts(signature).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let now = now_unix();
-    let event = stripe::verified_event(req.header("Stripe-Signature"), &raw, &settings, now)
-        .map_err(invalid)?;
+    let verified = |settings: &Option<Arc<PaymentSettings>>| {
+        settings
+            .as_ref()
+            .map(|s| stripe::verified_event(signature, &raw, s, now))
+    };
+    let mut settings = dash.payment_settings(false).await?;
+    let mut event = verified(&settings);
+    if !matches!(event, Some(Ok(_))) {
+        // Settings just changed by other means than the CLI: read again (at most once a
+        // second, whatever strangers send).
+        settings = dash.payment_settings(true).await?;
+        event = verified(&settings);
+    }
+    let (Some(settings), Some(event)) = (settings, event) else {
+        return Err(ApiError::bad_request(
+            "Card payments are not set up on this server",
+        ));
+    };
+    let event = event.map_err(invalid)?;
     let object = &event.data.object;
     let actor = format!("Stripe (event {})", event.id);
     let outcome = match event.kind.as_str() {

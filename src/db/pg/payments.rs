@@ -17,29 +17,32 @@ use super::changes::bump;
 use super::decode::lock_account;
 use super::reports::account_rowid;
 
+/// Sets the settings; the version (`changes::bump`: the nodes reread them).
 pub async fn set_settings(
     client: &mut Client,
     s: &PaymentSettings,
     now: i64,
-) -> Result<(), AccountError> {
-    client
-        .execute(
-            "INSERT INTO payment_settings
+) -> Result<i64, AccountError> {
+    let tx = client.transaction().await?;
+    tx.execute(
+        "INSERT INTO payment_settings
                  (id, processor, secret_key, webhook_secret, api_base, max_topup, updated_at)
              VALUES (1, 'stripe', $1, $2, $3, $4, $5)
              ON CONFLICT (id) DO UPDATE SET secret_key = excluded.secret_key,
                  webhook_secret = excluded.webhook_secret, api_base = excluded.api_base,
                  max_topup = excluded.max_topup, updated_at = excluded.updated_at",
-            &[
-                &s.secret_key.expose_secret(),
-                &s.webhook_secret.expose_secret(),
-                &s.api_base,
-                &s.max_topup,
-                &now,
-            ],
-        )
-        .await?;
-    Ok(())
+        &[
+            &s.secret_key.expose_secret(),
+            &s.webhook_secret.expose_secret(),
+            &s.api_base,
+            &s.max_topup,
+            &now,
+        ],
+    )
+    .await?;
+    let version = bump(&tx).await?;
+    tx.commit().await?;
+    Ok(version)
 }
 
 pub async fn settings(client: &Client) -> Result<Option<PaymentSettings>, AccountError> {
@@ -60,8 +63,13 @@ pub async fn settings(client: &Client) -> Result<Option<PaymentSettings>, Accoun
     })
 }
 
-pub async fn clear_settings(client: &mut Client) -> Result<bool, AccountError> {
-    Ok(client.execute("DELETE FROM payment_settings", &[]).await? > 0)
+/// Removes the settings: whether there were any, and the version.
+pub async fn clear_settings(client: &mut Client) -> Result<(bool, i64), AccountError> {
+    let tx = client.transaction().await?;
+    let removed = tx.execute("DELETE FROM payment_settings", &[]).await? > 0;
+    let version = bump(&tx).await?;
+    tx.commit().await?;
+    Ok((removed, version))
 }
 
 /// A new pending top-up of `amount` for the account; its public id. Refused beyond
