@@ -368,7 +368,19 @@ fn a_publishable_key_is_created_with_its_origins_and_per_ip_limit() {
     assert_eq!(listed.len(), 3);
     assert_eq!(
         keys(&listed[0]),
-        ["createdAt", "keyId", "kind", "revoked", "revokedAt"]
+        [
+            "createdAt",
+            "keyId",
+            "kind",
+            "lastUsedAt",
+            "queriesLast30Days",
+            "revoked",
+            "revokedAt"
+        ]
+    );
+    assert_eq!(
+        (&listed[0]["lastUsedAt"], &listed[0]["queriesLast30Days"]),
+        (&Value::Null, &json!(0))
     );
     assert_eq!(listed[0]["kind"], "secret");
     assert_eq!(listed[1]["kind"], "publishable");
