@@ -122,7 +122,8 @@ function keysArea(keys) {
 }
 
 // Back from Stripe's page (`/account?topup=top_…`): the top-up is shown as pending, and
-// the page asks again every 2 s (a minute at most) until Stripe's webhook has credited it.
+// the page asks for the top-ups alone every 2 s (a minute at most) until Stripe's webhook
+// has credited it; then the whole page once (the balance).
 const returned = new URLSearchParams(location.search);
 let polls = 0;
 
@@ -140,7 +141,14 @@ function fundsArea(topups) {
     else if (back.status === "pending" && polls < 30) {
       text = "Waiting for the payment to be confirmed…";
       polls += 1;
-      setTimeout(() => render().catch((e) => problem(app, e)), 2000);
+      setTimeout(async () => {
+        try {
+          const fresh = await api("GET", "/topups");
+          const now = fresh.topups.find((t) => t.topupId === back.topupId);
+          if (now && now.status === "pending" && polls < 30) section.replaceWith(fundsArea(fresh));
+          else await render();
+        } catch (e) { problem(app, e); }
+      }, 2000);
     } else text = `This top-up is ${back.status}.`;
     section.append(el("p", { role: "status", id: "topup-status" }, text));
   }
