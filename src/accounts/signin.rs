@@ -9,11 +9,17 @@ use crate::domain::ids::{AccountId, ProviderName};
 use super::{Admin, Store};
 
 impl Admin {
+    /// Adds a provider; every server offers it before this returns (the sign-in page's
+    /// providers are held in memory: `api::account`).
     pub async fn add_provider(&mut self, p: &Provider, now: i64) -> Result<(), AccountError> {
-        match &mut self.store {
-            Store::File(conn) => sqlite::dashboard::add_provider(conn, p, now),
-            Store::Ledger(client) => pg::dashboard::add_provider(client, p, now).await,
-        }
+        let version = match &mut self.store {
+            Store::File(conn) => {
+                sqlite::dashboard::add_provider(conn, p, now)?;
+                0
+            }
+            Store::Ledger(client) => pg::dashboard::add_provider(client, p, now).await?,
+        };
+        Ok(self.changed(version).await?)
     }
 
     pub async fn providers(&mut self) -> Result<Vec<Provider>, AccountError> {
@@ -23,12 +29,14 @@ impl Admin {
         }
     }
 
-    /// Whether a provider of that name was there.
+    /// Whether a provider of that name was there; no server offers it once this returns.
     pub async fn remove_provider(&mut self, name: &ProviderName) -> Result<bool, AccountError> {
-        match &mut self.store {
-            Store::File(conn) => sqlite::dashboard::remove_provider(conn, name),
-            Store::Ledger(client) => pg::dashboard::remove_provider(client, name).await,
-        }
+        let (removed, version) = match &mut self.store {
+            Store::File(conn) => (sqlite::dashboard::remove_provider(conn, name)?, 0),
+            Store::Ledger(client) => pg::dashboard::remove_provider(client, name).await?,
+        };
+        self.changed(version).await?;
+        Ok(removed)
     }
 
     pub async fn put_signin(

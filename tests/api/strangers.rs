@@ -1,6 +1,6 @@
 //! Strangers cost nothing: a Stripe webhook delivery without a well-formed
 //! `Stripe-Signature` and a session cookie that is not the shape of one are refused without
-//! a call of the account store; a delivery signed with another secret rereads the payment
+//! a call of the account store, and the sign-in page reads its providers once; a delivery signed with another secret rereads the payment
 //! settings at most once a second; `postal_account_store_calls_total` (and
 //! `postal_billing_reloads_total`) in /metrics say so.
 
@@ -57,13 +57,24 @@ fn unsigned_deliveries_and_junk_cookies_make_no_call_of_the_store() {
     }
     assert_eq!(counter(&app, "account_store_calls"), before);
 
+    // The sign-in page: its providers read once, then held.
+    for _ in 0..100 {
+        assert_eq!(app.get_with("/account", &[]).status, 200);
+    }
+    let after_page = counter(&app, "account_store_calls");
+    assert!(
+        (before + 1..=before + 2).contains(&after_page),
+        "{} reads for 100 pages (a second one only if the books reloaded meanwhile)",
+        after_page - before
+    );
+
     // A cookie of a session id's shape is looked up (the counter counts).
     let unknown = format!("postal_session={}", "A".repeat(43));
     assert_eq!(
         me_with_cookie(&app, &unknown),
         (401, json!({"error": "Not signed in"}))
     );
-    assert_eq!(counter(&app, "account_store_calls"), before + 1);
+    assert_eq!(counter(&app, "account_store_calls"), after_page + 1);
 }
 
 #[test]

@@ -20,6 +20,7 @@
 mod answers;
 mod audit;
 mod extract;
+mod held;
 mod keys;
 mod limits;
 mod me;
@@ -80,7 +81,9 @@ pub(crate) struct Dashboard {
     billing: crate::billing::Billing,
     /// The payment settings as last read (`webhook`): a delivery's signature is checked
     /// against them before any work of the store.
-    payments: std::sync::Mutex<Option<webhook::CachedPayments>>,
+    payments: held::Held<Option<Arc<crate::accounts::PaymentSettings>>>,
+    /// The providers as last read: the sign-in page of a stranger reads no store.
+    providers: held::Held<Arc<Vec<crate::accounts::Provider>>>,
 }
 
 /// The session cookie's name and attributes for this public URL.
@@ -109,8 +112,24 @@ impl Dashboard {
             starts: Default::default(),
             trusted_proxies,
             billing,
-            payments: std::sync::Mutex::new(None),
+            payments: Default::default(),
+            providers: Default::default(),
         })
+    }
+
+    /// The sign-in providers, as held in memory (`held`) or read again when stale.
+    async fn providers(&self) -> Result<Arc<Vec<crate::accounts::Provider>>, ApiError> {
+        let reloads = self.billing.reloads();
+        if let Some(providers) = self.providers.fresh(reloads, false) {
+            return Ok(providers);
+        }
+        let read_at = std::time::Instant::now();
+        let providers = Arc::new(
+            self.admin(move |mut admin| async move { admin.providers().await })
+                .await?,
+        );
+        self.providers.put(providers.clone(), read_at, reloads);
+        Ok(providers)
     }
 
     fn cookies(&self) -> CookieRules {

@@ -63,6 +63,8 @@ pub(super) fn message(status: StatusCode, title: &str, text: &str) -> Response {
 /// `GET /account`: the sign-in page, or the dashboard when signed in.
 #[handler]
 pub(super) async fn index(req: &Request, dash: Data<&Arc<Dashboard>>) -> Response {
+    // A request without a cookie of a session id's shape reads no store (`session`), and
+    // the providers are held in memory (`Dashboard::providers`).
     if dash.session(req).await.is_ok() {
         return html(
             StatusCode::OK,
@@ -72,10 +74,7 @@ pub(super) async fn index(req: &Request, dash: Data<&Arc<Dashboard>>) -> Respons
              <script src=\"/account/app.js\" defer></script>",
         );
     }
-    let providers = match dash
-        .admin(move |mut admin| async move { admin.providers().await })
-        .await
-    {
+    let providers = match dash.providers().await {
         Ok(providers) => providers,
         Err(e) => return message(StatusCode::INTERNAL_SERVER_ERROR, "Sign in", e.text()),
     };

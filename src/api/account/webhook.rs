@@ -4,11 +4,10 @@
 //! The `Stripe-Signature` is checked over the raw body before anything else; a bad,
 //! missing or stale one is 400 and changes nothing. A stranger's delivery costs the store
 //! nothing: a header of the wrong shape is refused before the settings are looked at, and
-//! the signature is checked against the webhook secret held in memory
-//! ([`CachedPayments`]), read again from the store only when the books reloaded after a
-//! change made elsewhere (`postal payments ...` tells every server before it returns),
-//! after [`PAYMENTS_FRESH`], or, at most once a second, when a signature matches no secret
-//! held (a secret just changed by other means). A paid Checkout Session
+//! the signature is checked against the webhook secret held in memory (`held`: read again
+//! when the books reloaded after a change made elsewhere, `postal payments ...` telling
+//! every server before it returns, after 10 s, or, at most once a second, when a
+//! signature matches no secret held: a secret just changed by other means). A paid Checkout Session
 //! (`checkout.session.completed` with `payment_status` `paid`, or
 //! `checkout.session.async_payment_succeeded`) is read back from Stripe's API, as Stripe's
 //! fulfilment guide asks, and its `amount_total` credited to the top-up it names, once
@@ -18,7 +17,7 @@
 //! API) is 5xx, and Stripe delivers the event again later, for up to three days.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use poem::web::{Data, Json};
 use poem::{Body, IntoResponse, Request, Response, handler};
@@ -34,48 +33,23 @@ use crate::domain::payments::{self, TopupStatus};
 
 /// The largest event body taken (Stripe's events are a few KB).
 const MAX_EVENT_BYTES: usize = 256 * 1024;
-/// The payment settings held are read again after this long, whatever happened.
-const PAYMENTS_FRESH: Duration = Duration::from_secs(10);
-/// A signature that matches no secret held rereads them, at most this often.
-const REREAD_AFTER: Duration = Duration::from_secs(1);
-
-/// The payment settings as read from the store: when, after how many reloads of the books.
-pub(super) struct CachedPayments {
-    read_at: Instant,
-    reloads: u64,
-    settings: Option<Arc<PaymentSettings>>,
-}
-
 impl Dashboard {
-    /// The payment settings held, or read again when stale (`reread`: also when read
-    /// more than [`REREAD_AFTER`] ago).
+    /// The payment settings held in memory (`held`), or read again when stale (`reread`:
+    /// also when read more than a second ago).
     async fn payment_settings(
         &self,
         reread: bool,
     ) -> Result<Option<Arc<PaymentSettings>>, ApiError> {
         let reloads = self.billing.reloads();
-        {
-            let cached = self.payments.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(c) = cached.as_ref() {
-                let age = c.read_at.elapsed();
-                let stale = c.reloads != reloads
-                    || age >= PAYMENTS_FRESH
-                    || (reread && age >= REREAD_AFTER);
-                if !stale {
-                    return Ok(c.settings.clone());
-                }
-            }
+        if let Some(settings) = self.payments.fresh(reloads, reread) {
+            return Ok(settings);
         }
         let read_at = Instant::now();
         let settings = self
             .admin(move |mut admin| async move { admin.payments().await })
             .await?
             .map(Arc::new);
-        *self.payments.lock().unwrap_or_else(|e| e.into_inner()) = Some(CachedPayments {
-            read_at,
-            reloads,
-            settings: settings.clone(),
-        });
+        self.payments.put(settings.clone(), read_at, reloads);
         Ok(settings)
     }
 

@@ -21,8 +21,14 @@ fn refused(why: DashboardRefused) -> AccountError {
     AccountError::Invalid(why.to_string())
 }
 
-pub async fn add_provider(client: &Client, p: &Provider, now: i64) -> Result<(), AccountError> {
-    let added = client
+/// Adds the provider; the version (`changes::bump`: the nodes read the providers again).
+pub async fn add_provider(
+    client: &mut Client,
+    p: &Provider,
+    now: i64,
+) -> Result<i64, AccountError> {
+    let tx = client.transaction().await?;
+    let added = tx
         .execute(
             "INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at,
                                          kind, allowed)
@@ -38,13 +44,15 @@ pub async fn add_provider(client: &Client, p: &Provider, now: i64) -> Result<(),
             ],
         )
         .await?;
-    match added {
-        0 => Err(AccountError::Invalid(format!(
+    if added == 0 {
+        return Err(AccountError::Invalid(format!(
             "a provider named {:?} exists; remove it first",
             p.name.as_str()
-        ))),
-        _ => Ok(()),
+        )));
     }
+    let version = super::changes::bump(&tx).await?;
+    tx.commit().await?;
+    Ok(version)
 }
 
 pub async fn providers(client: &Client) -> Result<Vec<Provider>, AccountError> {
@@ -68,11 +76,19 @@ pub async fn providers(client: &Client) -> Result<Vec<Provider>, AccountError> {
         .collect())
 }
 
-pub async fn remove_provider(client: &Client, name: &ProviderName) -> Result<bool, AccountError> {
-    Ok(client
+/// Removes the provider: whether it was there, and the version.
+pub async fn remove_provider(
+    client: &mut Client,
+    name: &ProviderName,
+) -> Result<(bool, i64), AccountError> {
+    let tx = client.transaction().await?;
+    let removed = tx
         .execute("DELETE FROM oidc_providers WHERE name = $1", &[&name])
         .await?
-        > 0)
+        > 0;
+    let version = super::changes::bump(&tx).await?;
+    tx.commit().await?;
+    Ok((removed, version))
 }
 
 pub async fn put_signin(
