@@ -3,7 +3,7 @@
 -- `PRAGMA user_version` is 0 (a new file), so two processes opening a new file at once
 -- cannot both apply it. The last statement sets the version. This file states the
 -- current version whole: a change of schema edits it and adds the numbered migration in
--- `src/db/mod.rs` that brings an older file to the same tables and columns, in the same
+-- `src/db/migrations.rs` that brings an older file to the same tables and columns, in the same
 -- column order (its tests compare a migrated file with a new one). The PostgreSQL ledger's
 -- copy of the money and account tables is `src/db/pg/mod.rs`; `ledger migrate` moves them
 -- (`src/db/pg/from_file.rs`, which lists every table here as moved or not).

@@ -1,0 +1,779 @@
+//! The ladder of schema versions: how `open` brings a file of any older version to
+//! [`SCHEMA_VERSION`], each rung the SQL (or code) that gives it what `schema.sql` added
+//! at that version, all of them in one IMMEDIATE transaction.
+
+use anyhow::{Context, Result, bail};
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::{SCHEMA, SCHEMA_VERSION};
+
+/// Version 1 to 2: the dataset generation (`dataset` in schema.sql), which the import
+/// bumps when it swaps a new dataset in, instead of `PRAGMA schema_version`, which every
+/// staging table created or dropped also changes.
+const MIGRATION_2: &str = "
+    CREATE TABLE dataset (
+        id          INTEGER PRIMARY KEY CHECK (id = 1),
+        generation  INTEGER NOT NULL,
+        imported_at INTEGER
+    ) STRICT;
+    INSERT INTO dataset (id, generation) VALUES (1, 0);
+    PRAGMA user_version = 2;";
+
+/// Version 2 to 3: city search v3. The gazetteer table comes (empty until the next
+/// import); what nothing read goes: the `(country, compact_key)` index (lookups answer from
+/// memory; an import names a staging table's indexes after their generation,
+/// `postal_codes_by_key_g4`, so every generation's name is dropped), and the FTS5 trigram
+/// index `places_trigram` over `places` with the columns that bounded it per country
+/// (city search answers from memory, docs/city.md).
+fn migration_3(tx: &Connection) -> Result<()> {
+    let names: Vec<String> = tx
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'index'
+             AND (name = 'postal_codes_by_key' OR name GLOB 'postal_codes_by_key_g[0-9]*')",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for name in names {
+        tx.execute_batch(&format!("DROP INDEX \"{name}\""))?;
+    }
+    tx.execute_batch(MIGRATION_3)?;
+    Ok(())
+}
+
+const MIGRATION_3: &str = "
+    DROP TABLE IF EXISTS places_trigram;
+    DROP TABLE IF EXISTS places;
+    DROP TABLE IF EXISTS places_trigram_next;
+    DROP TABLE IF EXISTS places_next;
+    DROP TABLE IF EXISTS places_trigram_old;
+    DROP TABLE IF EXISTS places_old;
+    ALTER TABLE countries DROP COLUMN place_first;
+    ALTER TABLE countries DROP COLUMN place_last;
+    CREATE TABLE gazetteer (
+        id              INTEGER PRIMARY KEY,
+        country         TEXT NOT NULL,
+        name            TEXT NOT NULL,
+        alternate_names TEXT NOT NULL,
+        latitude        REAL NOT NULL,
+        longitude       REAL NOT NULL,
+        admin1          TEXT,
+        population      INTEGER NOT NULL,
+        timezone        TEXT
+    ) STRICT;
+    CREATE INDEX gazetteer_by_country ON gazetteer (country);
+    PRAGMA user_version = 3;";
+
+/// Version 3 to 4: key kinds (publishable keys for web pages: their origins and per-IP
+/// limit). Every existing key is a secret key.
+const MIGRATION_4: &str = "
+    ALTER TABLE api_keys ADD COLUMN kind TEXT NOT NULL DEFAULT 'secret'
+        CHECK (kind IN ('secret', 'publishable'));
+    ALTER TABLE api_keys ADD COLUMN origins TEXT CHECK (origins IS NULL OR length(origins) > 0);
+    ALTER TABLE api_keys ADD COLUMN per_ip_minute INTEGER
+        CHECK (per_ip_minute IS NULL OR per_ip_minute > 0);
+    PRAGMA user_version = 4;";
+
+/// Version 4 to 5: the dataset's history (issue 23, docs/dataset.md): retired codes,
+/// each import's provenance and changes, the operator's overrides. Empty until the next
+/// import.
+const MIGRATION_5: &str = "
+    CREATE TABLE retired_codes (
+        country     TEXT NOT NULL,
+        compact_key TEXT NOT NULL,
+        postal_code TEXT NOT NULL,
+        city        TEXT NOT NULL,
+        since       INTEGER NOT NULL,
+        PRIMARY KEY (country, compact_key)
+    ) STRICT;
+    CREATE TABLE imports (
+        generation   INTEGER PRIMARY KEY,
+        started_at   INTEGER NOT NULL,
+        finished_at  INTEGER NOT NULL,
+        records      INTEGER NOT NULL,
+        codes        INTEGER NOT NULL,
+        countries    INTEGER NOT NULL,
+        bad_lines    INTEGER NOT NULL,
+        allow_shrink INTEGER NOT NULL CHECK (allow_shrink IN (0, 1)),
+        overrides    INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE import_sources (
+        generation     INTEGER NOT NULL,
+        position       INTEGER NOT NULL,
+        role           TEXT NOT NULL CHECK (role IN ('postal', 'country_info', 'gazetteer', 'overrides')),
+        location       TEXT NOT NULL,
+        bytes          INTEGER NOT NULL,
+        sha256         TEXT NOT NULL,
+        last_modified  TEXT,
+        etag           TEXT,
+        entry          TEXT,
+        entry_modified TEXT,
+        PRIMARY KEY (generation, position)
+    ) STRICT;
+    CREATE TABLE import_countries (
+        generation INTEGER NOT NULL,
+        country    TEXT NOT NULL,
+        records    INTEGER NOT NULL,
+        codes      INTEGER NOT NULL,
+        added      INTEGER NOT NULL,
+        removed    INTEGER NOT NULL,
+        moved      INTEGER NOT NULL,
+        PRIMARY KEY (generation, country)
+    ) STRICT, WITHOUT ROWID;
+    CREATE TABLE code_changes (
+        generation         INTEGER NOT NULL,
+        country            TEXT NOT NULL,
+        postal_code        TEXT NOT NULL,
+        change             TEXT NOT NULL CHECK (change IN ('added', 'removed', 'moved')),
+        city               TEXT NOT NULL,
+        latitude           REAL,
+        longitude          REAL,
+        previous_city      TEXT,
+        previous_latitude  REAL,
+        previous_longitude REAL
+    ) STRICT;
+    CREATE INDEX code_changes_by_generation ON code_changes (generation, country);
+    CREATE TABLE overrides (
+        line        INTEGER PRIMARY KEY,
+        action      TEXT NOT NULL CHECK (action IN ('add', 'remove')),
+        fields      TEXT NOT NULL
+    ) STRICT;
+    PRAGMA user_version = 5;";
+
+/// Version 5 to 6: the stored answers of idempotent bulk requests (`Idempotency-Key`).
+const MIGRATION_6: &str = "
+    CREATE TABLE idempotent_answers (
+        id              INTEGER PRIMARY KEY,
+        account_id      INTEGER NOT NULL REFERENCES accounts (id),
+        idempotency_key TEXT NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+        endpoint        TEXT NOT NULL,
+        fingerprint     BLOB NOT NULL CHECK (length(fingerprint) = 32),
+        body            BLOB NOT NULL,
+        created_at      INTEGER NOT NULL,
+        UNIQUE (account_id, idempotency_key)
+    ) STRICT;
+    CREATE INDEX idempotent_answers_by_age ON idempotent_answers (created_at);
+    PRAGMA user_version = 6;";
+
+/// Version 6 to 7: the account dashboard's providers, identities, sessions, sign-ins and
+/// key names (as in schema.sql).
+const MIGRATION_7: &str = "
+    -- The account dashboard (docs/account.md). The OpenID Connect providers customers sign
+    -- in with (`postal provider add`); the client secret is kept here, as the file keeps the
+    -- keys' hashes: whoever reads the file can sign in as this service at the provider.
+    CREATE TABLE oidc_providers (
+        name          TEXT PRIMARY KEY,       -- [a-z0-9-], in the redirect URI
+        issuer        TEXT NOT NULL,          -- the issuer URL as given, discovery from it
+        client_id     TEXT NOT NULL,
+        client_secret TEXT NOT NULL,
+        created_at    INTEGER NOT NULL
+    ) STRICT, WITHOUT ROWID;
+
+    -- An identity (issuer, subject) belongs to one account, for ever: its first sign-in made
+    -- the account (with the free allowance), or a signed-in customer linked it. Never by
+    -- e-mail address. An unlinked identity keeps its row (`unlinked_at`), so that signing in
+    -- with it again makes no second free allowance.
+    CREATE TABLE identities (
+        issuer      TEXT NOT NULL,
+        subject     TEXT NOT NULL,
+        account_id  INTEGER NOT NULL REFERENCES accounts (id),
+        provider    TEXT NOT NULL,            -- the provider's name when it was linked
+        email       TEXT,                     -- display only, when the provider says it is verified
+        created_at  INTEGER NOT NULL,
+        unlinked_at INTEGER,
+        PRIMARY KEY (issuer, subject)
+    ) STRICT, WITHOUT ROWID;
+    CREATE INDEX identities_by_account ON identities (account_id);
+
+    -- Dashboard sessions: the SHA-256 of the cookie's random id (the id itself is never
+    -- stored); idle and absolute expiry are checked against `seen_at` and `created_at`.
+    CREATE TABLE sessions (
+        id_hash    BLOB PRIMARY KEY CHECK (length(id_hash) = 32),
+        public_id  TEXT NOT NULL UNIQUE,      -- 'ses_' + 12 base62: how the customer names one
+        account_id INTEGER NOT NULL REFERENCES accounts (id),
+        csrf       TEXT NOT NULL,             -- the token every state-changing request carries
+        created_at INTEGER NOT NULL,
+        seen_at    INTEGER NOT NULL,
+        ended_at   INTEGER,
+        client     TEXT                       -- the browser's User-Agent, cut to 200 characters
+    ) STRICT, WITHOUT ROWID;
+    CREATE INDEX sessions_by_account ON sessions (account_id);
+
+    -- Sign-ins under way: the SHA-256 of `state`, with the nonce and PKCE verifier the
+    -- callback needs; taken (deleted) by the callback, so a state serves once.
+    CREATE TABLE signins (
+        state_hash   BLOB PRIMARY KEY CHECK (length(state_hash) = 32),
+        provider     TEXT NOT NULL,
+        nonce        TEXT NOT NULL,
+        verifier     TEXT NOT NULL,
+        link_account INTEGER REFERENCES accounts (id), -- set when a signed-in customer links
+        created_at   INTEGER NOT NULL
+    ) STRICT, WITHOUT ROWID;
+
+    -- Who changed what of an account (keys, limits, money, sign-ins), from the dashboard or
+    -- the CLI: append-only, shown to the customer and as CSV.
+    CREATE TABLE audit_log (
+        id         INTEGER PRIMARY KEY,
+        account_id INTEGER NOT NULL REFERENCES accounts (id),
+        at         INTEGER NOT NULL,
+        actor      TEXT NOT NULL,   -- 'operator (CLI)', 'customer (session ses_…)'
+        action     TEXT NOT NULL,   -- 'key.create', 'limits.set', 'topup', ...
+        detail     TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX audit_log_by_account ON audit_log (account_id, id);
+
+    -- Keys get a name the customer gives them, and show their first characters.
+    ALTER TABLE api_keys ADD COLUMN name TEXT CHECK (name IS NULL OR length(name) BETWEEN 1 AND 100);
+    ALTER TABLE api_keys ADD COLUMN hint TEXT; -- the key's first characters ('sk_AbCd'), to tell keys apart
+    -- A rolled key works until then (unix seconds), then is refused as if revoked.
+    ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+    PRAGMA user_version = 7;";
+
+/// Version 7 to 8: top-ups by card, their processor's settings (as in schema.sql).
+const MIGRATION_8: &str = "
+    -- Top-ups by card (docs/payments.md). The processor's settings (`postal payments stripe`),
+    -- one row; its secret key and webhook secret are kept here, as the providers' secrets are:
+    -- whoever reads the file can charge cards and forge webhooks as this service.
+    CREATE TABLE payment_settings (
+        id             INTEGER PRIMARY KEY CHECK (id = 1),
+        processor      TEXT NOT NULL CHECK (processor = 'stripe'),
+        secret_key     TEXT NOT NULL,
+        webhook_secret TEXT NOT NULL,
+        api_base       TEXT NOT NULL,           -- 'https://api.stripe.com', or a proxy's
+        max_topup      INTEGER NOT NULL CHECK (max_topup >= 5000000), -- micro-USD
+        updated_at     INTEGER NOT NULL
+    ) STRICT;
+
+    -- A top-up a customer started: 'pending' until the processor says it is paid, then 'paid'
+    -- in the transaction that writes its ledger row (so it is credited once, whichever node
+    -- gets the webhook and however often), or 'expired' / 'failed'. A refund of its payment
+    -- is counted here: `refunded` as the processor counts it, `taken_back` what the balance
+    -- gave (never below zero); the difference is the shortfall the operator is shown.
+    CREATE TABLE topups (
+        id         INTEGER PRIMARY KEY,
+        public_id  TEXT NOT NULL UNIQUE,        -- 'top_' + 16 base62, the session's idempotency key
+        account_id INTEGER NOT NULL REFERENCES accounts (id),
+        amount     INTEGER NOT NULL CHECK (amount > 0),  -- asked, micro-USD
+        status     TEXT NOT NULL CHECK (status IN ('pending', 'paid', 'expired', 'failed')),
+        session_id TEXT UNIQUE,                 -- the Checkout Session ('cs_…'), once made
+        url        TEXT,                        -- its payment page
+        payment    TEXT UNIQUE,                 -- the PaymentIntent ('pi_…'), once paid
+        credited   INTEGER CHECK (credited > 0), -- what was paid, credited in full
+        refunded   INTEGER NOT NULL DEFAULT 0,
+        taken_back INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        paid_at    INTEGER,
+        CHECK ((status = 'paid') = (credited IS NOT NULL AND paid_at IS NOT NULL)),
+        CHECK (taken_back BETWEEN 0 AND refunded)
+    ) STRICT;
+    CREATE INDEX topups_by_account ON topups (account_id, id);
+    PRAGMA user_version = 8;";
+
+/// Version 8 to 9: a publishable key's budget (as in schema.sql).
+const MIGRATION_9: &str = "
+    -- A publishable key's budget: at most this many requests in a UTC minute, in a UTC day,
+    -- over every client IP (NULL: no bound). Counted in memory by each node.
+    ALTER TABLE api_keys ADD COLUMN max_per_minute INTEGER
+        CHECK (max_per_minute IS NULL OR max_per_minute > 0);
+    ALTER TABLE api_keys ADD COLUMN max_per_day INTEGER
+        CHECK (max_per_day IS NULL OR max_per_day > 0);
+    PRAGMA user_version = 9;";
+
+/// Version 9 to 10: a provider's kind and who may sign in with it (as in schema.sql).
+const MIGRATION_10: &str = "
+    ALTER TABLE oidc_providers ADD COLUMN kind TEXT NOT NULL DEFAULT 'oidc'
+        CHECK (kind IN ('oidc', 'google', 'github', 'microsoft'));
+    ALTER TABLE oidc_providers ADD COLUMN allowed TEXT NOT NULL DEFAULT '';
+    PRAGMA user_version = 10;";
+
+/// Version 10 to 11: usage per key (as in schema.sql): the key of each charge from now on,
+/// and the charges so far summed per account, day and endpoint under key 0.
+const MIGRATION_11: &str = "
+    ALTER TABLE ledger ADD COLUMN key_id INTEGER REFERENCES api_keys (id);
+    CREATE TABLE usage_days (
+        account_id INTEGER NOT NULL REFERENCES accounts (id),
+        day        INTEGER NOT NULL,
+        key_id     INTEGER NOT NULL,
+        endpoint   TEXT NOT NULL,
+        queries    INTEGER NOT NULL CHECK (queries >= 0),
+        charged    INTEGER NOT NULL CHECK (charged >= 0),
+        last_at    INTEGER NOT NULL,
+        PRIMARY KEY (account_id, day, key_id, endpoint)
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO usage_days (account_id, day, key_id, endpoint, queries, charged, last_at)
+        SELECT account_id, at - at % 86400, 0, endpoint, sum(query_count), -sum(amount), max(at)
+        FROM ledger WHERE kind = 'charge'
+        GROUP BY account_id, at - at % 86400, endpoint;
+    PRAGMA user_version = 11;";
+
+/// One rung of the ladder: SQL, or code where SQL alone cannot say it.
+enum Migration {
+    Sql(&'static str),
+    Code(fn(&Connection) -> Result<()>),
+}
+
+/// `MIGRATIONS[i]` takes a file from version `i + 1` to `i + 2`; a file of version `v`
+/// gets every one from `MIGRATIONS[v - 1]` on, in order, in one transaction.
+const MIGRATIONS: [Migration; SCHEMA_VERSION as usize - 1] = [
+    Migration::Sql(MIGRATION_2),
+    Migration::Code(migration_3),
+    Migration::Sql(MIGRATION_4),
+    Migration::Sql(MIGRATION_5),
+    Migration::Sql(MIGRATION_6),
+    Migration::Sql(MIGRATION_7),
+    Migration::Sql(MIGRATION_8),
+    Migration::Sql(MIGRATION_9),
+    Migration::Sql(MIGRATION_10),
+    Migration::Sql(MIGRATION_11),
+];
+
+pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    match version {
+        0 => tx.execute_batch(SCHEMA).context("applying schema.sql")?,
+        1..SCHEMA_VERSION => {
+            for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize - 1) {
+                let to = i + 2;
+                match migration {
+                    Migration::Sql(sql) => tx.execute_batch(sql).map_err(Into::into),
+                    Migration::Code(apply) => apply(&tx),
+                }
+                .with_context(|| format!("migrating the schema to version {to}"))?;
+            }
+        }
+        SCHEMA_VERSION => {}
+        other => {
+            bail!("database schema version {other} is newer than this program's ({SCHEMA_VERSION})")
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use rusqlite::Connection;
+
+    use super::super::{SCHEMA_VERSION, dataset, open, sqlite};
+    use crate::domain::api_key::Budget;
+
+    /// The schema of version 2 (before city search v3).
+    const SCHEMA_2: &str = include_str!("../../tests/fixtures/schema-v2.sql");
+
+    #[test]
+    fn a_version_1_file_gets_the_dataset_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        // The version 1 schema: version 2's without its `dataset` table.
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(&format!(
+                "{SCHEMA_2}; DROP TABLE dataset; PRAGMA user_version = 1;"
+            ))
+            .unwrap();
+        let conn = open(&path).unwrap();
+        assert_eq!(dataset::generation(&conn).unwrap(), 0);
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+    }
+
+    /// Every row `sql` selects, each read by `row`.
+    fn rows<T>(
+        conn: &Connection,
+        sql: &str,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Vec<T> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], row)
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    /// The first column of every row `sql` selects.
+    fn names(conn: &Connection, sql: &str) -> Vec<String> {
+        rows(conn, sql, |r| r.get(0))
+    }
+
+    /// The schema version `conn`'s file says it is.
+    fn version(conn: &Connection) -> i64 {
+        conn.pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A new file at `path` taken back to an older version by `sql`, then opened (so
+    /// migrated) as a server would.
+    fn reopened(path: &Path, sql: &str) -> Connection {
+        open(path).unwrap().execute_batch(sql).unwrap();
+        open(path).unwrap()
+    }
+
+    /// A file of schema version 2 with `rows` in it, opened (so migrated) as a server would.
+    fn open_version_2(dir: &tempfile::TempDir, rows: &str) -> Connection {
+        let path = dir.path().join("p.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(&format!("{SCHEMA_2}; {rows}"))
+            .unwrap();
+        open(&path).unwrap()
+    }
+
+    #[test]
+    fn a_version_2_file_loses_the_unused_key_index_of_every_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open_version_2(
+            &dir,
+            "CREATE INDEX postal_codes_by_key_g7 ON postal_codes (country, compact_key);
+             INSERT INTO countries (code, name, postal_format, postal_regex, place_first, place_last)
+                 VALUES ('DE', 'Germany', '#####', '', 1, 2);",
+        );
+        let indexes = names(
+            &conn,
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'postal_codes' ORDER BY name",
+        );
+        assert_eq!(indexes, ["postal_codes_by_place"]);
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        // The FTS5 index and its bounds are gone, the gazetteer is there, rows are kept.
+        let tables = names(
+            &conn,
+            "SELECT name FROM sqlite_master WHERE name LIKE 'places%' OR name = 'gazetteer'",
+        );
+        assert_eq!(tables, ["gazetteer"]);
+        let name: String = conn
+            .query_row("SELECT name FROM countries WHERE code = 'DE'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(name, "Germany");
+        // The same tables, indexes and triggers as a new file's.
+        let schema = |conn: &Connection| -> Vec<(String, String)> {
+            rows(
+                conn,
+                "SELECT type, name FROM sqlite_master ORDER BY type, name",
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(schema(&conn), schema(&fresh));
+    }
+
+    #[test]
+    fn an_older_file_keeps_its_keys_as_secret_keys_with_the_columns_of_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open_version_2(
+            &dir,
+            "INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
+             INSERT INTO api_keys (public_id, key_hash, account_id, created_at)
+                 VALUES ('key_x', zeroblob(32), 1, 0);",
+        );
+        let key: (String, Option<String>, Option<i64>) = conn
+            .query_row(
+                "SELECT kind, origins, per_ip_minute FROM api_keys WHERE public_id = 'key_x'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(key, ("secret".to_owned(), None, None));
+        let columns = |conn: &Connection| -> Vec<(String, String, bool, Option<String>)> {
+            rows(
+                conn,
+                "SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('api_keys')",
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(columns(&conn), columns(&fresh));
+        // The migrated columns refuse what the new file's refuse.
+        assert!(
+            conn.execute("UPDATE api_keys SET kind = 'other'", [])
+                .is_err()
+        );
+        assert!(
+            conn.execute("UPDATE api_keys SET per_ip_minute = 0", [])
+                .is_err()
+        );
+        assert!(
+            conn.execute("UPDATE api_keys SET origins = ''", [])
+                .is_err()
+        );
+    }
+
+    /// What turns a new file into a version 10 file.
+    const WITHOUT_11: &str = "DROP TABLE usage_days; ALTER TABLE ledger DROP COLUMN key_id;";
+
+    /// What turns a version 10 file into a version 9 file.
+    const WITHOUT_10: &str = "ALTER TABLE oidc_providers DROP COLUMN kind;
+        ALTER TABLE oidc_providers DROP COLUMN allowed;";
+
+    /// What turns a version 9 file into a version 8 file.
+    const WITHOUT_9: &str = "ALTER TABLE api_keys DROP COLUMN max_per_minute;
+        ALTER TABLE api_keys DROP COLUMN max_per_day;";
+
+    /// What turns a version 8 file into a version 7 file.
+    const WITHOUT_8: &str = "DROP TABLE topups; DROP TABLE payment_settings;";
+
+    /// What turns a version 7 file into a version 6 file.
+    const WITHOUT_7: &str = "DROP TABLE oidc_providers; DROP TABLE identities; DROP TABLE sessions;
+        DROP TABLE signins; DROP TABLE audit_log; ALTER TABLE api_keys DROP COLUMN name;
+        ALTER TABLE api_keys DROP COLUMN hint;
+        ALTER TABLE api_keys DROP COLUMN expires_at;";
+
+    #[test]
+    fn a_version_6_file_gets_the_dashboard_tables_and_key_names_of_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = reopened(
+            &dir.path().join("old.db"),
+            &format!(
+                "{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
+            ),
+        );
+        let new = open(&dir.path().join("new.db")).unwrap();
+        let shape = |conn: &Connection| {
+            names(
+                conn,
+                "SELECT m.name || ' ' || p.name || ' ' || p.type || ' ' || p.\"notnull\" || ' ' || p.pk
+                 FROM sqlite_master m, pragma_table_info(m.name) p
+                 WHERE m.type = 'table' ORDER BY 1",
+            )
+        };
+        let migrated = shape(&old);
+        assert_eq!(migrated, shape(&new));
+        assert!(
+            migrated.iter().any(|c| c == "sessions id_hash BLOB 1 1"),
+            "{migrated:?}"
+        );
+        assert!(
+            migrated.iter().any(|c| c == "api_keys hint TEXT 0 0"),
+            "{migrated:?}"
+        );
+    }
+
+    #[test]
+    fn a_version_7_file_gets_the_payment_tables_of_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = reopened(
+            &dir.path().join("old.db"),
+            &format!("{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"),
+        );
+        let new = open(&dir.path().join("new.db")).unwrap();
+        let schema = |conn: &Connection| -> Vec<(String, String)> {
+            rows(
+                conn,
+                "SELECT name, sql FROM sqlite_master
+                 WHERE tbl_name IN ('topups', 'payment_settings') ORDER BY name",
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    ))
+                },
+            )
+        };
+        let migrated = schema(&old);
+        // The same tables, indexes and constraints, written alike (the migration's text
+        // is schema.sql's, indented).
+        let squeezed = |entries: Vec<(String, String)>| -> Vec<(String, String)> {
+            entries
+                .into_iter()
+                .map(|(n, sql)| (n, sql.split_whitespace().collect::<Vec<_>>().join(" ")))
+                .collect()
+        };
+        assert_eq!(migrated.len(), 6, "{migrated:?}");
+        assert_eq!(squeezed(migrated), squeezed(schema(&new)));
+    }
+
+    #[test]
+    fn a_version_10_file_gets_its_charges_summed_per_day_under_key_0_and_a_new_files_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two charges of account 1 on one day and one the next, a top-up, account 2's
+        // charge: three days' rows of (account, day, endpoint), the top-up in none.
+        let day = 20_000 * 86_400;
+        let conn = reopened(
+            &dir.path().join("v10.db"),
+            &format!(
+                "{WITHOUT_11} PRAGMA user_version = 10;
+                 INSERT INTO accounts (id, public_id, balance, created_at)
+                     VALUES (1, 'acct_a', 1000, 0), (2, 'acct_b', 1000, 0);
+                 INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
+                                     endpoint)
+                     VALUES (1, {day}, 'topup', 1196, 1196, 0, NULL),
+                            (1, {day} + 10, 'charge', -84, 1112, 3, 'lookup'),
+                            (1, {day} + 99, 'charge', -28, 1084, 1, 'lookup'),
+                            (1, {day} + 86400, 'charge', -84, 1000, 3, 'city'),
+                            (2, {day} + 5, 'charge', -28, 972, 1, 'lookup');"
+            ),
+        );
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let usage = rows(
+            &conn,
+            "SELECT account_id, day, key_id, endpoint, queries, charged, last_at
+             FROM usage_days ORDER BY account_id, day",
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, i64>(6)?,
+                ))
+            },
+        );
+        assert_eq!(
+            usage,
+            [
+                (1, day, 0, "lookup".to_owned(), 4, 112, day + 99),
+                (1, day + 86_400, 0, "city".to_owned(), 3, 84, day + 86_400),
+                (2, day, 0, "lookup".to_owned(), 1, 28, day + 5),
+            ]
+        );
+        // The ledger's columns and foreign keys, and usage_days written alike.
+        let shape = |conn: &Connection| {
+            names(
+                conn,
+                "SELECT 'column ' || name || ' ' || type || ' ' || \"notnull\" || ' ' || pk
+                     FROM pragma_table_info('ledger')
+                 UNION ALL SELECT 'references ' || \"from\" || ' ' || \"table\"
+                     FROM pragma_foreign_key_list('ledger')
+                 UNION ALL SELECT 'usage_days ' || sql FROM sqlite_master
+                     WHERE tbl_name = 'usage_days'",
+            )
+            .into_iter()
+            .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        let migrated = shape(&conn);
+        assert!(
+            migrated.iter().any(|l| l == "references key_id api_keys"),
+            "{migrated:?}"
+        );
+        assert_eq!(migrated, shape(&fresh));
+    }
+
+    #[test]
+    fn a_version_9_file_keeps_its_providers_as_openid_ones_open_to_anyone() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = reopened(
+            &dir.path().join("v9.db"),
+            &format!(
+                "{WITHOUT_11} {WITHOUT_10} PRAGMA user_version = 9;
+                 INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
+                     VALUES ('p1', 'https://id.example', 'postal', 'secret', 0);"
+            ),
+        );
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let columns = |conn: &Connection| {
+            names(
+                conn,
+                "SELECT name || ' ' || type || ' ' || \"notnull\" || ' ' || ifnull(dflt_value, '')
+                 FROM pragma_table_info('oidc_providers')",
+            )
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(columns(&conn), columns(&fresh));
+        let providers = sqlite::dashboard::providers(&conn).unwrap();
+        assert_eq!(providers.len(), 1);
+        assert_eq!(
+            (providers[0].kind, providers[0].allowed.len()),
+            (crate::domain::dashboard::ProviderKind::Oidc, 0)
+        );
+        // The migrated column refuses what the new file's refuses.
+        assert!(
+            conn.execute("UPDATE oidc_providers SET kind = 'gitlab'", [])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_version_8_file_keeps_its_publishable_keys_unbounded_with_the_budget_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = reopened(
+            &dir.path().join("v8.db"),
+            &format!(
+                "{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
+                 INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
+                 INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
+                                       per_ip_minute)
+                     VALUES ('key_p', zeroblob(32), 1, 0, 'publishable', 'https://shop.example', 7);"
+            ),
+        );
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let columns = |conn: &Connection| -> Vec<(String, String, bool)> {
+            rows(
+                conn,
+                "SELECT name, type, \"notnull\" FROM pragma_table_info('api_keys')",
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(columns(&conn), columns(&fresh));
+        let keys = sqlite::keys::load_active(&conn).unwrap();
+        let rules = keys[0].publishable.as_ref().unwrap();
+        assert_eq!((rules.per_ip_minute, rules.budget), (7, Budget::UNLIMITED));
+        // The migrated columns refuse what the new file's refuse.
+        for column in ["max_per_minute", "max_per_day"] {
+            let set = |n: i64| conn.execute(&format!("UPDATE api_keys SET {column} = ?1"), [n]);
+            assert!(set(0).is_err(), "{column}");
+            assert_eq!(set(100).unwrap(), 1);
+        }
+        let keys = sqlite::keys::load_active(&conn).unwrap();
+        let rules = keys[0].publishable.as_ref().unwrap();
+        assert_eq!(
+            rules.budget,
+            Budget {
+                per_minute: Some(100),
+                per_day: Some(100)
+            }
+        );
+    }
+
+    #[test]
+    fn a_version_5_file_gets_the_idempotent_answers_table_of_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // A version 5 file: a new file without the version 6 table.
+        let conn = reopened(
+            &dir.path().join("p.db"),
+            &format!(
+                "{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
+                 INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);"
+            ),
+        );
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let shape = |conn: &Connection| {
+            names(
+                conn,
+                "SELECT 'column ' || name || ' ' || type || ' ' || \"notnull\" || ' ' || pk
+                     FROM pragma_table_info('idempotent_answers')
+                 UNION ALL
+                 SELECT 'index ' || il.name || ' ' || il.\"unique\" || ' ' || ii.name
+                     FROM pragma_index_list('idempotent_answers') il,
+                          pragma_index_info(il.name) ii
+                 ORDER BY 1",
+            )
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        assert_eq!(shape(&conn), shape(&fresh));
+        assert_eq!(shape(&conn).len(), 7 + 3, "{:?}", shape(&conn));
+        // The migrated table refuses what the new file's refuses.
+        let insert = |key: &str, fingerprint_len: usize| {
+            conn.execute(
+                "INSERT INTO idempotent_answers
+                     (account_id, idempotency_key, endpoint, fingerprint, body, created_at)
+                 VALUES (1, ?1, 'validate-bulk', zeroblob(?2), x'7b7d', 0)",
+                rusqlite::params![key, fingerprint_len as i64],
+            )
+        };
+        assert!(insert("k", 31).is_err());
+        assert!(insert("", 32).is_err());
+        insert("k", 32).unwrap();
+        assert!(insert("k", 32).is_err());
+    }
+}
