@@ -14,7 +14,7 @@ const POSTAL: &str = env!("CARGO_BIN_EXE_postal");
 const SHOP: &str = "https://shop.example";
 
 /// `postal TARGET... args...`: its JSON answer (the command must succeed).
-fn cli(target: &[&str], args: &[&str]) -> Value {
+pub(crate) fn cli(target: &[&str], args: &[&str]) -> Value {
     serde_json::from_str(&cli_text(target, args)).unwrap()
 }
 

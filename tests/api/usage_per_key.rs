@@ -13,8 +13,6 @@ use serde_json::{Value, json};
 use crate::account::{Browser, providers, two_nodes};
 use crate::helpers::spawn_app;
 
-const POSTAL: &str = env!("CARGO_BIN_EXE_postal");
-
 /// A validate-bulk body of 4 records.
 fn bulk_of_4(key: &str) -> Value {
     json!({"apiKey": key, "records": [
@@ -181,21 +179,7 @@ fn check_usage(
     );
 
     // The CLI: the same lines and keys.
-    let cli = |args: &[&str]| -> Value {
-        let out = std::process::Command::new(POSTAL)
-            .args(target)
-            .args(args)
-            .env_remove("POSTAL_DB")
-            .env_remove("POSTAL_LEDGER")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
+    let cli = |args: &[&str]| crate::migrate::cli(target, args);
     let by_key = cli(&["usage", "--by", "key", "--account", account, "--days", "1"]);
     let cli_line = |key: &str, endpoint: &str, queries: u64| {
         json!({"date": day, "accountId": account, "keyId": key, "endpoint": endpoint,

@@ -24,6 +24,11 @@ const TOO_LARGE_413: (u16, &str) = (
     "The request body is larger than 64 KiB (`Request body too large`); nothing changed.",
 );
 const INTERNAL_500: (u16, &str) = (500, "Internal server error (`Internal server error`).");
+const QUERY_400: (u16, &str) = (
+    400,
+    "A query parameter outside its documented values (`Invalid JSON body`, the text of any \
+     request that cannot be parsed).",
+);
 const NO_KEY_404: (u16, &str) = (
     404,
     "The account holds no key of that id (`no key \"<keyId>\"`); nothing changed.",
@@ -77,11 +82,7 @@ documented! {
 documented! {
     /// A read with query parameters.
     ReadQuery: [
-        (
-            400,
-            "A query parameter outside its documented values (`Invalid JSON body`, the text \
-             of any request that cannot be parsed).",
-        ),
+        QUERY_400,
         UNSIGNED_401,
         INTERNAL_500,
     ]
@@ -90,11 +91,7 @@ documented! {
 documented! {
     /// `accountUsage`: a read with query parameters, one of them a key of the account.
     UsageRead: [
-        (
-            400,
-            "A query parameter outside its documented values (`Invalid JSON body`, the text \
-             of any request that cannot be parsed).",
-        ),
+        QUERY_400,
         UNSIGNED_401,
         (
             404,
