@@ -410,4 +410,42 @@ CREATE TABLE topups (
 ) STRICT;
 CREATE INDEX topups_by_account ON topups (account_id, id);
 
-PRAGMA user_version = 11;
+-- An account's ledger, newest first, a page at a time (the dashboard's; version 12).
+CREATE INDEX ledger_by_account ON ledger (account_id, id);
+
+-- How often what the server holds in memory changed in the file: accounts and keys (its
+-- books), providers and payment settings (its dashboard). Every change of those tables,
+-- by any connection, counts one here (the triggers below); the server reloads them when
+-- the count moved past its own flushes. Sessions, sign-ins, audit lines and usage never
+-- count, so signed-in customers never make it reload (version 12).
+CREATE TABLE books_version (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+) STRICT;
+INSERT INTO books_version (id, version) VALUES (1, 0);
+CREATE TRIGGER accounts_inserted AFTER INSERT ON accounts
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER accounts_updated AFTER UPDATE ON accounts
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER accounts_deleted AFTER DELETE ON accounts
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER api_keys_inserted AFTER INSERT ON api_keys
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER api_keys_updated AFTER UPDATE ON api_keys
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER api_keys_deleted AFTER DELETE ON api_keys
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER oidc_providers_inserted AFTER INSERT ON oidc_providers
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER oidc_providers_updated AFTER UPDATE ON oidc_providers
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER oidc_providers_deleted AFTER DELETE ON oidc_providers
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER payment_settings_inserted AFTER INSERT ON payment_settings
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER payment_settings_updated AFTER UPDATE ON payment_settings
+    BEGIN UPDATE books_version SET version = version + 1; END;
+CREATE TRIGGER payment_settings_deleted AFTER DELETE ON payment_settings
+    BEGIN UPDATE books_version SET version = version + 1; END;
+
+PRAGMA user_version = 12;

@@ -89,13 +89,21 @@ BASE_DB=$OUT/bench-base.db
 if [ -n "$BASE" ]; then
   rm -f "$BASE_DB" "$BASE_DB-wal" "$BASE_DB-shm"
   sqlite_copy "$DB" "$BASE_DB"
-  # A base older than the file's schema refuses it: its copy loses what versions 11 (usage
+  # A base older than the file's schema refuses it: its copy loses what versions 12 (the
+  # books' count of changes, the ledger's index by account), 11 (usage
   # per key) and 10 (providers' kinds) added, and a copy of a version 8 file what versions 7 (the account
   # dashboard's tables) and 8 (top-ups) added; same accounts, keys and data. The base
   # migrates the copy up to its own version.
   python3 - "$BASE_DB" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
+if db.execute("PRAGMA user_version").fetchone()[0] == 12:
+    db.executescript("""
+        DROP TRIGGER accounts_inserted; DROP TRIGGER accounts_updated; DROP TRIGGER accounts_deleted;
+        DROP TRIGGER api_keys_inserted; DROP TRIGGER api_keys_updated; DROP TRIGGER api_keys_deleted;
+        DROP TRIGGER oidc_providers_inserted; DROP TRIGGER oidc_providers_updated; DROP TRIGGER oidc_providers_deleted;
+        DROP TRIGGER payment_settings_inserted; DROP TRIGGER payment_settings_updated; DROP TRIGGER payment_settings_deleted;
+        DROP TABLE books_version; DROP INDEX ledger_by_account; PRAGMA user_version = 11;""")
 if db.execute("PRAGMA user_version").fetchone()[0] == 11:
     db.executescript("""
         DROP TABLE usage_days; ALTER TABLE ledger DROP COLUMN key_id;

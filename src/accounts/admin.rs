@@ -98,6 +98,16 @@ impl Admin {
         }
     }
 
+    /// Before a report is read from the file by a command: its running server flushes
+    /// what it answered, so that the report holds it. The server's own dashboard never
+    /// flushes for a read (a GET changes nothing): its reports hold what was flushed, at
+    /// most a flush interval behind (docs/account.md).
+    pub(super) fn flush_for_command(books: Option<&Billing>, conn: &Connection) {
+        if books.is_none() {
+            notify::announce(conn);
+        }
+    }
+
     /// A change committed at `version` (the ledger's; none for the file) holds where the
     /// change acts. Nodes that did not confirm within [`CONFIRM_WAIT`] are warned about
     /// on stderr: the change holds there after their next read of the ledger.

@@ -34,14 +34,25 @@ impl Admin {
         Ok(created)
     }
 
-    /// The account as stored. A server on the file is asked to flush first, so the balance
-    /// holds every charge answered before the call; cluster nodes flush every 10 ms.
+    /// The account as stored. Read by a command on the file, whose server is asked to
+    /// flush first, the balance holds every charge answered before the call; read by that
+    /// server's dashboard, it is its books' (the same, unflushed charges included) and
+    /// nothing is flushed or reloaded. Cluster nodes flush every 10 ms.
     pub async fn show(&mut self, account_id: &AccountId) -> Result<AccountView, AccountError> {
         match &mut self.store {
-            Store::File(conn) => {
-                Admin::tell_server(self.books.as_ref(), conn);
-                sqlite::accounts::show(conn, account_id)
-            }
+            Store::File(conn) => match &self.books {
+                Some(books) => {
+                    let (rowid, mut view) = sqlite::accounts::show_row(conn, account_id)?;
+                    if let Some(held) = books.balance_held(rowid) {
+                        view.balance = held;
+                    }
+                    Ok(view)
+                }
+                None => {
+                    Admin::flush_for_command(None, conn);
+                    sqlite::accounts::show(conn, account_id)
+                }
+            },
             Store::Ledger(client) => pg::accounts::show(client, account_id).await,
         }
     }
@@ -110,7 +121,7 @@ impl Admin {
     }
 
     /// The account's ledger in the order it was written, from `since` (unix seconds) on;
-    /// as `show`, a server on the file flushes first.
+    /// for a command on the file, its server flushes first (`flush_for_command`).
     pub async fn ledger_entries(
         &mut self,
         account_id: &AccountId,
@@ -118,19 +129,19 @@ impl Admin {
     ) -> Result<Vec<LedgerEntry>, AccountError> {
         match &mut self.store {
             Store::File(conn) => {
-                Admin::tell_server(self.books.as_ref(), conn);
+                Admin::flush_for_command(self.books.as_ref(), conn);
                 sqlite::reports::ledger_entries(conn, account_id, since)
             }
             Store::Ledger(client) => pg::reports::ledger_entries(client, account_id, since).await,
         }
     }
 
-    /// Charges per day, account and endpoint (and key), as `query` asks (a server on the
-    /// file flushes first).
+    /// Charges per day, account and endpoint (and key), as `query` asks (for a command on
+    /// the file, its server flushes first: `flush_for_command`).
     pub async fn usage(&mut self, query: &UsageQuery) -> Result<Vec<UsageLine>, AccountError> {
         match &mut self.store {
             Store::File(conn) => {
-                Admin::tell_server(self.books.as_ref(), conn);
+                Admin::flush_for_command(self.books.as_ref(), conn);
                 sqlite::reports::usage(conn, query)
             }
             Store::Ledger(client) => pg::reports::usage(client, query).await,

@@ -20,7 +20,8 @@ impl Admin {
         }
     }
 
-    /// The live session of this id (marked seen now), `None` when unknown, ended or expired.
+    /// The live session of this id (marked seen now, at most once a minute), `None` when
+    /// unknown, ended or expired.
     pub async fn session(
         &mut self,
         id_hash: &[u8; 32],

@@ -466,6 +466,18 @@ impl Billing {
         Ok(account.status(SystemTime::now()))
     }
 
+    /// The balance of the account (row id) as these books hold it when they hold the whole
+    /// of it (the file's server): the stored balance less every charge answered and not
+    /// yet flushed, to the micro-dollar, read without a flush. `None` for an account the
+    /// books do not hold, and in a cluster, where a node holds a lease of it only.
+    pub fn balance_held(&self, account_id: i64) -> Option<Micros> {
+        let books = self.books();
+        if books.leasing() != Leasing::WholeBalance {
+            return None;
+        }
+        books.account(account_id).map(|a| a.balance)
+    }
+
     /// Makes the writer look for outside changes now and waits until the books hold them
     /// (what a CLI command's announcement triggers). `false` on timeout.
     pub fn reload_now(&self, timeout: Duration) -> bool {

@@ -11,14 +11,15 @@
 //! answers (in a cluster a key's budget is per node): a restart forgets at most one
 //! minute of per-IP counts and one day of a budget's.
 //!
-//! Sixteen shards, each a mutex over a map of (key, IP) -> (minute, count): a request
-//! takes one shard for one hash lookup. A shard that grows past `PRUNE_AT` entries drops
+//! Sixteen shards, each a mutex over a map of (key, IP) -> (minute, count) (`PerMinute`,
+//! which also counts the dashboard's clients and sessions): a request takes one shard for
+//! one hash lookup. A shard that grows past `PRUNE_AT` entries drops
 //! those of past minutes, so memory follows the clients of the current minute. A key
 //! with a budget has its totals in a shard of its own, taken while the IP's shard is held
 //! (always in that order), so that both are checked before either is counted.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, Hash, RandomState};
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -30,8 +31,66 @@ const SHARDS: usize = 16;
 /// Entries of a shard above which its past minutes (past days, for budgets) are dropped.
 const PRUNE_AT: usize = 4096;
 
-/// (key row id, client IP) -> (minute start, requests in it).
-type Counts = HashMap<(i64, IpAddr), (i64, u32)>;
+/// Requests a minute per `K` (a key and a client IP; the dashboard's client addresses and
+/// sessions): `K` -> (minute start, requests in it), in sixteen shards.
+pub struct PerMinute<K> {
+    shards: [Mutex<HashMap<K, (i64, u32)>>; SHARDS],
+    hasher: RandomState,
+}
+
+impl<K> Default for PerMinute<K> {
+    fn default() -> Self {
+        PerMinute {
+            shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
+            hasher: RandomState::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Copy> PerMinute<K> {
+    /// Counts one request of `who` when the minute has room for it under `per_minute`,
+    /// and tells the minute's count with it; a refused request is not counted.
+    pub fn admit(&self, who: K, per_minute: u32, now: SystemTime) -> Result<u32, LimitExceeded> {
+        self.admit_if(who, per_minute, now, || Ok(()))
+    }
+
+    /// As `admit`, once `also` (run with `who`'s shard held) admits the request too.
+    fn admit_if(
+        &self,
+        who: K,
+        per_minute: u32,
+        now: SystemTime,
+        also: impl FnOnce() -> Result<(), LimitExceeded>,
+    ) -> Result<u32, LimitExceeded> {
+        let minute = Window::Minute.start(now);
+        let shard = &self.shards[self.hasher.hash_one(who) as usize % SHARDS];
+        let mut counts = shard.lock().unwrap_or_else(|e| e.into_inner());
+        if counts.len() >= PRUNE_AT && !counts.contains_key(&who) {
+            counts.retain(|_, (start, _)| *start == minute);
+        }
+        let entry = counts.entry(who).or_insert((minute, 0));
+        if entry.0 != minute {
+            *entry = (minute, 0);
+        }
+        if entry.1 >= per_minute {
+            return Err(LimitExceeded {
+                retry_after: Window::Minute.seconds_left(now),
+            });
+        }
+        also()?;
+        entry.1 += 1;
+        Ok(entry.1)
+    }
+
+    /// Entries held (tests: pruning bounds memory).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+}
 
 /// A key's requests over every IP: (minute start, requests in it), (day start, requests
 /// in it).
@@ -42,7 +101,8 @@ struct Totals {
 }
 
 pub struct PerIpLimiter {
-    shards: [Mutex<Counts>; SHARDS],
+    /// (key row id, client IP) -> its requests of the minute.
+    counts: PerMinute<(i64, IpAddr)>,
     /// Key row id -> its totals, for keys with a budget.
     budgets: [Mutex<HashMap<i64, Totals>>; SHARDS],
     hasher: RandomState,
@@ -59,7 +119,7 @@ pub struct LimitExceeded {
 impl Default for PerIpLimiter {
     fn default() -> Self {
         PerIpLimiter {
-            shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
+            counts: PerMinute::default(),
             budgets: std::array::from_fn(|_| Mutex::new(HashMap::new())),
             hasher: RandomState::new(),
         }
@@ -77,7 +137,7 @@ impl PerIpLimiter {
         per_minute: u32,
         now: SystemTime,
     ) -> Result<u32, LimitExceeded> {
-        self.admit_within(key_id, ip, per_minute, Budget::UNLIMITED, now)
+        self.counts.admit((key_id, ip), per_minute, now)
     }
 
     /// As [`admit`](Self::admit), and within the key's `budget` too: the request is
@@ -92,26 +152,12 @@ impl PerIpLimiter {
         budget: Budget,
         now: SystemTime,
     ) -> Result<u32, LimitExceeded> {
-        let minute = Window::Minute.start(now);
-        let shard = &self.shards[self.hasher.hash_one((key_id, ip)) as usize % SHARDS];
-        let mut counts = shard.lock().unwrap_or_else(|e| e.into_inner());
-        if counts.len() >= PRUNE_AT && !counts.contains_key(&(key_id, ip)) {
-            counts.retain(|_, (start, _)| *start == minute);
-        }
-        let entry = counts.entry((key_id, ip)).or_insert((minute, 0));
-        if entry.0 != minute {
-            *entry = (minute, 0);
-        }
-        if entry.1 >= per_minute {
-            return Err(LimitExceeded {
-                retry_after: Window::Minute.seconds_left(now),
-            });
-        }
-        if !budget.is_unlimited() {
-            self.spend(key_id, budget, now)?;
-        }
-        entry.1 += 1;
-        Ok(entry.1)
+        self.counts.admit_if((key_id, ip), per_minute, now, || {
+            match budget.is_unlimited() {
+                true => Ok(()),
+                false => self.spend(key_id, budget, now),
+            }
+        })
     }
 
     /// Counts one request in the key's totals when its budget has room for it.
@@ -143,15 +189,6 @@ impl PerIpLimiter {
         t.minute.1 += 1;
         t.day.1 += 1;
         Ok(())
-    }
-
-    /// Entries held (tests: pruning bounds memory).
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
-            .sum()
     }
 }
 
@@ -268,12 +305,12 @@ mod tests {
         for n in 0..40_000 {
             limiter.admit(1, ip(n), 1, at(60)).unwrap();
         }
-        assert_eq!(limiter.len(), 40_000);
+        assert_eq!(limiter.counts.len(), 40_000);
         for n in 0..40_000 {
             limiter.admit(1, ip(1_000_000 + n), 1, at(120)).unwrap();
         }
         // About 2,500 + 2,500 a shard: each one passed PRUNE_AT and dropped the first
         // minute's clients; the second minute's are all there.
-        assert_eq!(limiter.len(), 40_000);
+        assert_eq!(limiter.counts.len(), 40_000);
     }
 }

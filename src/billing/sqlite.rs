@@ -1,6 +1,8 @@
 //! The `ChargeStore` of one SQLite file: the server's own connection, its flushes in
-//! `BEGIN IMMEDIATE` transactions, and `PRAGMA data_version` to notice what the CLI
-//! changed. The SQL itself is `db`'s (`accounts`, `keys`, `ledger`, `idempotency`).
+//! `BEGIN IMMEDIATE` transactions, and `PRAGMA data_version` then `books_version` to
+//! notice what the CLI changed (a commit of any other connection moves the first; only a
+//! change of accounts, keys, providers or payment settings moves the second, so the
+//! dashboard's sessions and audit lines never make the books reload). The SQL itself is `db`'s (`accounts`, `keys`, `ledger`, `idempotency`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,9 +21,15 @@ use crate::domain::money::Micros;
 /// The SQLite file, through one connection of its own.
 pub struct SqliteStore {
     conn: Connection,
-    /// `PRAGMA data_version` as of the last snapshot: it changes when another connection
-    /// commits (a CLI top-up, revocation, new key or limits), never for this one's own.
+    /// `PRAGMA data_version` as of the last look: it changes when another connection
+    /// commits (a CLI top-up, revocation, new key or limits; a session seen), never for
+    /// this one's own.
     seen: Option<i64>,
+    /// `books_version` as of the last snapshot or this connection's last flush (whose
+    /// own changes of accounts count there too).
+    known: i64,
+    /// A flush found `books_version` moved by another connection since `known`.
+    outside: bool,
 }
 
 impl SqliteStore {
@@ -32,12 +40,23 @@ impl SqliteStore {
         let sync = if durable { "FULL" } else { "NORMAL" };
         conn.pragma_update(None, "synchronous", sync)?;
         conn.set_prepared_statement_cache_capacity(32);
-        Ok(SqliteStore { conn, seen: None })
+        Ok(SqliteStore {
+            conn,
+            seen: None,
+            known: 0,
+            outside: false,
+        })
     }
 
     fn data_version(&self) -> rusqlite::Result<i64> {
         db::data_version(&self.conn)
     }
+}
+
+/// The count of changes to what the server holds (`books_version` in schema.sql).
+fn books_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("SELECT version FROM books_version")?
+        .query_row([], |r| r.get(0))
 }
 
 impl ChargeStore for SqliteStore {
@@ -46,12 +65,13 @@ impl ChargeStore for SqliteStore {
         // load again, never miss it.
         let version = self.data_version()?;
         let tx = self.conn.transaction()?;
+        let known = books_version(&tx)?;
         let snapshot = Snapshot {
             accounts: accounts::load_states(&tx)?,
             keys: keys::load_active(&tx)?,
         };
         tx.finish()?;
-        self.seen = Some(version);
+        (self.seen, self.known, self.outside) = (Some(version), known, false);
         Ok(snapshot)
     }
 
@@ -72,10 +92,14 @@ impl ChargeStore for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .context("taking the write lock for a flush")?;
+        let before = books_version(&tx)?;
         ledger::append_charges(&tx, &batch.charges, batch.at)?;
         accounts::store_counters(&tx, &batch.counters)?;
         idempotency::store(&tx, &batch.answers)?;
+        let after = books_version(&tx)?;
         tx.commit().context("committing a flush")?;
+        self.outside |= before != self.known;
+        self.known = after;
         Ok(Applied::default())
     }
 
@@ -96,8 +120,17 @@ impl ChargeStore for SqliteStore {
     }
 
     fn changes(&mut self) -> anyhow::Result<Option<Snapshot>> {
-        if Some(self.data_version()?) == self.seen {
-            return Ok(None);
+        if !self.outside {
+            let version = self.data_version()?;
+            if Some(version) == self.seen {
+                return Ok(None);
+            }
+            // Another connection committed: a reload only if it changed what the books
+            // hold (a commit after this read moves `data_version` again: looked at next).
+            if books_version(&self.conn)? == self.known {
+                self.seen = Some(version);
+                return Ok(None);
+            }
         }
         self.load().map(Some)
     }

@@ -60,6 +60,13 @@ pub(super) struct ServeArgs {
     /// refused (`closed`: only identities already known sign in).
     #[arg(long, env = "POSTAL_SIGNUPS", value_enum, default_value_t = Signups::Open)]
     signups: Signups,
+    /// Requests a minute one client address may make under /account (the dashboard, its
+    /// API, sign-in, the Stripe webhook), changes a quarter of that; and one session to
+    /// /account/api. Beyond: 429 with Retry-After.
+    #[arg(long, env = "POSTAL_ACCOUNT_REQUESTS_PER_MINUTE", value_name = "N",
+          default_value_t = crate::api::account::REQUESTS_PER_MINUTE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    account_requests_per_minute: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -146,6 +153,7 @@ pub(super) fn run(
         dashboard: crate::api::account::DashboardSettings {
             public_url: args.public_url,
             signups_closed: args.signups == Signups::Closed,
+            requests_per_minute: Some(args.account_requests_per_minute),
         },
     };
     runtime.block_on(crate::api::serve(db_path, &args.listen, settings))?;

@@ -305,6 +305,41 @@ const MIGRATION_11: &str = "
         GROUP BY account_id, at - at % 86400, endpoint;
     PRAGMA user_version = 11;";
 
+/// Version 11 to 12 (as in schema.sql): the ledger's index by account, and the count of
+/// changes to what the server holds in memory, with its triggers.
+const MIGRATION_12: &str = "
+    CREATE INDEX ledger_by_account ON ledger (account_id, id);
+    CREATE TABLE books_version (
+        id      INTEGER PRIMARY KEY CHECK (id = 1),
+        version INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO books_version (id, version) VALUES (1, 0);
+    CREATE TRIGGER accounts_inserted AFTER INSERT ON accounts
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER accounts_updated AFTER UPDATE ON accounts
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER accounts_deleted AFTER DELETE ON accounts
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER api_keys_inserted AFTER INSERT ON api_keys
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER api_keys_updated AFTER UPDATE ON api_keys
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER api_keys_deleted AFTER DELETE ON api_keys
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER oidc_providers_inserted AFTER INSERT ON oidc_providers
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER oidc_providers_updated AFTER UPDATE ON oidc_providers
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER oidc_providers_deleted AFTER DELETE ON oidc_providers
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER payment_settings_inserted AFTER INSERT ON payment_settings
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER payment_settings_updated AFTER UPDATE ON payment_settings
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    CREATE TRIGGER payment_settings_deleted AFTER DELETE ON payment_settings
+        BEGIN UPDATE books_version SET version = version + 1; END;
+    PRAGMA user_version = 12;";
+
 /// One rung of the ladder: SQL, or code where SQL alone cannot say it.
 enum Migration {
     Sql(&'static str),
@@ -324,6 +359,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize - 1] = [
     Migration::Sql(MIGRATION_9),
     Migration::Sql(MIGRATION_10),
     Migration::Sql(MIGRATION_11),
+    Migration::Sql(MIGRATION_12),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
@@ -504,7 +540,11 @@ mod tests {
         );
     }
 
-    /// What turns a new file into a version 10 file.
+    /// What turns a new file into a version 11 file.
+    const WITHOUT_12: &str = "DROP TRIGGER accounts_inserted; DROP TRIGGER accounts_updated; DROP TRIGGER accounts_deleted; DROP TRIGGER api_keys_inserted; DROP TRIGGER api_keys_updated; DROP TRIGGER api_keys_deleted; DROP TRIGGER oidc_providers_inserted; DROP TRIGGER oidc_providers_updated; DROP TRIGGER oidc_providers_deleted; DROP TRIGGER payment_settings_inserted; DROP TRIGGER payment_settings_updated; DROP TRIGGER payment_settings_deleted;
+        DROP TABLE books_version; DROP INDEX ledger_by_account;";
+
+    /// What turns a version 11 file into a version 10 file.
     const WITHOUT_11: &str = "DROP TABLE usage_days; ALTER TABLE ledger DROP COLUMN key_id;";
 
     /// What turns a version 10 file into a version 9 file.
@@ -530,7 +570,7 @@ mod tests {
         let old = reopened(
             &dir.path().join("old.db"),
             &format!(
-                "{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
+                "{WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
             ),
         );
         let new = open(&dir.path().join("new.db")).unwrap();
@@ -559,7 +599,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = reopened(
             &dir.path().join("old.db"),
-            &format!("{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"),
+            &format!(
+                "{WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"
+            ),
         );
         let new = open(&dir.path().join("new.db")).unwrap();
         let schema = |conn: &Connection| -> Vec<(String, String)> {
@@ -584,7 +626,8 @@ mod tests {
                 .map(|(n, sql)| (n, sql.split_whitespace().collect::<Vec<_>>().join(" ")))
                 .collect()
         };
-        assert_eq!(migrated.len(), 6, "{migrated:?}");
+        // Two tables, four indexes, and the three triggers of version 12.
+        assert_eq!(migrated.len(), 9, "{migrated:?}");
         assert_eq!(squeezed(migrated), squeezed(schema(&new)));
     }
 
@@ -597,7 +640,7 @@ mod tests {
         let conn = reopened(
             &dir.path().join("v10.db"),
             &format!(
-                "{WITHOUT_11} PRAGMA user_version = 10;
+                "{WITHOUT_12} {WITHOUT_11} PRAGMA user_version = 10;
                  INSERT INTO accounts (id, public_id, balance, created_at)
                      VALUES (1, 'acct_a', 1000, 0), (2, 'acct_b', 1000, 0);
                  INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
@@ -659,12 +702,54 @@ mod tests {
     }
 
     #[test]
+    fn a_version_11_file_counts_the_changes_of_what_the_server_holds_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v11.db");
+        let conn = reopened(&path, &format!("{WITHOUT_12} PRAGMA user_version = 11;"));
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let count = || -> i64 {
+            conn.query_row("SELECT version FROM books_version", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(count(), 0);
+        let plan: String = conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT id FROM ledger WHERE account_id = 1 AND id < 9
+                 ORDER BY id DESC LIMIT 10",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("ledger_by_account"), "{plan}");
+        // Each change of an account, a key, a provider or the payment settings counts.
+        conn.execute_batch(
+            "INSERT INTO accounts (public_id, balance, created_at) VALUES ('acct_1', 0, 0);
+             UPDATE accounts SET balance = 28;
+             INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
+                 VALUES ('p', 'https://id.example', 'c', 's', 0);
+             DELETE FROM oidc_providers;",
+        )
+        .unwrap();
+        assert_eq!(count(), 4);
+        // A session, a sign-in or an audit line does not.
+        conn.execute_batch(
+            "INSERT INTO sessions (id_hash, public_id, account_id, csrf, created_at, seen_at)
+                 VALUES (zeroblob(32), 'ses_1', 1, 'c', 0, 0);
+             UPDATE sessions SET seen_at = 60;
+             INSERT INTO audit_log (account_id, at, actor, action, detail)
+                 VALUES (1, 0, 'a', 'topup', '');",
+        )
+        .unwrap();
+        assert_eq!(count(), 4);
+    }
+
+    #[test]
     fn a_version_9_file_keeps_its_providers_as_openid_ones_open_to_anyone() {
         let dir = tempfile::tempdir().unwrap();
         let conn = reopened(
             &dir.path().join("v9.db"),
             &format!(
-                "{WITHOUT_11} {WITHOUT_10} PRAGMA user_version = 9;
+                "{WITHOUT_12} {WITHOUT_11} {WITHOUT_10} PRAGMA user_version = 9;
                  INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
                      VALUES ('p1', 'https://id.example', 'postal', 'secret', 0);"
             ),
@@ -698,7 +783,7 @@ mod tests {
         let conn = reopened(
             &dir.path().join("v8.db"),
             &format!(
-                "{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
+                "{WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
                  INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
                  INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
                                        per_ip_minute)
@@ -742,7 +827,7 @@ mod tests {
         let conn = reopened(
             &dir.path().join("p.db"),
             &format!(
-                "{WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
+                "{WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
                  INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);"
             ),
         );

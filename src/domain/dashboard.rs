@@ -23,6 +23,16 @@ pub fn session_expired(created: i64, seen: i64, now: i64) -> bool {
     now - seen >= IDLE_SECS || now - created >= ABSOLUTE_SECS
 }
 
+/// How stale a session's stored last use may be: it is written when it is this old (or
+/// older), so a signed-in customer's requests write at most once a minute (the idle
+/// timeout is then kept to the minute).
+pub const SEEN_EVERY_SECS: i64 = 60;
+
+/// Whether a session last stored as used at `seen` is to be marked used at `now`.
+pub fn session_seen_is_stale(seen: i64, now: i64) -> bool {
+    now - seen >= SEEN_EVERY_SECS
+}
+
 /// A secret of 256 random bits as 43 base64url characters (no padding): session ids,
 /// sign-in states, nonces, CSRF tokens.
 pub fn random_token() -> String {

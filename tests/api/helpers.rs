@@ -136,6 +136,11 @@ pub fn spawn_app_on_with(source: &Path, mut settings: postal::api::Settings) -> 
     if settings.dataset.is_none() {
         settings.dataset = dataset_of(source);
     }
+    // Every test's requests come from 127.0.0.1: the dashboard's per-address limit (120 a
+    // minute) is raised unless a test sets it (tests/api/strangers.rs checks it).
+    if settings.dashboard.requests_per_minute.is_none() {
+        settings.dashboard.requests_per_minute = Some(1_000_000);
+    }
     let (address, shutdown, server) = start_server(&db, settings);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)

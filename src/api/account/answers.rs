@@ -23,6 +23,13 @@ const TOO_LARGE_413: (u16, &str) = (
     413,
     "The request body is larger than 64 KiB (`Request body too large`); nothing changed.",
 );
+const LIMITED_429: (u16, &str) = (
+    429,
+    "Too many requests a minute from the client's address (`Too many requests to the \
+     dashboard from your address`: 120 by default, a quarter of it for changes) or in \
+     the session (`Too many requests in this session`: 120 by default); nothing changed. Retry after \
+     `Retry-After` seconds.",
+);
 const INTERNAL_500: (u16, &str) = (500, "Internal server error (`Internal server error`).");
 const QUERY_400: (u16, &str) = (
     400,
@@ -69,14 +76,15 @@ macro_rules! body_change {
             REFUSED_403,
             $($also,)*
             TOO_LARGE_413,
-            INTERNAL_500,
+            LIMITED_429,
+        INTERNAL_500,
         ]
     };
 }
 
 documented! {
     /// A read of the signed-in account.
-    Read: [UNSIGNED_401, INTERNAL_500]
+    Read: [UNSIGNED_401, LIMITED_429, INTERNAL_500]
 }
 
 documented! {
@@ -84,6 +92,7 @@ documented! {
     ReadQuery: [
         QUERY_400,
         UNSIGNED_401,
+        LIMITED_429,
         INTERNAL_500,
     ]
 }
@@ -97,6 +106,7 @@ documented! {
             404,
             "`key` names no key of the account (`no key \"<keyId>\"`).",
         ),
+        LIMITED_429,
         INTERNAL_500,
     ]
 }
@@ -124,7 +134,7 @@ documented! {
 
 documented! {
     /// `revokeKey`.
-    KeyRevoke: [UNSIGNED_401, REFUSED_403, NO_KEY_404, INTERNAL_500]
+    KeyRevoke: [UNSIGNED_401, REFUSED_403, NO_KEY_404, LIMITED_429, INTERNAL_500]
 }
 
 documented! {
@@ -161,6 +171,7 @@ documented! {
             404,
             "The account has no live session of that id (`no session \"<sessionId>\"`).",
         ),
+        LIMITED_429,
         INTERNAL_500,
     ]
 }
@@ -176,7 +187,7 @@ documented! {
 
 documented! {
     /// `signOut`.
-    SignOut: [UNSIGNED_401, REFUSED_403, INTERNAL_500]
+    SignOut: [UNSIGNED_401, REFUSED_403, LIMITED_429, INTERNAL_500]
 }
 
 documented! {
@@ -198,6 +209,7 @@ documented! {
              on this server. ...`); nothing changed.",
         ),
         TOO_LARGE_413,
+        LIMITED_429,
         INTERNAL_500,
         (
             503,

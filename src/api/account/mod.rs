@@ -30,6 +30,7 @@ mod sessions;
 mod shared;
 mod topups;
 mod usage;
+mod visits;
 mod webhook;
 
 pub(crate) use audit::AuditApi;
@@ -40,6 +41,8 @@ pub(crate) use page::SecurityHeaders;
 pub(crate) use sessions::SessionsApi;
 pub(crate) use topups::TopupsApi;
 pub(crate) use usage::UsageApi;
+pub use visits::REQUESTS_PER_MINUTE;
+pub(crate) use visits::Visits;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -63,6 +66,9 @@ pub struct DashboardSettings {
     pub public_url: Option<String>,
     /// Whether a new identity may make an account (`--signups open`, the default).
     pub signups_closed: bool,
+    /// Requests a minute a client address may make under `/account`, and a session to
+    /// `/account/api` (`--account-requests-per-minute`; `None`: [`REQUESTS_PER_MINUTE`]).
+    pub requests_per_minute: Option<u32>,
 }
 
 /// What the dashboard's handlers share.
@@ -76,6 +82,12 @@ pub(crate) struct Dashboard {
     /// for its metadata.
     starts: crate::billing::per_ip::PerIpLimiter,
     trusted_proxies: Vec<crate::domain::cidr::Cidr>,
+    /// Requests a minute per client address under `/account` and per session (`visits`),
+    /// and the addresses' counts: (a change?, address).
+    requests_per_minute: u32,
+    visits: crate::billing::per_ip::PerMinute<(bool, std::net::IpAddr)>,
+    /// The sessions' counts, by the hash of their id.
+    session_calls: crate::billing::per_ip::PerMinute<[u8; 32]>,
     /// This server's books: how often they reloaded after a change made elsewhere, which
     /// tells when `payments` is stale.
     billing: crate::billing::Billing,
@@ -111,6 +123,12 @@ impl Dashboard {
             http: crate::accounts::oidc::outside_agent(),
             starts: Default::default(),
             trusted_proxies,
+            requests_per_minute: settings
+                .requests_per_minute
+                .unwrap_or(REQUESTS_PER_MINUTE)
+                .max(1),
+            visits: Default::default(),
+            session_calls: Default::default(),
             billing,
             payments: Default::default(),
             providers: Default::default(),
@@ -196,6 +214,7 @@ impl Dashboard {
             return Err(ApiError::unauthorized(NOT_SIGNED_IN));
         };
         let hash = dashboard::token_hash(&id);
+        self.admit_session_call(&hash)?;
         let now = now_unix();
         let row = self
             .admin(move |mut admin| async move { admin.session(&hash, now).await })

@@ -93,12 +93,7 @@ pub(super) async fn start_signin(
 /// API counts a page's clients: an IPv6 /64, `X-Forwarded-For` from a trusted proxy);
 /// beyond, the 429 page (with `Retry-After`) to answer.
 fn refused_start(dash: &Dashboard, req: &Request) -> Option<Response> {
-    let ip = crate::api::access::RequestMeta::of(req)
-        .client_ip(&dash.trusted_proxies)
-        .map_or(
-            std::net::IpAddr::from([0, 0, 0, 0]),
-            crate::api::access::counted_as,
-        );
+    let ip = dash.client(req);
     dash.starts
         .admit(0, ip, STARTS_PER_MINUTE, std::time::SystemTime::now())
         .err()

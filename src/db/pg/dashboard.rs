@@ -362,12 +362,14 @@ pub async fn session(
     if dashboard::session_expired(created_at, seen, now) {
         return Ok(None);
     }
-    client
-        .execute(
-            "UPDATE sessions SET seen_at = $2 WHERE id_hash = $1 AND seen_at < $2",
-            &[&&id_hash[..], &now],
-        )
-        .await?;
+    if dashboard::session_seen_is_stale(seen, now) {
+        client
+            .execute(
+                "UPDATE sessions SET seen_at = $2 WHERE id_hash = $1 AND seen_at < $2",
+                &[&&id_hash[..], &now],
+            )
+            .await?;
+    }
     Ok(Some(SessionRow {
         public_id: r.get(0),
         account_id: r.get(1),

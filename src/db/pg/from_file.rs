@@ -69,6 +69,13 @@ pub const FILE_TABLES: &[(&str, Fate)] = &[
             "stored bulk answers stay behind: a retry after the move runs (and is charged) again",
         ),
     ),
+    (
+        "books_version",
+        Fate::NotMoved(
+            "the file's count of changes to what its server holds; the ledger has its own \
+             (changes)",
+        ),
+    ),
     ("dataset", Fate::NotMoved(POSTAL_DATA)),
     ("countries", Fate::NotMoved(POSTAL_DATA)),
     ("postal_codes", Fate::NotMoved(POSTAL_DATA)),

@@ -61,6 +61,14 @@ pub(crate) fn insert_account(
 /// server then flushes what it has charged, so the balance shown includes every charge
 /// answered before the command started.
 pub fn show(conn: &Connection, public_id: &AccountId) -> Result<AccountView, AccountError> {
+    show_row(conn, public_id).map(|(_, view)| view)
+}
+
+/// `show`, with the account's row id (what the server's books know it by).
+pub fn show_row(
+    conn: &Connection,
+    public_id: &AccountId,
+) -> Result<(i64, AccountView), AccountError> {
     let row = conn
         .query_row(
             "SELECT id, name, balance, limit_per_minute, limit_per_hour, limit_per_day
@@ -93,13 +101,14 @@ pub fn show(conn: &Connection, public_id: &AccountId) -> Result<AccountView, Acc
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(AccountView {
+    let view = AccountView {
         account_id: public_id.to_owned(),
         name,
         balance,
         keys,
         limits,
-    })
+    };
+    Ok((rowid, view))
 }
 
 /// Applies the checked `change` (a negative one refused when the balance would go

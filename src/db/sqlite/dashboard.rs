@@ -317,7 +317,8 @@ pub fn create_session(
     Ok(())
 }
 
-/// The live session of this id, marked seen at `now`; `None` when unknown, ended or expired.
+/// The live session of this id, marked seen at `now` when its mark is a minute old; `None`
+/// when unknown, ended or expired.
 pub fn session(
     conn: &mut Connection,
     id_hash: &[u8; 32],
@@ -343,10 +344,12 @@ pub fn session(
     if dashboard::session_expired(row.created_at, seen, now) {
         return Ok(None);
     }
-    conn.execute(
-        "UPDATE sessions SET seen_at = ?2 WHERE id_hash = ?1 AND seen_at < ?2",
-        params![&id_hash[..], now],
-    )?;
+    if dashboard::session_seen_is_stale(seen, now) {
+        conn.execute(
+            "UPDATE sessions SET seen_at = ?2 WHERE id_hash = ?1 AND seen_at < ?2",
+            params![&id_hash[..], now],
+        )?;
+    }
     Ok(Some(row))
 }
 
