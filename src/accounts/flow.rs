@@ -8,6 +8,7 @@ use secrecy::SecretString;
 pub use super::oidc::{Authorization, SignInError};
 use super::{IdentityView, Provider, github, oidc};
 use crate::domain::dashboard::ProviderKind;
+use crate::domain::outside;
 
 /// The authorization URL of a sign-in with `provider`, whose callback is `redirect`.
 pub fn authorize(
@@ -15,6 +16,7 @@ pub fn authorize(
     provider: &Provider,
     redirect: &str,
 ) -> Result<Authorization, SignInError> {
+    address_allowed(provider)?;
     match provider.kind {
         ProviderKind::Github => github::authorize(provider, redirect),
         ProviderKind::Oidc | ProviderKind::Google | ProviderKind::Microsoft => {
@@ -43,10 +45,58 @@ pub fn identity(
     provider: &Provider,
     back: Returned<'_>,
 ) -> Result<IdentityView, SignInError> {
+    address_allowed(provider)?;
     match provider.kind {
         ProviderKind::Github => github::identity(http, provider, back),
         ProviderKind::Oidc | ProviderKind::Google | ProviderKind::Microsoft => {
             oidc::identity(http, provider, back)
         }
+    }
+}
+
+/// Whether the provider's stored address (its issuer, or the GitHub's) passes
+/// `domain::outside`'s rule: checked at each sign-in too, since `provider add` refuses
+/// only what is added from now on.
+fn address_allowed(provider: &Provider) -> Result<(), SignInError> {
+    if outside::allowed(&provider.issuer) {
+        return Ok(());
+    }
+    tracing::warn!(
+        provider = %provider.name,
+        issuer = %provider.issuer,
+        "sign-in refused: the provider's address is refused: only {}",
+        outside::RULE
+    );
+    Err(SignInError::Unreachable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ids::ProviderName;
+
+    fn github_at(url: &str) -> Provider {
+        Provider {
+            name: ProviderName::new("gh"),
+            kind: ProviderKind::Github,
+            issuer: url.to_owned(),
+            client_id: "postal".to_owned(),
+            client_secret: "secret".to_owned().into(),
+            allowed: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_provider_stored_with_plain_http_off_loopback_signs_nobody_in() {
+        let http = super::super::oidc::outside_agent();
+        let redirect = "https://api.example.com/account/callback/gh";
+        // GitHub's sign-in starts without a call: only the rule stops it.
+        let refused = authorize(&http, &github_at("http://github.example.com"), redirect);
+        assert!(
+            matches!(refused, Err(SignInError::Unreachable)),
+            "{refused:?}"
+        );
+        let started = authorize(&http, &github_at("http://127.0.0.1:9"), redirect);
+        assert!(started.is_ok(), "{started:?}");
     }
 }

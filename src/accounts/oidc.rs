@@ -2,7 +2,13 @@
 //! authorization URL of the code flow with PKCE (S256), `state` and `nonce`, and the
 //! code exchanged for an ID token checked by the `openidconnect` crate (signature from the
 //! JWKS, `iss`, `aud`, `exp`, `nonce`). The crate's HTTP requests go through our ureq
-//! agent (redirects off, bounded in time: [`outside_agent`]).
+//! agent (redirects off, bounded in time, https only off loopback: [`outside_agent`]).
+//!
+//! What the provider's metadata says is not taken on trust: every endpoint it names must
+//! pass `domain::outside`'s rule (a sign-in is refused otherwise), and the ID token's
+//! signature must be in an asymmetric algorithm ([`ID_TOKEN_ALGS`]) whatever the metadata
+//! lists: the crate would otherwise copy its `id_token_signing_alg_values_supported` and
+//! take HS256, keyed with the client secret, from whoever holds that secret.
 //!
 //! `--kind google` is this with Google's issuer. `--kind microsoft` reads the metadata of
 //! `{base}/{tenant}/v2.0` itself: for `common`, `organizations` and `consumers` it names
@@ -14,7 +20,10 @@
 //! Each call blocks while it talks to the provider: the dashboard runs it on the store's
 //! threads for outside calls (`Accounts::outside`), never the API's.
 
-use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreProviderMetadata};
+use openidconnect::core::{
+    CoreAuthenticationFlow, CoreClient, CoreIdTokenVerifier, CoreJwsSigningAlgorithm,
+    CoreProviderMetadata,
+};
 use openidconnect::{
     AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet, EndpointNotSet,
     EndpointSet, HttpRequest, HttpResponse, IssuerUrl, JsonWebKeySet, Nonce, PkceCodeChallenge,
@@ -25,6 +34,7 @@ use secrecy::{ExposeSecret, SecretString};
 use super::flow::Returned;
 use super::{IdentityView, Provider, store::OUTSIDE_TIMEOUT};
 use crate::domain::dashboard::{self, ProviderKind};
+use crate::domain::outside;
 
 type Client = CoreClient<
     EndpointSet,
@@ -36,15 +46,53 @@ type Client = CoreClient<
 >;
 
 /// The agent of every call to a provider or Stripe: no redirects (the `openidconnect`
-/// crate's SSRF warning), 4xx and 5xx as answers, not errors, and at most
-/// [`OUTSIDE_TIMEOUT`] in all.
+/// crate's SSRF warning), 4xx and 5xx as answers, not errors, at most
+/// [`OUTSIDE_TIMEOUT`] in all, and no request that `domain::outside` refuses (plain http
+/// off loopback), whoever built its URL.
 pub fn outside_agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .max_redirects(0)
         .http_status_as_error(false)
         .timeout_global(Some(OUTSIDE_TIMEOUT))
+        .middleware(only_allowed)
         .build()
         .into()
+}
+
+/// The agent's guard: a request to a URL off `domain::outside`'s rule fails before any
+/// lookup or connection (ureq's `https_only` would refuse the tests' loopback stand-ins).
+fn only_allowed(
+    request: ureq::http::Request<ureq::SendBody>,
+    next: ureq::middleware::MiddlewareNext,
+) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+    let uri = request.uri();
+    if !outside::allowed_parts(uri.scheme_str().unwrap_or(""), uri.host().unwrap_or("")) {
+        return Err(ureq::Error::RequireHttpsOnly(format!(
+            "{uri} (only {})",
+            outside::RULE
+        )));
+    }
+    next.handle(request)
+}
+
+/// The algorithms an ID token may be signed in: RSA (PKCS#1 v1.5 and PSS), ECDSA P-256
+/// and P-384, EdDSA. Never HS256/384/512 (keyed with the client secret), nor `none`.
+pub const ID_TOKEN_ALGS: [CoreJwsSigningAlgorithm; 9] = [
+    CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha256,
+    CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha384,
+    CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha512,
+    CoreJwsSigningAlgorithm::RsaSsaPssSha256,
+    CoreJwsSigningAlgorithm::RsaSsaPssSha384,
+    CoreJwsSigningAlgorithm::RsaSsaPssSha512,
+    CoreJwsSigningAlgorithm::EcdsaP256Sha256,
+    CoreJwsSigningAlgorithm::EcdsaP384Sha384,
+    CoreJwsSigningAlgorithm::EdDsa,
+];
+
+/// The client's ID-token verifier with [`ID_TOKEN_ALGS`] in place of the algorithms the
+/// provider's metadata lists.
+fn id_token_verifier(client: &Client) -> CoreIdTokenVerifier<'_> {
+    client.id_token_verifier().set_allowed_algs(ID_TOKEN_ALGS)
 }
 
 /// Why a sign-in with a provider failed (the reason itself is logged, not shown).
@@ -153,7 +201,7 @@ pub fn identity(
         .ok_or_else(|| refused("no ID token".into()))?;
     let microsoft = provider.kind == ProviderKind::Microsoft;
     // Microsoft's issuer is checked below, against the token's own tenant.
-    let verifier = client.id_token_verifier().require_issuer_match(!microsoft);
+    let verifier = id_token_verifier(&client).require_issuer_match(!microsoft);
     let claims = id_token
         .claims(&verifier, &Nonce::new(back.nonce))
         .map_err(|e| refused(error_chain(&e)))?;
@@ -248,7 +296,8 @@ fn client(
             CoreProviderMetadata::discover(&issuer, &http_client(http)).map_err(|e| error_chain(&e))
         }
     }
-    .map_err(unreachable)?;
+    .map_err(&unreachable)?;
+    endpoints_allowed(&metadata).map_err(unreachable)?;
     let metadata_issuer = metadata.issuer().as_str().to_owned();
     let redirect = RedirectUrl::new(redirect.to_owned()).map_err(|e| unreachable(e.to_string()))?;
     let client = CoreClient::from_provider_metadata(
@@ -290,6 +339,32 @@ fn microsoft_metadata(
     Ok(metadata.set_jwks(jwks))
 }
 
+/// Whether every endpoint of the metadata this server calls or sends a browser to passes
+/// `domain::outside`'s rule (its JWKS was read through the agent, which refuses the same).
+/// `userinfo_endpoint` is not one: the identity comes from the ID token alone.
+fn endpoints_allowed(metadata: &CoreProviderMetadata) -> Result<(), String> {
+    let named = [
+        (
+            "authorization_endpoint",
+            Some(metadata.authorization_endpoint().as_str()),
+        ),
+        (
+            "token_endpoint",
+            metadata.token_endpoint().map(|u| u.as_str()),
+        ),
+        ("jwks_uri", Some(metadata.jwks_uri().as_str())),
+    ];
+    for (field, url) in named {
+        if let Some(url) = url.filter(|url| !outside::allowed(url)) {
+            return Err(format!(
+                "the discovery document's {field} {url:?} is refused: only {}",
+                outside::RULE
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
@@ -299,4 +374,138 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use hmac::{Hmac, KeyInit, Mac};
+    use openidconnect::core::CoreIdToken;
+    use serde_json::json;
+    use sha2::Sha256;
+
+    use super::*;
+
+    const ISSUER: &str = "https://idp.example.com";
+    const SECRET: &str = "the-client-secret-of-postal-at-least-32-bytes";
+
+    fn metadata(algs: &[&str]) -> CoreProviderMetadata {
+        serde_json::from_value(json!({
+            "issuer": ISSUER,
+            "authorization_endpoint": format!("{ISSUER}/auth"),
+            "token_endpoint": format!("{ISSUER}/token"),
+            "jwks_uri": format!("{ISSUER}/jwks"),
+            "response_types_supported": ["code"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": algs,
+        }))
+        .unwrap()
+    }
+
+    fn client(metadata: CoreProviderMetadata) -> Client {
+        CoreClient::from_provider_metadata(
+            metadata,
+            ClientId::new("postal".into()),
+            Some(ClientSecret::new(SECRET.into())),
+        )
+    }
+
+    /// An ID token for `postal` signed HS256 with the client secret, as anyone who holds
+    /// the secret can make one.
+    fn hs256_token() -> CoreIdToken {
+        use base64::Engine;
+        let b64 = |v: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let signing_input = format!(
+            "{}.{}",
+            b64(json!({"alg": "HS256", "typ": "JWT"})),
+            b64(json!({"iss": ISSUER, "sub": "anyone", "aud": "postal",
+                       "iat": now, "exp": now + 600, "nonce": "n"}))
+        );
+        let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+        mac.update(signing_input.as_bytes());
+        let signature =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+        format!("{signing_input}.{signature}").parse().unwrap()
+    }
+
+    #[test]
+    fn an_hs256_id_token_is_refused_though_the_metadata_lists_hs256() {
+        let client = client(metadata(&["RS256", "HS256"]));
+        let token = hs256_token();
+        // What the crate does with the metadata's list alone: the token passes.
+        assert!(
+            token
+                .claims(&client.id_token_verifier(), &Nonce::new("n".into()))
+                .is_ok()
+        );
+        let refused = token.claims(&id_token_verifier(&client), &Nonce::new("n".into()));
+        assert!(refused.is_err(), "an HS256 ID token was accepted");
+    }
+
+    #[test]
+    fn only_asymmetric_algorithms_sign_an_id_token() {
+        let names: Vec<String> = ID_TOKEN_ALGS
+            .iter()
+            .map(|alg| {
+                serde_json::to_value(alg)
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_discovery_document_naming_plain_http_off_loopback_is_refused() {
+        assert_eq!(endpoints_allowed(&metadata(&["RS256"])), Ok(()));
+        for field in ["authorization_endpoint", "token_endpoint", "jwks_uri"] {
+            let mut document = serde_json::to_value(metadata(&["RS256"])).unwrap();
+            document[field] = json!("http://idp.example.com/x");
+            let metadata: CoreProviderMetadata = serde_json::from_value(document).unwrap();
+            assert_eq!(
+                endpoints_allowed(&metadata),
+                Err(format!(
+                    "the discovery document's {field} \"http://idp.example.com/x\" is refused: only https, or http only to a loopback host (127.0.0.0/8, [::1], localhost)"
+                ))
+            );
+        }
+        let mut document = serde_json::to_value(metadata(&["RS256"])).unwrap();
+        document["token_endpoint"] = json!("http://127.0.0.1:8080/token");
+        document["userinfo_endpoint"] = json!("http://idp.example.com/userinfo");
+        let metadata: CoreProviderMetadata = serde_json::from_value(document).unwrap();
+        assert_eq!(endpoints_allowed(&metadata), Ok(()));
+    }
+
+    #[test]
+    fn the_outside_agent_sends_nothing_over_plain_http_off_loopback() {
+        let agent = outside_agent();
+        match agent
+            .get("http://idp.example.com/.well-known/openid-configuration")
+            .call()
+        {
+            Err(ureq::Error::RequireHttpsOnly(why)) => assert_eq!(
+                why,
+                "http://idp.example.com/.well-known/openid-configuration (only https, or http only to a loopback host (127.0.0.0/8, [::1], localhost))"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // On loopback it goes out (nothing listens on port 9).
+        let on_loopback = agent.get("http://127.0.0.1:9/").call();
+        assert!(
+            !matches!(on_loopback, Err(ureq::Error::RequireHttpsOnly(_))),
+            "{on_loopback:?}"
+        );
+    }
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::PaymentSettings;
 use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
-use crate::domain::payments;
+use crate::domain::{outside, payments};
 
 /// A Checkout Session as Stripe's API answers it (the fields this server reads).
 #[derive(Debug, Deserialize)]
@@ -52,7 +52,9 @@ pub enum StripeError {
 }
 
 /// Calls Stripe's API (`method` on `path` of the settings' base, a form body or none):
-/// the answer's JSON object, or why not.
+/// the answer's JSON object, or why not. A base off `domain::outside`'s rule (stored
+/// before `payments stripe` refused it) is the operator's setting to fix: refused, never
+/// sent the key.
 fn call(
     http: &ureq::Agent,
     settings: &PaymentSettings,
@@ -61,6 +63,13 @@ fn call(
     form: Option<String>,
     idempotency_key: Option<String>,
 ) -> Result<CheckoutSession, StripeError> {
+    if !outside::allowed(&settings.api_base) {
+        return Err(StripeError::Refused(format!(
+            "the API base {:?} is refused: only {}",
+            settings.api_base,
+            outside::RULE
+        )));
+    }
     let url = format!("{}{path}", settings.api_base);
     let auth = format!("Bearer {}", settings.secret_key.expose_secret());
     let mut request = ureq::http::Request::builder()
@@ -220,4 +229,34 @@ pub fn stripe_id<'a>(value: &'a Value, field: &str) -> Result<&'a str, InvalidEv
                 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         })
         .ok_or_else(|| InvalidEvent(format!("Invalid event: no valid '{field}'")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(api_base: &str) -> PaymentSettings {
+        PaymentSettings {
+            secret_key: "sk_test_x".to_owned().into(),
+            webhook_secret: "whsec_x".to_owned().into(),
+            api_base: api_base.to_owned(),
+            max_topup: payments::DEFAULT_MAX_TOPUP,
+        }
+    }
+
+    #[test]
+    fn a_plain_http_api_base_off_loopback_is_refused_before_any_request() {
+        let http = super::super::oidc::outside_agent();
+        let refused = retrieve_session(&http, &settings("http://stripe-proxy.example.com"), "cs_1");
+        match refused {
+            Err(StripeError::Refused(why)) => assert_eq!(
+                why,
+                "the API base \"http://stripe-proxy.example.com\" is refused: only https, or http only to a loopback host (127.0.0.0/8, [::1], localhost)"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // On loopback it is called (nothing listens on port 9: unreachable, not refused).
+        let dead = retrieve_session(&http, &settings("http://127.0.0.1:9"), "cs_1");
+        assert!(matches!(dead, Err(StripeError::Unreachable(_))), "{dead:?}");
+    }
 }

@@ -100,11 +100,15 @@ enum Command {
 #[error("{0}")]
 struct BadInput(String);
 
-/// `text`, given as `flag`, when it is an http(s) URL.
-fn http_url<'a>(flag: &str, text: &'a str) -> Result<&'a str, BadInput> {
-    match text.starts_with("https://") || text.starts_with("http://") {
+/// `text`, given as `flag`, when this server may call it or send a browser there
+/// (`domain::outside`: https, or http to a loopback host).
+fn outside_url<'a>(flag: &str, text: &'a str) -> Result<&'a str, BadInput> {
+    match crate::domain::outside::allowed(text) {
         true => Ok(text),
-        false => Err(BadInput(format!("{flag} must be an http(s) URL: {text:?}"))),
+        false => Err(BadInput(format!(
+            "{flag} must be {}: {text:?}",
+            crate::domain::outside::RULE
+        ))),
     }
 }
 

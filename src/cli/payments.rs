@@ -13,7 +13,7 @@ use crate::db::pg::LedgerConfig;
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::payments::DEFAULT_MAX_TOPUP;
 
-use super::{BadInput, Verdict, cluster, http_url, now_unix, print};
+use super::{BadInput, Verdict, cluster, now_unix, outside_url, print};
 
 #[derive(Subcommand)]
 pub(super) enum PaymentsCommand {
@@ -29,7 +29,7 @@ pub(super) enum PaymentsCommand {
         /// (`whsec_…`).
         #[arg(long, value_name = "VAR")]
         webhook_secret_env: String,
-        /// Stripe's API, or a proxy in front of it.
+        /// Stripe's API, or a proxy in front of it: https, or http only to a loopback host.
         #[arg(long, value_name = "URL", default_value = "https://api.stripe.com")]
         api_base: String,
         /// The largest top-up a customer may start, USD.
@@ -136,7 +136,7 @@ pub(super) fn run(
                     ))
                     .into());
                 }
-                http_url("--api-base", &api_base)?;
+                outside_url("--api-base", &api_base)?;
                 let max_topup = Micros::parse_usd(&max_topup)
                     .ok()
                     .filter(|m| *m >= MIN_TOPUP && m.get() % 10_000 == 0)

@@ -12,7 +12,7 @@ use crate::db::pg::LedgerConfig;
 use crate::domain::dashboard::{self, ProviderKind};
 use crate::domain::ids::ProviderName;
 
-use super::{BadInput, Verdict, cluster, http_url, now_unix, print};
+use super::{BadInput, Verdict, cluster, now_unix, outside_url, print};
 
 #[derive(Subcommand)]
 pub(super) enum ProviderCommand {
@@ -27,7 +27,8 @@ pub(super) enum ProviderCommand {
         kind: ProviderKind,
         /// The issuer URL; its `/.well-known/openid-configuration` is read at each sign-in.
         /// Required for `oidc`; for `microsoft`, the base of `{URL}/{tenant}/v2.0` (default
-        /// https://login.microsoftonline.com: other clouds, tests).
+        /// https://login.microsoftonline.com: other clouds, tests). https, or http only to
+        /// a loopback host; so must be every endpoint its discovery document names.
         #[arg(long)]
         issuer: Option<String>,
         #[arg(long)]
@@ -37,7 +38,8 @@ pub(super) enum ProviderCommand {
         #[arg(long, value_name = "VAR")]
         client_secret_env: String,
         /// `github`: the GitHub's address, for GitHub Enterprise Server (its API is
-        /// `{URL}/api/v3`; github.com's is https://api.github.com).
+        /// `{URL}/api/v3`; github.com's is https://api.github.com). https, or http only to a
+        /// loopback host.
         #[arg(long, value_name = "URL")]
         github_url: Option<String>,
         /// `github`: only members of this organization sign in (repeatable: of any);
@@ -91,9 +93,9 @@ fn kind(text: &str) -> Result<ProviderKind, String> {
     })
 }
 
-/// An http(s) URL as given, without its trailing '/'.
+/// A URL this server may call (`outside_url`) as given, without its trailing '/'.
 fn url(flag: &str, text: &str) -> Result<String, BadInput> {
-    Ok(http_url(flag, text)?.trim_end_matches('/').to_owned())
+    Ok(outside_url(flag, text)?.trim_end_matches('/').to_owned())
 }
 
 /// What `provider add` was given beyond the name and the client, checked for its kind.

@@ -17,6 +17,7 @@ pub(crate) mod idempotency;
 pub mod ids;
 pub mod money;
 pub(crate) mod origin;
+pub mod outside;
 pub mod payments;
 pub mod postal_code;
 pub mod rate_limit;

@@ -16,7 +16,7 @@ pub(crate) const OIDC_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oi
 /// The providers, running until dropped.
 pub(crate) struct Providers {
     child: Child,
-    issuers: Vec<String>,
+    pub(crate) issuers: Vec<String>,
 }
 
 impl Drop for Providers {
@@ -75,6 +75,23 @@ pub(crate) fn providers_for(bases: &[&str], target: &[&str]) -> Option<Providers
             {"client_id": "other", "client_secret": "secret-of-other"},
         ],
     });
+    let providers = start_providers(&config);
+    assert_eq!(providers.issuers.len(), 3, "three issuers");
+    for (i, issuer) in providers.issuers.iter().enumerate() {
+        add_provider_to(
+            target,
+            &format!("p{}", i + 1),
+            issuer,
+            "postal",
+            "secret-of-postal",
+        );
+    }
+    Some(providers)
+}
+
+/// `tests/oidc/providers.mjs` with `config` (Node.js and its packages must be there:
+/// `node_modules`), once it is ready; none added to a server.
+pub(crate) fn start_providers(config: &Value) -> Providers {
     let mut child = Command::new("node")
         .arg("providers.mjs")
         .arg(config.to_string())
@@ -94,17 +111,7 @@ pub(crate) fn providers_for(bases: &[&str], target: &[&str]) -> Option<Providers
             issuers.push(issuer.to_owned());
         }
     }
-    assert_eq!(issuers.len(), 3, "three issuers");
-    for (i, issuer) in issuers.iter().enumerate() {
-        add_provider_to(
-            target,
-            &format!("p{}", i + 1),
-            issuer,
-            "postal",
-            "secret-of-postal",
-        );
-    }
-    Some(Providers { child, issuers })
+    Providers { child, issuers }
 }
 
 fn add_provider(app: &TestApp, name: &str, issuer: &str, client: &str, secret: &str) {

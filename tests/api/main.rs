@@ -7,6 +7,11 @@ mod helpers;
 /// The account dashboard: sign-in with three real OpenID providers, keys, limits, attacks.
 mod account;
 
+/// The callback's error: the state first, a fixed text per code, no description shown.
+mod callback;
+/// Only https to the outside (provider add, payments stripe, discovery), ID tokens only
+/// in asymmetric algorithms.
+mod outside;
 /// Sign-in with GitHub (OAuth) and Microsoft (any tenant), against local stand-ins.
 mod signin_kinds;
 

@@ -540,7 +540,7 @@ fn the_operator_adds_each_kind_with_its_own_options_only() {
         ),
         (
             vec!["--kind", "github", "--github-url", "github.example"],
-            "--github-url must be an http(s) URL",
+            "--github-url must be https, or http only to a loopback host (127.0.0.0/8, [::1], localhost): \"github.example\"",
         ),
         (
             vec!["--kind", "github", "--allowed-org", "a b"],

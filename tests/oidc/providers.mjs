@@ -4,7 +4,11 @@
 //
 //   node providers.mjs '<json>'
 //   json: {"count": 3, "redirectUris": ["http://127.0.0.1:PORT/account/callback/p1", ...],
-//          "clients": [{"client_id": "postal", "client_secret": "..."}, ...]}
+//          "clients": [{"client_id": "postal", "client_secret": "..."}, ...],
+//          "idTokenSigningAlgValues": ["RS256", "HS256"]}   (optional)
+// A client's other fields are oidc-provider's client metadata (for example
+// `"id_token_signed_response_alg": "HS256"`, which needs HS256 among
+// `idTokenSigningAlgValues`: the algorithms the discovery document lists).
 // Prints one line per issuer, `issuer http://127.0.0.1:PORT`, then `ready`; stops when
 // its stdin closes (the test ends).
 import http from "node:http";
@@ -21,12 +25,14 @@ async function start(index) {
   const jwk = { ...(await exportJWK(privateKey)), alg: "RS256", use: "sig", kid: `key-${index}` };
   const provider = new Provider(issuer, {
     clients: config.clients.map((c) => ({
-      client_id: c.client_id,
-      client_secret: c.client_secret,
       redirect_uris: config.redirectUris,
       grant_types: ["authorization_code"],
       response_types: ["code"],
+      ...c,
     })),
+    ...(config.idTokenSigningAlgValues
+      ? { enabledJWA: { idTokenSigningAlgValues: config.idTokenSigningAlgValues } }
+      : {}),
     jwks: { keys: [jwk] },
     pkce: { required: () => true },
     claims: { openid: ["sub"], email: ["email", "email_verified"] },

@@ -3,8 +3,10 @@
 //!
 //! `GET /account/signin/{name}` keeps the sign-in (state hashed, nonce, PKCE verifier) in
 //! the database and the state in a cookie, then sends the browser to the provider;
-//! `GET /account/callback/{name}` takes the sign-in once (a replayed or foreign state
-//! finds none), checks the cookie's state, exchanges the code and checks the ID token. An
+//! `GET /account/callback/{name}` checks the state against the cookie and takes the
+//! sign-in once (a replayed or foreign state finds none) before it reads anything else of
+//! the URL; then a provider's `error` is a fixed text per code (its description only
+//! logged), or the code is exchanged and the ID token checked. An
 //! identity is (issuer, subject): its first sign-in makes an account with the free
 //! allowance; a signed-in customer may link a second provider (`/account/link/{name}`).
 //! Never by e-mail address.
@@ -54,6 +56,79 @@ fn signin_failure(provider: &str, e: SignInError) -> Failure {
             "The provider's answer could not be verified (an expired or used code, or a token not meant for this service); start again.",
         ),
         SignInError::NotAllowed(why) => Failure::new(StatusCode::FORBIDDEN, why),
+    }
+}
+
+/// The page of an error the provider sent back (RFC 6749 4.1.2.1, OpenID Connect Core
+/// 3.1.2.6) to a sign-in this browser started: a fixed text per known code, never a word
+/// of the URL's (content spoofing on this origin); `error_description` goes to the log.
+fn provider_refused(provider: &str, error: &str, description: Option<&str>) -> Failure {
+    // Quoted (`?`) and cut: a line of the log holds no newline or escape from the URL.
+    let clip = |text: &str| text.chars().take(300).collect::<String>();
+    tracing::info!(
+        provider,
+        error = ?clip(error),
+        description = ?description.map(clip),
+        "the provider answered the sign-in with an error"
+    );
+    let (status, text) = provider_error_text(error);
+    Failure::new(status, text)
+}
+
+/// The status and text of a provider's `error` code on the page. The person's own
+/// choices (declined, asked to sign in or choose again) are 4xx; what only the operator
+/// can fix (the client as registered at the provider), or the provider's own failure, is
+/// 502.
+fn provider_error_text(error: &str) -> (StatusCode, &'static str) {
+    match error {
+        "access_denied" => (
+            StatusCode::FORBIDDEN,
+            "The sign-in was declined at the provider; nothing was changed.",
+        ),
+        "login_required" => (
+            StatusCode::BAD_REQUEST,
+            "The provider asks you to sign in there first; start again.",
+        ),
+        "consent_required" => (
+            StatusCode::BAD_REQUEST,
+            "The provider needs your consent to sign you in here; start again and give it.",
+        ),
+        "interaction_required" => (
+            StatusCode::BAD_REQUEST,
+            "The provider needs you on its own pages first; start again.",
+        ),
+        "account_selection_required" => (
+            StatusCode::BAD_REQUEST,
+            "The provider asks you to choose an account; start again.",
+        ),
+        "invalid_request" => (
+            StatusCode::BAD_GATEWAY,
+            "The provider found this service's sign-in request invalid; tell the operator of this service.",
+        ),
+        "unauthorized_client" => (
+            StatusCode::BAD_GATEWAY,
+            "The provider does not allow this service to sign you in this way; tell the operator of this service.",
+        ),
+        "unsupported_response_type" => (
+            StatusCode::BAD_GATEWAY,
+            "The provider does not support this service's way of signing in; tell the operator of this service.",
+        ),
+        "invalid_scope" => (
+            StatusCode::BAD_GATEWAY,
+            "The provider refused the access this service asks for; tell the operator of this service.",
+        ),
+        "server_error" => (
+            StatusCode::BAD_GATEWAY,
+            "The provider failed while signing you in; try again later.",
+        ),
+        "temporarily_unavailable" => (
+            StatusCode::BAD_GATEWAY,
+            "The provider is temporarily unavailable; try again later.",
+        ),
+        _ => (
+            StatusCode::BAD_REQUEST,
+            "The provider refused the sign-in; start again.",
+        ),
     }
 }
 
@@ -210,18 +285,11 @@ async fn finish(
     answer: Callback,
 ) -> Result<Response, Failure> {
     let bad = |text: &str| Failure::new(StatusCode::BAD_REQUEST, text);
-    if let Some(error) = answer.error {
-        let said = answer.error_description.unwrap_or_default();
-        return Err(match error.as_str() {
-            "access_denied" => Failure::new(
-                StatusCode::FORBIDDEN,
-                "The sign-in was declined at the provider; nothing was changed.",
-            ),
-            _ => bad(&format!("The provider refused the sign-in: {error} {said}")),
-        });
-    }
-    let (Some(code), Some(state)) = (answer.code, answer.state) else {
-        return Err(bad("The provider's answer lacks its code or state."));
+    let lacking = || bad("The provider's answer lacks its code or state.");
+    // The state first, whatever else the URL says: anyone can send a browser here with
+    // any query, and only a sign-in this browser started may have its answer shown.
+    let Some(state) = answer.state else {
+        return Err(lacking());
     };
     // The state must be the one this browser started with, and unused.
     let cookie_state = cookie(req, SIGNIN_COOKIE).unwrap_or_default();
@@ -242,6 +310,16 @@ async fn finish(
             "This sign-in was started with another provider; start again.",
         ));
     }
+    if let Some(error) = answer.error {
+        return Err(provider_refused(
+            name,
+            &error,
+            answer.error_description.as_deref(),
+        ));
+    }
+    let Some(code) = answer.code else {
+        return Err(lacking());
+    };
     let provider = provider(dash, name).await?;
     let (http, redirect) = (dash.http.clone(), dash.redirect_uri(name));
     let SignIn {
@@ -316,4 +394,88 @@ async fn finish(
         ),
     );
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_provider_error_shows_a_fixed_text_per_code_and_nothing_of_the_url() {
+        let cases = [
+            (
+                "access_denied",
+                403,
+                "The sign-in was declined at the provider; nothing was changed.",
+            ),
+            (
+                "login_required",
+                400,
+                "The provider asks you to sign in there first; start again.",
+            ),
+            (
+                "consent_required",
+                400,
+                "The provider needs your consent to sign you in here; start again and give it.",
+            ),
+            (
+                "interaction_required",
+                400,
+                "The provider needs you on its own pages first; start again.",
+            ),
+            (
+                "account_selection_required",
+                400,
+                "The provider asks you to choose an account; start again.",
+            ),
+            (
+                "invalid_request",
+                502,
+                "The provider found this service's sign-in request invalid; tell the operator of this service.",
+            ),
+            (
+                "unauthorized_client",
+                502,
+                "The provider does not allow this service to sign you in this way; tell the operator of this service.",
+            ),
+            (
+                "unsupported_response_type",
+                502,
+                "The provider does not support this service's way of signing in; tell the operator of this service.",
+            ),
+            (
+                "invalid_scope",
+                502,
+                "The provider refused the access this service asks for; tell the operator of this service.",
+            ),
+            (
+                "server_error",
+                502,
+                "The provider failed while signing you in; try again later.",
+            ),
+            (
+                "temporarily_unavailable",
+                502,
+                "The provider is temporarily unavailable; try again later.",
+            ),
+            (
+                "Call +1-555-0100",
+                400,
+                "The provider refused the sign-in; start again.",
+            ),
+            ("", 400, "The provider refused the sign-in; start again."),
+        ];
+        for (code, status, text) in cases {
+            let failure = provider_refused(
+                "p1",
+                code,
+                Some("Your account is suspended. Call +1-555-0100"),
+            );
+            assert_eq!(
+                (failure.status.as_u16(), failure.text.as_str()),
+                (status, text),
+                "{code}"
+            );
+        }
+    }
 }
