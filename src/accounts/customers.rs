@@ -4,7 +4,8 @@
 use std::time::SystemTime;
 
 use crate::db::admin::{
-    AccountError, AccountLine, AccountView, Audited, LedgerEntry, NewAccount, UsageLine, UsageQuery,
+    AccountError, AccountLine, AccountView, Audited, LedgerPage, LedgerQuery, NewAccount,
+    UsageLine, UsageQuery,
 };
 use crate::db::{pg, sqlite};
 use crate::domain::admin::{AuditAction, BalanceChange, LimitsChange};
@@ -120,19 +121,20 @@ impl Admin {
         }
     }
 
-    /// The account's ledger in the order it was written, from `since` (unix seconds) on;
-    /// for a command on the file, its server flushes first (`flush_for_command`).
+    /// The account's ledger rows `query` asks for (through the ledger's index by
+    /// account); for a command on the file, its server flushes first
+    /// (`flush_for_command`).
     pub async fn ledger_entries(
         &mut self,
         account_id: &AccountId,
-        since: Option<i64>,
-    ) -> Result<Vec<LedgerEntry>, AccountError> {
+        query: &LedgerQuery,
+    ) -> Result<LedgerPage, AccountError> {
         match &mut self.store {
             Store::File(conn) => {
                 Admin::flush_for_command(self.books.as_ref(), conn);
-                sqlite::reports::ledger_entries(conn, account_id, since)
+                sqlite::reports::ledger_entries(conn, account_id, query)
             }
-            Store::Ledger(client) => pg::reports::ledger_entries(client, account_id, since).await,
+            Store::Ledger(client) => pg::reports::ledger_entries(client, account_id, query).await,
         }
     }
 

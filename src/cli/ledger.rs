@@ -139,11 +139,15 @@ fn show(
     since: Option<UtcDate>,
     format: Format,
 ) -> anyhow::Result<Verdict> {
-    let since = since.map(UtcDate::start_unix);
+    let query = crate::db::admin::LedgerQuery {
+        since: since.map(UtcDate::start_unix),
+        ..Default::default()
+    };
     let entries = cluster::admin(db_path, ledger, async |admin| {
         Ok(admin
-            .ledger_entries(&AccountId::new(account_id.clone()), since)
-            .await?)
+            .ledger_entries(&AccountId::new(account_id.clone()), &query)
+            .await?
+            .entries)
     })?;
     match format {
         Format::Json => print(&Shown {

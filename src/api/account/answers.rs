@@ -112,6 +112,21 @@ documented! {
 }
 
 documented! {
+    /// `accountLedger`: a page of the ledger.
+    LedgerRead: [
+        (
+            400,
+            "A query parameter outside its documented values (`limit` not 1 to 500: `Invalid \
+             JSON body`), or a `cursor` that is not one this operation answers (`Invalid \
+             'cursor'`).",
+        ),
+        UNSIGNED_401,
+        LIMITED_429,
+        INTERNAL_500,
+    ]
+}
+
+documented! {
     /// `createKey`.
     NewKey: body_change!(
         "a field does not fit its documented type or bounds (`Invalid '<field>'`; a \

@@ -47,7 +47,7 @@ async function render(shown) {
   ]);
   app.replaceChildren(...[
     overview(), fundsArea(topups), shown ? shownOnce(shown) : null, keysArea(keys.keys), limitsArea(),
-    usageArea(usage.usage, keys.keys, ""), ledgerArea(ledger.entries), securityArea(sessions.sessions),
+    usageArea(usage.usage, keys.keys, ""), ledgerArea(ledger), securityArea(sessions.sessions),
     auditArea(audit.entries),
   ].filter(Boolean));
   if (shown) document.getElementById("new-key").focus();
@@ -259,13 +259,30 @@ function usageArea(lines, keys, key) {
   return section;
 }
 
-function ledgerArea(entries) {
-  return el("section", { "aria-labelledby": "h-ledger" }, el("h2", { id: "h-ledger" }, "Ledger (90 days)"),
+function ledgerRows(entries) {
+  return entries.map((e) => el("tr", {}, el("td", {}, e.at.replace("T", " ").replace("Z", "")),
+    el("td", {}, e.kind), el("td", {}, usd(e.amount)), el("td", {}, usd(e.balanceAfter)),
+    el("td", {}, e.note || (e.endpoint ? `${e.queries} × ${e.endpoint}` : ""))));
+}
+
+// The ledger's first page (100 entries, newest first); "Older entries" appends the next.
+function ledgerArea(ledger) {
+  const body = el("tbody", {}, ledgerRows(ledger.entries));
+  const more = el("p", {});
+  const older = (cursor) => {
+    more.replaceChildren(cursor ? el("button", { class: "secondary", onclick: async () => {
+      try {
+        const page = await api("GET", "/ledger?cursor=" + encodeURIComponent(cursor));
+        body.append(...ledgerRows(page.entries));
+        older(page.nextCursor);
+      } catch (e) { problem(more, e); }
+    } }, "Older entries") : "");
+  };
+  older(ledger.nextCursor);
+  return el("section", { "aria-labelledby": "h-ledger" }, el("h2", { id: "h-ledger" }, "Ledger"),
     el("div", { class: "table-wrap" }, el("table", {},
       el("thead", {}, el("tr", {}, ["When (UTC)", "Kind", "Amount", "Balance after", "Note"].map((h) => el("th", { scope: "col" }, h)))),
-      el("tbody", {}, entries.slice(0, 100).map((e) => el("tr", {}, el("td", {}, e.at.replace("T", " ").replace("Z", "")),
-        el("td", {}, e.kind), el("td", {}, usd(e.amount)), el("td", {}, usd(e.balanceAfter)),
-        el("td", {}, e.note || (e.endpoint ? `${e.queries} × ${e.endpoint}` : ""))))))));
+      body)), more);
 }
 
 function securityArea(sessions) {

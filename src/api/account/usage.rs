@@ -1,5 +1,5 @@
 //! `/account/api/usage` and `/account/api/ledger`: what the signed-in account was
-//! charged, per UTC day and operation, and its ledger.
+//! charged, per UTC day and operation, and its ledger, a page at a time.
 
 use std::sync::Arc;
 
@@ -8,12 +8,13 @@ use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
-use super::answers::{Failed, Read, UsageRead};
+use super::answers::{Failed, LedgerRead, UsageRead};
 use super::extract::Signed;
 use super::shared::{Format, JsonOrCsv, Listing, csv};
 use super::{Dashboard, now_unix};
+use crate::api::ApiError;
 use crate::api::ApiTags;
-use crate::db::admin::UsageQuery;
+use crate::db::admin::{LedgerQuery, UsageQuery};
 use crate::domain::ids::KeyId;
 
 /// Billed queries and their price for one UTC day and operation.
@@ -53,7 +54,11 @@ pub struct LedgerEntryBody {
 
 #[derive(Debug, Object)]
 pub struct LedgerBody {
+    /// Newest first.
     pub entries: Vec<LedgerEntryBody>,
+    /// The `cursor` of the next (older) page; `null` on the last page.
+    #[oai(rename = "nextCursor")]
+    pub next_cursor: Option<String>,
 }
 
 /// `/account/api/usage` and `/account/api/ledger`.
@@ -121,23 +126,41 @@ impl UsageApi {
         }))
     }
 
-    /// The account's ledger of the last 90 days, newest first.
+    /// The account's ledger, newest first, a page at a time.
     #[oai(path = "/ledger", method = "get", operation_id = "accountLedger")]
     async fn ledger(
         &self,
         dash: Data<&Arc<Dashboard>>,
         signed: Signed,
-    ) -> Result<Json<LedgerBody>, Failed<Read>> {
+        /// Entries in the page (1 to 500; default 100).
+        #[oai(validator(minimum(value = "1"), maximum(value = "500")))]
+        limit: Query<Option<u32>>,
+        /// Where the page starts: a `nextCursor` this operation answered (the first page
+        /// without it).
+        cursor: Query<Option<String>>,
+    ) -> Result<Json<LedgerBody>, Failed<LedgerRead>> {
         let account = signed.0.account();
-        let since = now_unix() - 90 * 86_400;
-        let mut entries = dash
-            .admin(
-                move |mut admin| async move { admin.ledger_entries(&account, Some(since)).await },
-            )
+        let before = match cursor.0 {
+            None => None,
+            Some(text) => Some(
+                text.parse::<i64>()
+                    .ok()
+                    .filter(|id| *id > 0)
+                    .ok_or_else(|| ApiError::bad_request("Invalid 'cursor'"))?,
+            ),
+        };
+        let query = LedgerQuery {
+            since: None,
+            before,
+            page: Some(limit.0.unwrap_or(100).min(LedgerQuery::MAX_PAGE)),
+        };
+        let page = dash
+            .admin(move |mut admin| async move { admin.ledger_entries(&account, &query).await })
             .await?;
-        entries.reverse();
         Ok(Json(LedgerBody {
-            entries: entries
+            next_cursor: page.next.map(|id| id.to_string()),
+            entries: page
+                .entries
                 .into_iter()
                 .map(|e| LedgerEntryBody {
                     at: e.at,

@@ -5,7 +5,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, GenericClient};
 
 use crate::db::admin::{
-    AccountError, AccountLine, KeyLine, LedgerEntry, UsageLine, UsageQuery, day_start, last_30_days,
+    AccountError, AccountLine, KeyLine, LedgerEntry, LedgerPage, LedgerQuery, UsageLine,
+    UsageQuery, day_start, last_30_days,
 };
 use crate::domain::date::{UtcDate, rfc3339_minute};
 
@@ -55,36 +56,41 @@ pub(super) async fn account_rowid(
         .get(0))
 }
 
-/// `postal ledger show`.
+/// `postal ledger show` and the dashboard's ledger: the rows `query` asks for.
 pub async fn ledger_entries(
     client: &Client,
     public_id: &AccountId,
-    since: Option<i64>,
-) -> Result<Vec<LedgerEntry>, AccountError> {
+    query: &LedgerQuery,
+) -> Result<LedgerPage, AccountError> {
     let rowid = account_rowid(client, public_id).await?;
-    let rows = client
-        .query(
-            &format!(
-                "SELECT to_char(to_timestamp(at) AT TIME ZONE 'UTC', {UTC_SECONDS}), kind, amount,
-                        balance_after, query_count, endpoint, note
-                 FROM ledger WHERE account_id = $1 AND at >= $2 ORDER BY id"
-            ),
-            &[&rowid, &since.unwrap_or(i64::MIN)],
-        )
-        .await?;
-    rows.iter()
+    let sql = query.sql(|n| format!("${n}"));
+    let (since, before, rows) = query.bounds();
+    let rows = match query.page {
+        Some(_) => {
+            client
+                .query(&sql, &[&rowid, &since, &before, &rows])
+                .await?
+        }
+        None => client.query(&sql, &[&rowid, &since, &before]).await?,
+    };
+    let rows = rows
+        .iter()
         .map(|r| {
-            Ok(LedgerEntry {
-                at: r.get(0),
-                kind: r.try_get(1)?,
-                amount: r.try_get(2)?,
-                balance_after: r.try_get(3)?,
-                queries: count(r.get(4)),
-                endpoint: r.get(5),
-                note: r.get(6),
-            })
+            Ok((
+                r.get(0),
+                LedgerEntry {
+                    at: crate::domain::date::rfc3339(r.get(1)),
+                    kind: r.try_get(2)?,
+                    amount: r.try_get(3)?,
+                    balance_after: r.try_get(4)?,
+                    queries: count(r.get(5)),
+                    endpoint: r.get(6),
+                    note: r.get(7),
+                },
+            ))
         })
-        .collect()
+        .collect::<Result<Vec<_>, AccountError>>()?;
+    Ok(query.paged(rows))
 }
 
 /// `postal usage` and the dashboard's usage: the usage `query` asks for.

@@ -10,7 +10,8 @@ use anyhow::Result;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::db::admin::{
-    AccountError, AccountLine, KeyLine, LedgerEntry, UsageLine, UsageQuery, day_start, last_30_days,
+    AccountError, AccountLine, KeyLine, LedgerEntry, LedgerPage, LedgerQuery, UsageLine,
+    UsageQuery, day_start, last_30_days,
 };
 use crate::db::sqlite::decode::{count, limits_at, publishable_rules};
 use crate::domain::date::{UtcDate, rfc3339_minute};
@@ -57,34 +58,36 @@ fn account_rowid(conn: &Connection, public_id: &AccountId) -> Result<i64, Accoun
     .ok_or_else(|| AccountError::UnknownAccount(public_id.clone()))
 }
 
-/// The account's ledger in the order it was written, from `since` (unix seconds) on.
+/// The account's ledger rows `query` asks for.
 pub fn ledger_entries(
     conn: &mut Connection,
     public_id: &AccountId,
-    since: Option<i64>,
-) -> Result<Vec<LedgerEntry>, AccountError> {
+    query: &LedgerQuery,
+) -> Result<LedgerPage, AccountError> {
     let tx = conn.transaction()?;
     let rowid = account_rowid(&tx, public_id)?;
-    let entries = {
-        let mut stmt = tx.prepare(
-            "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', at, 'unixepoch'), kind, amount,
-                    balance_after, query_count, endpoint, note
-             FROM ledger WHERE account_id = ?1 AND at >= ?2 ORDER BY id",
-        )?;
-        stmt.query_map(params![rowid, since.unwrap_or(i64::MIN)], |r| {
-            Ok(LedgerEntry {
-                at: r.get(0)?,
-                kind: r.get(1)?,
-                amount: r.get(2)?,
-                balance_after: r.get(3)?,
-                queries: count(r.get(4)?),
-                endpoint: r.get(5)?,
-                note: r.get(6)?,
-            })
+    let rows = {
+        let mut stmt = tx.prepare(&query.sql(|n| format!("?{n}")))?;
+        let (since, before, rows) = query.bounds();
+        let params = params![rowid, since, before, rows];
+        let params = &params[..if query.page.is_some() { 4 } else { 3 }];
+        stmt.query_map(params, |r| {
+            Ok((
+                r.get(0)?,
+                LedgerEntry {
+                    at: crate::domain::date::rfc3339(r.get(1)?),
+                    kind: r.get(2)?,
+                    amount: r.get(3)?,
+                    balance_after: r.get(4)?,
+                    queries: count(r.get(5)?),
+                    endpoint: r.get(6)?,
+                    note: r.get(7)?,
+                },
+            ))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?
     };
-    Ok(entries)
+    Ok(query.paged(rows))
 }
 
 /// The usage `query` asks for, from `usage_days` (an account's rows by its primary key).

@@ -1,0 +1,184 @@
+//! A GET of the dashboard changes nothing (issue 50, M2): `/me`'s balance is the books'
+//! (every charge answered, none flushed for it), no read makes the books reload or writes
+//! a session's last use more than once a minute; the ledger comes a page at a time.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::account::{Browser, providers};
+use crate::helpers::{TestApp, spawn_app_with};
+
+/// `postal_<name>_total` of the app's /metrics.
+fn counter(app: &TestApp, name: &str) -> u64 {
+    let scrape = app.get_with("/metrics", &[]).text;
+    let line = format!("postal_{name}_total ");
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .unwrap_or_else(|| panic!("{line}in {scrape}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn stored(app: &TestApp, sql: &str) -> i64 {
+    let conn = rusqlite::Connection::open(&app.db).unwrap();
+    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+#[test]
+fn reads_flush_nothing_reload_nothing_and_mark_a_session_once_a_minute() {
+    // Charges are flushed at most every minute: what /me shows is the books' own.
+    let app = spawn_app_with(postal::api::Settings {
+        billing: postal::billing::BillingOptions {
+            flush_interval: Duration::from_secs(60),
+            durable: false,
+        },
+        ..Default::default()
+    });
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let mut browser = Browser::new();
+    browser.sign_in(&app, "p1", "alice");
+    let (status, key) = browser.api(&app, "POST", "/keys", Some(json!({"name": "k"})));
+    assert_eq!(status, 201, "{key}");
+    let key = key["apiKey"].as_str().unwrap().to_owned();
+    let (_, me) = browser.api(&app, "GET", "/me", None);
+    let before = me["balance"].as_f64().unwrap();
+    let stored_before = stored(&app, "SELECT sum(balance) FROM accounts");
+
+    for _ in 0..3 {
+        let reply = app.post("/api/lookup", &json!({"apiKey": key, "zipcode": "90210"}));
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    let reloads = counter(&app, "billing_reloads");
+    let seen = "SELECT max(seen_at) FROM sessions";
+    let seen_before = stored(&app, seen);
+    for path in [
+        "/me",
+        "/keys",
+        "/usage",
+        "/ledger",
+        "/sessions",
+        "/audit",
+        "/topups",
+    ] {
+        for _ in 0..5 {
+            let (status, body) = browser.api(&app, "GET", path, None);
+            assert_eq!(status, 200, "{path}: {body}");
+        }
+    }
+    // Three charges of 28 micro-dollars, in /me to the micro-dollar, none flushed.
+    let (_, me) = browser.api(&app, "GET", "/me", None);
+    assert_eq!(
+        (me["balance"].as_f64().unwrap() * 1e6).round() as i64,
+        (before * 1e6).round() as i64 - 84,
+        "{me}"
+    );
+    assert_eq!(
+        stored(&app, "SELECT sum(balance) FROM accounts"),
+        stored_before
+    );
+    assert_eq!(
+        stored(&app, "SELECT count(*) FROM ledger WHERE kind = 'charge'"),
+        0
+    );
+    // 36 reads: no reload of the books, and the session's last use written at most once.
+    assert_eq!(counter(&app, "billing_reloads"), reloads);
+    let seen_after = stored(&app, seen);
+    assert!(
+        seen_after - seen_before <= 60,
+        "{seen_before} -> {seen_after}"
+    );
+
+    // A last use a minute old is written again, and still makes the books reload nothing.
+    let conn = rusqlite::Connection::open(&app.db).unwrap();
+    conn.execute("UPDATE sessions SET seen_at = seen_at - 61", [])
+        .unwrap();
+    let marked = stored(&app, seen);
+    let reloads = counter(&app, "billing_reloads");
+    assert_eq!(browser.api(&app, "GET", "/me", None).0, 200);
+    assert!(stored(&app, seen) >= marked + 61);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(counter(&app, "billing_reloads"), reloads);
+    // A change of what the books hold still reloads them.
+    app.cli(&[
+        "account",
+        "topup",
+        me["accountId"].as_str().unwrap(),
+        "--usd",
+        "5",
+    ]);
+    assert!(counter(&app, "billing_reloads") > reloads);
+}
+
+#[test]
+fn the_ledger_comes_newest_first_a_page_at_a_time() {
+    let app = spawn_app_with(Default::default());
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let mut browser = Browser::new();
+    browser.sign_in(&app, "p1", "bob");
+    let (_, me) = browser.api(&app, "GET", "/me", None);
+    let account = me["accountId"].as_str().unwrap().to_owned();
+    for cents in 1..=6 {
+        let usd = format!("5.{cents:02}");
+        app.cli(&["account", "topup", &account, "--usd", &usd]);
+    }
+    // The grant and six top-ups, the CLI's oldest first.
+    let shown = app.cli(&["ledger", "show", &account]);
+    let mut all: Vec<Value> = shown["entries"].as_array().unwrap().clone();
+    assert_eq!(all.len(), 7, "{shown}");
+    all.reverse();
+
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            None => "/ledger?limit=3".to_owned(),
+            Some(c) => format!("/ledger?limit=3&cursor={c}"),
+        };
+        let (status, page) = browser.api(&app, "GET", &path, None);
+        assert_eq!(status, 200, "{page}");
+        pages.push(page["entries"].as_array().unwrap().len());
+        for (entry, expected) in page["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(&all[pages.iter().sum::<usize>() - pages.last().unwrap()..])
+        {
+            assert_eq!(entry["at"], expected["at"]);
+            assert_eq!(entry["kind"], expected["kind"]);
+            assert_eq!(
+                entry["balanceAfter"].as_f64(),
+                expected["balanceAfter"].as_f64(),
+                "{entry} {expected}"
+            );
+        }
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => {
+                assert_eq!(page["nextCursor"], Value::Null);
+                break;
+            }
+        }
+    }
+    assert_eq!(pages, [3, 3, 1]);
+    // The default page holds all seven; bounds and cursors that are not answered ones.
+    let (_, whole) = browser.api(&app, "GET", "/ledger", None);
+    assert_eq!(whole["entries"].as_array().unwrap().len(), 7);
+    assert_eq!(whole["nextCursor"], Value::Null);
+    for bad in ["x", "0", "-5", "1e3"] {
+        assert_eq!(
+            browser.api(&app, "GET", &format!("/ledger?cursor={bad}"), None),
+            (400, json!({"error": "Invalid 'cursor'"}))
+        );
+    }
+    for limit in ["0", "501"] {
+        let (status, _) = browser.api(&app, "GET", &format!("/ledger?limit={limit}"), None);
+        assert_eq!(status, 400, "limit={limit}");
+    }
+}
