@@ -9,15 +9,27 @@ use crate::domain::ids::{AccountId, SessionId};
 use super::{Admin, Store};
 
 impl Admin {
+    /// A session of a sign-in, with its audit line: `how`, who signed in with what from
+    /// where.
     pub async fn create_session(
         &mut self,
         id_hash: &[u8; 32],
         session: &SessionRow,
+        how: &str,
     ) -> Result<(), AccountError> {
         match &mut self.store {
-            Store::File(conn) => sqlite::dashboard::create_session(conn, id_hash, session),
-            Store::Ledger(client) => pg::dashboard::create_session(client, id_hash, session).await,
+            Store::File(conn) => sqlite::dashboard::create_session(conn, id_hash, session)?,
+            Store::Ledger(client) => {
+                pg::dashboard::create_session(client, id_hash, session).await?
+            }
         }
+        let detail = format!("{} {how}", session.public_id.as_str());
+        self.audit(
+            Audited::Account(&session.account_id),
+            AuditAction::SessionStart,
+            &detail,
+        )
+        .await
     }
 
     /// The live session of this id (marked seen now, at most once a minute), `None` when

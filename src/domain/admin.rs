@@ -69,6 +69,8 @@ words! {
         KeyRevoke => "key.revoke",
         IdentityLink => "identity.link",
         IdentityUnlink => "identity.unlink",
+        /// A sign-in (which provider, identity, client address and browser).
+        SessionStart => "session.start",
         SessionEnd => "session.end",
     }
 }

@@ -445,7 +445,7 @@ pub(crate) fn lookup(app: &TestApp, key: &str) -> u16 {
 #[test]
 fn a_customer_signs_in_makes_a_key_uses_it_limits_it_revokes_it_and_signs_out() {
     let app = spawn_app();
-    let Some(_providers) = providers(&app) else {
+    let Some(providers) = providers(&app) else {
         return;
     };
     // Without a session: the sign-in page offers every provider; the API says 401.
@@ -557,10 +557,19 @@ fn a_customer_signs_in_makes_a_key_uses_it_limits_it_revokes_it_and_signs_out() 
             who(&session, "key.rename"),
             who(&session, "limits.set"),
             who(&session, "key.create"),
+            who("customer (sign-in)", "session.start"),
             who("customer (sign-in)", "account.create"),
         ],
         "{audit}"
     );
+    // The sign-in's own line: the session, the identity, the address and the browser.
+    let signed_in = format!(
+        "{} signed in with p2 ({}, subject alice) from 127.0.0.1, ureq/",
+        me["sessionId"].as_str().unwrap(),
+        providers.issuers[1]
+    );
+    let start = audit["entries"][5]["detail"].as_str().unwrap();
+    assert!(start.starts_with(&signed_in), "{start}");
     let csv = browser.get(&format!("{}/account/api/audit?format=csv", app.address));
     assert_eq!(csv.status, 200);
     assert!(
@@ -568,7 +577,7 @@ fn a_customer_signs_in_makes_a_key_uses_it_limits_it_revokes_it_and_signs_out() 
         "{}",
         csv.body
     );
-    assert_eq!(csv.body.lines().count(), 7, "{}", csv.body);
+    assert_eq!(csv.body.lines().count(), 8, "{}", csv.body);
 
     // Usage and ledger of the account: the charged lookups.
     let (_, usage) = browser.api(&app, "GET", "/usage?days=7", None);

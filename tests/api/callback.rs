@@ -163,3 +163,56 @@ fn a_providers_error_shows_a_fixed_text_per_code_once() {
         );
     }
 }
+
+#[test]
+fn a_sign_in_ends_the_session_the_browser_had_with_an_audit_line_of_each() {
+    let app = spawn_app();
+    let Some(_providers) = crate::account::providers(&app) else {
+        return;
+    };
+    let mut browser = Browser::new();
+    browser.sign_in(&app, "p1", "alice");
+    let (_, alice) = browser.api(&app, "GET", "/me", None);
+    // The same browser signs in as someone else: alice's session ends.
+    browser.sign_in(&app, "p2", "bob");
+    let (_, bob) = browser.api(&app, "GET", "/me", None);
+    assert_ne!(bob["accountId"], alice["accountId"]);
+
+    let mut other = Browser::new();
+    other.sign_in(&app, "p1", "alice");
+    let (_, sessions) = other.api(&app, "GET", "/sessions", None);
+    let live: Vec<&serde_json::Value> = sessions["sessions"].as_array().unwrap().iter().collect();
+    assert_eq!(live.len(), 1, "{sessions}");
+    assert_eq!(live[0]["current"], serde_json::json!(true), "{sessions}");
+    let (_, audit) = other.api(&app, "GET", "/audit", None);
+    let lines: Vec<(String, String)> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["detail"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let first = alice["sessionId"].as_str().unwrap();
+    let actions: Vec<&str> = lines.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "session.start",
+            "session.end",
+            "session.start",
+            "account.create"
+        ],
+        "{audit}"
+    );
+    assert_eq!(lines[1].1, first, "{audit}");
+    assert!(
+        lines[2]
+            .1
+            .starts_with(&format!("{first} signed in with p1 (")),
+        "{audit}"
+    );
+}

@@ -363,6 +363,22 @@ async fn finish(
     let client_text = req
         .header(header::USER_AGENT)
         .map(|ua| ua.chars().take(200).collect::<String>());
+    // A sign-in ends the session this browser had (of whichever account).
+    let previous = dash
+        .session(req)
+        .await
+        .ok()
+        .map(|s| (s.account(), s.row.public_id));
+    let address = crate::api::access::RequestMeta::of(req)
+        .client_ip(&dash.trusted_proxies)
+        .map_or_else(|| "an unknown address".to_owned(), |ip| ip.to_string());
+    let how = format!(
+        "signed in with {} ({}, subject {}) from {address}, {}",
+        identity.provider.as_str(),
+        identity.issuer,
+        identity.subject,
+        client_text.as_deref().unwrap_or("no User-Agent")
+    );
     let session_id = dashboard::random_token();
     let (public_id, csrf) = (
         SessionId::new(dashboard::new_session_id()),
@@ -370,6 +386,9 @@ async fn finish(
     );
     let id_hash = dashboard::token_hash(&session_id);
     dash.admin(move |mut admin| async move {
+        if let Some((account, public_id)) = previous {
+            admin.end_session(&account, &public_id, now).await?;
+        }
         let signed_in = admin.sign_in(&identity, signups_open, now).await?;
         let row = SessionRow {
             public_id,
@@ -378,7 +397,7 @@ async fn finish(
             created_at: now,
             client: client_text,
         };
-        admin.create_session(&id_hash, &row).await?;
+        admin.create_session(&id_hash, &row, &how).await?;
         Ok::<_, AccountError>(())
     })
     .await
