@@ -18,7 +18,7 @@ use rusqlite::Connection;
 use tokio_postgres::Client;
 
 use crate::billing::{Billing, notify};
-use crate::db::admin::{AccountError, AuditEntry, Audited};
+use crate::db::admin::{AccountError, AuditEntry, Audited, Page, Paging};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
 use crate::domain::ids::AccountId;
@@ -149,14 +149,16 @@ impl Admin {
         }
     }
 
-    /// The account's audit log, newest first.
+    /// The account's audit log lines `paging` asks for (a page, newest first; or all,
+    /// oldest first).
     pub async fn audit_entries(
         &mut self,
         account_id: &AccountId,
-    ) -> Result<Vec<AuditEntry>, AccountError> {
+        paging: &Paging,
+    ) -> Result<Page<AuditEntry>, AccountError> {
         match &mut self.store {
-            Store::File(conn) => sqlite::dashboard::audit_entries(conn, account_id),
-            Store::Ledger(client) => pg::dashboard::audit_entries(client, account_id).await,
+            Store::File(conn) => sqlite::dashboard::audit_entries(conn, account_id, paging),
+            Store::Ledger(client) => pg::dashboard::audit_entries(client, account_id, paging).await,
         }
     }
 }

@@ -87,46 +87,32 @@ pub struct AccountLine {
     pub queries_today: u64,
 }
 
-/// Which of an account's ledger rows to read: `postal ledger show`'s (from `since`, in
-/// the order written) or a page of the dashboard's (newest first, before a row id).
+/// A page of a listing, newest first (the dashboard's ledger and audit log): rows older
+/// than `before` (a row id: the cursor the page before answered), at most `page` of them;
+/// `page` `None`: every row, oldest first (the CLI's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct LedgerQuery {
-    /// Rows at or after this time (unix seconds).
-    pub since: Option<i64>,
-    /// Rows older than this row (a page's cursor: the last row id of the page before).
+pub struct Paging {
     pub before: Option<i64>,
-    /// At most this many rows, newest first; `None`: every row, oldest first.
     pub page: Option<u32>,
 }
 
-impl LedgerQuery {
+impl Paging {
     /// The most rows a page holds.
     pub const MAX_PAGE: u32 = 500;
 
-    /// The SQL of the query, `?N`/`$N` written by `param`, for parameters 1 (the
-    /// account's row id), 2 (`since`, or the smallest time), 3 (`before`, or the largest
-    /// id) and 4 (the page's rows and one more, which tells whether another page follows):
-    /// the same for both stores.
-    pub fn sql(&self, param: fn(usize) -> String) -> String {
-        let (order, limit) = match self.page {
-            Some(_) => ("DESC", format!(" LIMIT {}", param(4))),
-            None => ("", String::new()),
-        };
-        format!(
-            "SELECT id, at, kind, amount, balance_after, query_count, endpoint, note
-             FROM ledger
-             WHERE account_id = {} AND at >= {} AND id < {}
-             ORDER BY id {order}{limit}",
-            param(1),
-            param(2),
-            param(3)
-        )
+    /// The query's `ORDER BY` (by `id`) and `LIMIT`, the limit a parameter written as
+    /// `param`.
+    pub fn order(&self, param: &str) -> String {
+        match self.page {
+            Some(_) => format!("ORDER BY id DESC LIMIT {param}"),
+            None => "ORDER BY id".to_owned(),
+        }
     }
 
-    /// Parameters 2 to 4 of `sql`.
-    pub fn bounds(&self) -> (i64, i64, i64) {
+    /// The largest row id read, and the rows to ask for: the page's and one more, which
+    /// tells whether another page follows.
+    pub fn bounds(&self) -> (i64, i64) {
         (
-            self.since.unwrap_or(i64::MIN),
             self.before.unwrap_or(i64::MAX),
             i64::from(self.page.unwrap_or(0)) + 1,
         )
@@ -134,7 +120,7 @@ impl LedgerQuery {
 
     /// `rows` (the query's answer: (row id, entry)) as a page: its entries, and the cursor
     /// of the next page when there is one.
-    pub fn paged(&self, mut rows: Vec<(i64, LedgerEntry)>) -> LedgerPage {
+    pub fn paged<T>(&self, mut rows: Vec<(i64, T)>) -> Page<T> {
         let next = match self.page {
             Some(page) if rows.len() > page as usize => {
                 rows.truncate(page as usize);
@@ -142,20 +128,50 @@ impl LedgerQuery {
             }
             _ => None,
         };
-        LedgerPage {
+        Page {
             entries: rows.into_iter().map(|(_, e)| e).collect(),
             next,
         }
     }
 }
 
-/// A page of an account's ledger (`LedgerQuery`).
+/// A page of a listing (`Paging`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LedgerPage {
-    pub entries: Vec<LedgerEntry>,
+pub struct Page<T> {
+    pub entries: Vec<T>,
     /// The `before` of the next (older) page; `None` on the last page.
     pub next: Option<i64>,
 }
+
+/// Which of an account's ledger rows to read: `postal ledger show`'s (from `since`, in
+/// the order written) or a page of the dashboard's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LedgerQuery {
+    /// Rows at or after this time (unix seconds).
+    pub since: Option<i64>,
+    pub paging: Paging,
+}
+
+impl LedgerQuery {
+    /// The SQL of the query, `?N`/`$N` written by `param`, for parameters 1 (the
+    /// account's row id), 2 (`since`, or the smallest time), 3 and 4 (`Paging::bounds`):
+    /// the same for both stores.
+    pub fn sql(&self, param: fn(usize) -> String) -> String {
+        format!(
+            "SELECT id, at, kind, amount, balance_after, query_count, endpoint, note
+             FROM ledger
+             WHERE account_id = {} AND at >= {} AND id < {}
+             {}",
+            param(1),
+            param(2),
+            param(3),
+            self.paging.order(&param(4))
+        )
+    }
+}
+
+/// A page of an account's ledger.
+pub type LedgerPage = Page<LedgerEntry>;
 
 /// One row of an account's ledger (`postal ledger show`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -114,6 +114,85 @@ fn reads_flush_nothing_reload_nothing_and_mark_a_session_once_a_minute() {
     assert!(counter(&app, "billing_reloads") > reloads);
 }
 
+/// The `entries` of every page of `path` (`limit=3`), following `nextCursor`; the pages'
+/// lengths.
+fn pages(browser: &mut Browser, app: &TestApp, path: &str) -> (Vec<Value>, Vec<usize>) {
+    let (mut all, mut lengths) = (Vec::new(), Vec::new());
+    let mut cursor: Option<String> = None;
+    loop {
+        let asked = match &cursor {
+            None => format!("{path}?limit=3"),
+            Some(c) => format!("{path}?limit=3&cursor={c}"),
+        };
+        let (status, page) = browser.api(app, "GET", &asked, None);
+        assert_eq!(status, 200, "{page}");
+        let entries = page["entries"].as_array().unwrap();
+        lengths.push(entries.len());
+        all.extend(entries.iter().cloned());
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => {
+                assert_eq!(page["nextCursor"], Value::Null);
+                return (all, lengths);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_audit_log_comes_newest_first_a_page_at_a_time_and_whole_as_csv() {
+    let app = spawn_app_with(Default::default());
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let mut browser = Browser::new();
+    browser.sign_in(&app, "p1", "carol");
+    for name in ["a", "b", "c", "d", "e"] {
+        let (status, _) = browser.api(&app, "POST", "/keys", Some(json!({"name": name})));
+        assert_eq!(status, 201);
+    }
+    // account.create, session.start, five key.create: newest first, 3 + 3 + 1.
+    let (lines, lengths) = pages(&mut browser, &app, "/audit");
+    assert_eq!(lengths, [3, 3, 1]);
+    let actions: Vec<&str> = lines
+        .iter()
+        .map(|l| l["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "key.create",
+            "key.create",
+            "key.create",
+            "key.create",
+            "key.create",
+            "session.start",
+            "account.create"
+        ]
+    );
+    assert!(
+        lines[0]["detail"].as_str().unwrap().contains("named \"e\""),
+        "{}",
+        lines[0]
+    );
+    // The CSV: every line, oldest first.
+    let csv = browser.get(&format!("{}/account/api/audit?format=csv", app.address));
+    assert_eq!(csv.status, 200);
+    let csv_actions: Vec<&str> = csv
+        .body
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(2).unwrap())
+        .collect();
+    let mut oldest_first = actions.clone();
+    oldest_first.reverse();
+    assert_eq!(csv_actions, oldest_first, "{}", csv.body);
+    assert_eq!(
+        browser.api(&app, "GET", "/audit?cursor=abc", None),
+        (400, json!({"error": "Invalid 'cursor'"}))
+    );
+}
+
 #[test]
 fn the_ledger_comes_newest_first_a_page_at_a_time() {
     let app = spawn_app_with(Default::default());
@@ -134,39 +213,18 @@ fn the_ledger_comes_newest_first_a_page_at_a_time() {
     assert_eq!(all.len(), 7, "{shown}");
     all.reverse();
 
-    let mut pages = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            None => "/ledger?limit=3".to_owned(),
-            Some(c) => format!("/ledger?limit=3&cursor={c}"),
-        };
-        let (status, page) = browser.api(&app, "GET", &path, None);
-        assert_eq!(status, 200, "{page}");
-        pages.push(page["entries"].as_array().unwrap().len());
-        for (entry, expected) in page["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .zip(&all[pages.iter().sum::<usize>() - pages.last().unwrap()..])
-        {
-            assert_eq!(entry["at"], expected["at"]);
-            assert_eq!(entry["kind"], expected["kind"]);
-            assert_eq!(
-                entry["balanceAfter"].as_f64(),
-                expected["balanceAfter"].as_f64(),
-                "{entry} {expected}"
-            );
-        }
-        match page["nextCursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => {
-                assert_eq!(page["nextCursor"], Value::Null);
-                break;
-            }
-        }
+    let (entries, lengths) = pages(&mut browser, &app, "/ledger");
+    for (entry, expected) in entries.iter().zip(&all) {
+        assert_eq!(entry["at"], expected["at"]);
+        assert_eq!(entry["kind"], expected["kind"]);
+        assert_eq!(
+            entry["balanceAfter"].as_f64(),
+            expected["balanceAfter"].as_f64(),
+            "{entry} {expected}"
+        );
     }
-    assert_eq!(pages, [3, 3, 1]);
+    assert_eq!(entries.len(), all.len());
+    assert_eq!(lengths, [3, 3, 1]);
     // The default page holds all seven; bounds and cursors that are not answered ones.
     let (_, whole) = browser.api(&app, "GET", "/ledger", None);
     assert_eq!(whole["entries"].as_array().unwrap().len(), 7);

@@ -88,16 +88,6 @@ documented! {
 }
 
 documented! {
-    /// A read with query parameters.
-    ReadQuery: [
-        QUERY_400,
-        UNSIGNED_401,
-        LIMITED_429,
-        INTERNAL_500,
-    ]
-}
-
-documented! {
     /// `accountUsage`: a read with query parameters, one of them a key of the account.
     UsageRead: [
         QUERY_400,
@@ -112,13 +102,13 @@ documented! {
 }
 
 documented! {
-    /// `accountLedger`: a page of the ledger.
-    LedgerRead: [
+    /// `accountLedger`, `accountAudit`: a page of a listing.
+    PagedRead: [
         (
             400,
-            "A query parameter outside its documented values (`limit` not 1 to 500: `Invalid \
-             JSON body`), or a `cursor` that is not one this operation answers (`Invalid \
-             'cursor'`).",
+            "A query parameter outside its documented values (`limit` not 1 to 500, another \
+             `format`: `Invalid JSON body`), or a `cursor` that is not one this operation \
+             answers (`Invalid 'cursor'`).",
         ),
         UNSIGNED_401,
         LIMITED_429,

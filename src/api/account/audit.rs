@@ -9,10 +9,11 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
 use super::Dashboard;
-use super::answers::{Failed, ReadQuery};
+use super::answers::{Failed, PagedRead};
 use super::extract::Signed;
-use super::shared::{Format, JsonOrCsv, Listing, csv, rfc3339};
+use super::shared::{Format, JsonOrCsv, Listing, csv, next_cursor, paging, rfc3339};
 use crate::api::ApiTags;
+use crate::db::admin::Paging;
 
 #[derive(Debug, Object)]
 pub struct AuditLineBody {
@@ -26,7 +27,11 @@ pub struct AuditLineBody {
 
 #[derive(Debug, Object)]
 pub struct AuditBody {
+    /// Newest first.
     pub entries: Vec<AuditLineBody>,
+    /// The `cursor` of the next (older) page; `null` on the last page.
+    #[oai(rename = "nextCursor")]
+    pub next_cursor: Option<String>,
 }
 
 /// `/account/api/audit`.
@@ -35,20 +40,34 @@ pub struct AuditApi;
 #[OpenApi(prefix_path = "/account/api", tag = "ApiTags::Account")]
 impl AuditApi {
     /// Who changed what of the account (keys, limits, money, sign-ins), from the
-    /// dashboard or the operator's CLI; newest first.
+    /// dashboard or the operator's CLI: newest first, a page at a time; the CSV is the
+    /// whole log, oldest first.
     #[oai(path = "/audit", method = "get", operation_id = "accountAudit")]
     async fn audit(
         &self,
         dash: Data<&Arc<Dashboard>>,
         signed: Signed,
         format: Query<Option<Format>>,
-    ) -> Result<Listing<AuditBody>, Failed<ReadQuery>> {
+        /// Lines in the page (1 to 500; default 100). Not for the CSV.
+        #[oai(validator(minimum(value = "1"), maximum(value = "500")))]
+        limit: Query<Option<u32>>,
+        /// Where the page starts: a `nextCursor` this operation answered (the first page
+        /// without it). Not for the CSV.
+        cursor: Query<Option<String>>,
+    ) -> Result<Listing<AuditBody>, Failed<PagedRead>> {
         let account = signed.0.account();
-        let entries = dash
-            .admin(move |mut admin| async move { admin.audit_entries(&account).await })
+        let format = format.0.unwrap_or(Format::Json);
+        let paging = match format {
+            Format::Json => paging(limit.0, cursor.0)?,
+            Format::Csv => Paging::default(),
+        };
+        let page = dash
+            .admin(move |mut admin| async move { admin.audit_entries(&account, &paging).await })
             .await?;
-        Ok(Listing::Ok(match format.0.unwrap_or(Format::Json) {
+        let entries = page.entries;
+        Ok(Listing::Ok(match format {
             Format::Json => JsonOrCsv::Json(Json(AuditBody {
+                next_cursor: next_cursor(page.next),
                 entries: entries
                     .into_iter()
                     .map(|e| AuditLineBody {

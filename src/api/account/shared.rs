@@ -33,6 +33,33 @@ pub(super) fn refused(why: impl ToString) -> ApiError {
     ApiError::bad_request(why.to_string())
 }
 
+/// The page a listing's `limit` (1 to 500, default 100) and `cursor` (a `nextCursor` it
+/// answered: a row id) ask for; a cursor of another shape is 400 `Invalid 'cursor'`.
+pub(super) fn paging(
+    limit: Option<u32>,
+    cursor: Option<String>,
+) -> Result<crate::db::admin::Paging, crate::api::ApiError> {
+    let before = match cursor {
+        None => None,
+        Some(text) => Some(
+            text.parse::<i64>()
+                .ok()
+                .filter(|id| *id > 0)
+                .ok_or_else(|| crate::api::ApiError::bad_request("Invalid 'cursor'"))?,
+        ),
+    };
+    let page = limit.unwrap_or(100).min(crate::db::admin::Paging::MAX_PAGE);
+    Ok(crate::db::admin::Paging {
+        before,
+        page: Some(page),
+    })
+}
+
+/// A page's `nextCursor`.
+pub(super) fn next_cursor(next: Option<i64>) -> Option<String> {
+    next.map(|id| id.to_string())
+}
+
 pub(super) fn rfc3339(secs: i64) -> String {
     crate::domain::date::rfc3339(secs)
 }

@@ -8,11 +8,10 @@ use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
-use super::answers::{Failed, LedgerRead, UsageRead};
+use super::answers::{Failed, PagedRead, UsageRead};
 use super::extract::Signed;
-use super::shared::{Format, JsonOrCsv, Listing, csv};
+use super::shared::{Format, JsonOrCsv, Listing, csv, next_cursor, paging};
 use super::{Dashboard, now_unix};
-use crate::api::ApiError;
 use crate::api::ApiTags;
 use crate::db::admin::{LedgerQuery, UsageQuery};
 use crate::domain::ids::KeyId;
@@ -138,27 +137,17 @@ impl UsageApi {
         /// Where the page starts: a `nextCursor` this operation answered (the first page
         /// without it).
         cursor: Query<Option<String>>,
-    ) -> Result<Json<LedgerBody>, Failed<LedgerRead>> {
+    ) -> Result<Json<LedgerBody>, Failed<PagedRead>> {
         let account = signed.0.account();
-        let before = match cursor.0 {
-            None => None,
-            Some(text) => Some(
-                text.parse::<i64>()
-                    .ok()
-                    .filter(|id| *id > 0)
-                    .ok_or_else(|| ApiError::bad_request("Invalid 'cursor'"))?,
-            ),
-        };
         let query = LedgerQuery {
             since: None,
-            before,
-            page: Some(limit.0.unwrap_or(100).min(LedgerQuery::MAX_PAGE)),
+            paging: paging(limit.0, cursor.0)?,
         };
         let page = dash
             .admin(move |mut admin| async move { admin.ledger_entries(&account, &query).await })
             .await?;
         Ok(Json(LedgerBody {
-            next_cursor: page.next.map(|id| id.to_string()),
+            next_cursor: next_cursor(page.next),
             entries: page
                 .entries
                 .into_iter()

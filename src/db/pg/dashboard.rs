@@ -6,8 +6,8 @@ use secrecy::ExposeSecret;
 use tokio_postgres::{Client, GenericClient};
 
 use crate::db::admin::{
-    AccountError, AuditEntry, Audited, IdentityView, Provider, SessionRow, SessionView, SignIn,
-    SignedIn, session_query,
+    AccountError, AuditEntry, Audited, IdentityView, Page, Paging, Provider, SessionRow,
+    SessionView, SignIn, SignedIn, session_query,
 };
 use crate::domain::admin::AuditAction;
 use crate::domain::dashboard::{self, DashboardRefused};
@@ -459,23 +459,32 @@ pub async fn audit(
 pub async fn audit_entries(
     client: &Client,
     account_id: &AccountId,
-) -> Result<Vec<AuditEntry>, AccountError> {
+    paging: &Paging,
+) -> Result<Page<AuditEntry>, AccountError> {
     let rowid = account_rowid(client, account_id).await?;
-    let rows = client
-        .query(
-            "SELECT at, actor, action, detail FROM audit_log WHERE account_id = $1 ORDER BY id DESC",
-            &[&rowid],
-        )
-        .await?;
-    Ok(rows
+    let sql = format!(
+        "SELECT id, at, actor, action, detail FROM audit_log
+         WHERE account_id = $1 AND id < $2 {}",
+        paging.order("$3")
+    );
+    let (before, rows) = paging.bounds();
+    let rows = match paging.page {
+        Some(_) => client.query(&sql, &[&rowid, &before, &rows]).await?,
+        None => client.query(&sql, &[&rowid, &before]).await?,
+    };
+    let rows = rows
         .iter()
         .map(|r| {
-            Ok(AuditEntry {
-                at: r.get(0),
-                actor: r.get(1),
-                action: r.try_get(2)?,
-                detail: r.get(3),
-            })
+            Ok((
+                r.get(0),
+                AuditEntry {
+                    at: r.get(1),
+                    actor: r.get(2),
+                    action: r.try_get(3)?,
+                    detail: r.get(4),
+                },
+            ))
         })
-        .collect::<Result<Vec<_>, tokio_postgres::Error>>()?)
+        .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+    Ok(paging.paged(rows))
 }

@@ -64,8 +64,9 @@ pub async fn ledger_entries(
 ) -> Result<LedgerPage, AccountError> {
     let rowid = account_rowid(client, public_id).await?;
     let sql = query.sql(|n| format!("${n}"));
-    let (since, before, rows) = query.bounds();
-    let rows = match query.page {
+    let since = query.since.unwrap_or(i64::MIN);
+    let (before, rows) = query.paging.bounds();
+    let rows = match query.paging.page {
         Some(_) => {
             client
                 .query(&sql, &[&rowid, &since, &before, &rows])
@@ -90,7 +91,7 @@ pub async fn ledger_entries(
             ))
         })
         .collect::<Result<Vec<_>, AccountError>>()?;
-    Ok(query.paged(rows))
+    Ok(query.paging.paged(rows))
 }
 
 /// `postal usage` and the dashboard's usage: the usage `query` asks for.

@@ -6,8 +6,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use secrecy::ExposeSecret;
 
 use crate::db::admin::{
-    AccountError, AuditEntry, Audited, IdentityView, Provider, SessionRow, SessionView, SignIn,
-    SignedIn, session_query,
+    AccountError, AuditEntry, Audited, IdentityView, Page, Paging, Provider, SessionRow,
+    SessionView, SignIn, SignedIn, session_query,
 };
 use crate::db::sqlite::accounts::insert_account;
 use crate::db::sqlite::decode::find_account;
@@ -431,20 +431,29 @@ pub fn audit(
 pub fn audit_entries(
     conn: &Connection,
     account_id: &AccountId,
-) -> Result<Vec<AuditEntry>, AccountError> {
+    paging: &Paging,
+) -> Result<Page<AuditEntry>, AccountError> {
     let (rowid, _) = find_account(conn, account_id)?;
-    let mut stmt = conn.prepare(
-        "SELECT at, actor, action, detail FROM audit_log WHERE account_id = ?1 ORDER BY id DESC",
-    )?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT id, at, actor, action, detail FROM audit_log
+         WHERE account_id = ?1 AND id < ?2 {}",
+        paging.order("?3")
+    ))?;
+    let (before, rows) = paging.bounds();
+    let params = params![rowid, before, rows];
+    let params = &params[..if paging.page.is_some() { 3 } else { 2 }];
     let rows = stmt
-        .query_map([rowid], |r| {
-            Ok(AuditEntry {
-                at: r.get(0)?,
-                actor: r.get(1)?,
-                action: r.get(2)?,
-                detail: r.get(3)?,
-            })
+        .query_map(params, |r| {
+            Ok((
+                r.get(0)?,
+                AuditEntry {
+                    at: r.get(1)?,
+                    actor: r.get(2)?,
+                    action: r.get(3)?,
+                    detail: r.get(4)?,
+                },
+            ))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(rows)
+    Ok(paging.paged(rows))
 }

@@ -68,9 +68,10 @@ pub fn ledger_entries(
     let rowid = account_rowid(&tx, public_id)?;
     let rows = {
         let mut stmt = tx.prepare(&query.sql(|n| format!("?{n}")))?;
-        let (since, before, rows) = query.bounds();
+        let since = query.since.unwrap_or(i64::MIN);
+        let (before, rows) = query.paging.bounds();
         let params = params![rowid, since, before, rows];
-        let params = &params[..if query.page.is_some() { 4 } else { 3 }];
+        let params = &params[..if query.paging.page.is_some() { 4 } else { 3 }];
         stmt.query_map(params, |r| {
             Ok((
                 r.get(0)?,
@@ -87,7 +88,7 @@ pub fn ledger_entries(
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?
     };
-    Ok(query.paged(rows))
+    Ok(query.paging.paged(rows))
 }
 
 /// The usage `query` asks for, from `usage_days` (an account's rows by its primary key).
