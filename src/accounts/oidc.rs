@@ -141,10 +141,12 @@ impl Authorization {
     }
 }
 
+/// The URL without its query, which carries the `state`.
 impl std::fmt::Debug for Authorization {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let endpoint = self.url.split(['?', '#']).next().unwrap_or_default();
         f.debug_struct("Authorization")
-            .field("url", &self.url)
+            .field("endpoint", &endpoint)
             .finish_non_exhaustive()
     }
 }

@@ -112,6 +112,48 @@ fn outside_url<'a>(flag: &str, text: &'a str) -> Result<&'a str, BadInput> {
     }
 }
 
+/// A secret the operator gives by one of two flags, never as a flag's value (where `ps`
+/// and the shell's history would show it): `--…-file PATH`, a file of mode 0600 or
+/// stricter (`db::secret_file`, as `--ledger-password-file`), or `--…-env VAR`, for a
+/// secret manager that exports variables. Clap lets exactly one through.
+struct SecretSource<'a> {
+    file: Option<&'a Path>,
+    env: Option<&'a str>,
+    /// What the file holds, in its errors: "the client secret file".
+    what: &'a str,
+}
+
+impl SecretSource<'_> {
+    /// The secret, and where it came from (the file's path or the variable's name) for
+    /// the errors that follow. A file missing, open to others or empty, a variable not set
+    /// or empty, is the operator's mistake (exit 2).
+    fn read(&self) -> Result<(String, String), BadInput> {
+        match (self.file, self.env) {
+            (Some(path), _) => {
+                let secret = crate::db::secret_file::read(path, self.what)
+                    .map_err(|e| BadInput(format!("{e:#}")))?;
+                let secret = String::from_utf8(secret).map_err(|_| {
+                    BadInput(format!(
+                        "{} {} is not UTF-8 text",
+                        self.what,
+                        path.display()
+                    ))
+                })?;
+                Ok((secret, path.display().to_string()))
+            }
+            (None, Some(var)) => {
+                let secret = std::env::var(var)
+                    .map_err(|_| BadInput(format!("the environment variable {var} is not set")))?;
+                if secret.trim().is_empty() {
+                    return Err(BadInput(format!("the environment variable {var} is empty")));
+                }
+                Ok((secret, var.to_owned()))
+            }
+            (None, None) => Err(BadInput(format!("no {} given", self.what))),
+        }
+    }
+}
+
 /// How a command that ran to its end came out.
 enum Verdict {
     Success,

@@ -1,9 +1,9 @@
 //! `postal payments stripe|show|off`: top-ups by card in the account dashboard, through
 //! the operator's Stripe account (docs/payments.md).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use secrecy::ExposeSecret;
 use serde::Serialize;
 use serde_json::Number;
@@ -13,22 +13,19 @@ use crate::db::pg::LedgerConfig;
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::payments::DEFAULT_MAX_TOPUP;
 
-use super::{BadInput, Verdict, cluster, now_unix, outside_url, print};
+use super::{BadInput, SecretSource, Verdict, cluster, now_unix, outside_url, print};
 
 #[derive(Subcommand)]
 pub(super) enum PaymentsCommand {
     /// Take top-ups by card with Stripe Checkout. Stripe's webhook endpoint is
     /// `{--public-url}/account/stripe/webhook`; subscribe it to the events docs/payments.md
-    /// lists. Secrets are read from the environment, never from the command line.
+    /// lists. Secrets are read from files (mode 0600) or the environment, never from the
+    /// command line, and kept in the database.
     Stripe {
-        /// The environment variable holding the secret key (`sk_live_…`, `sk_test_…`, or a
-        /// restricted key allowed to write Checkout Sessions).
-        #[arg(long, value_name = "VAR")]
-        secret_key_env: String,
-        /// The environment variable holding the webhook endpoint's signing secret
-        /// (`whsec_…`).
-        #[arg(long, value_name = "VAR")]
-        webhook_secret_env: String,
+        #[command(flatten)]
+        secret_key: SecretKey,
+        #[command(flatten)]
+        webhook_secret: WebhookSecret,
         /// Stripe's API, or a proxy in front of it: https, or http only to a loopback host.
         #[arg(long, value_name = "URL", default_value = "https://api.stripe.com")]
         api_base: String,
@@ -41,6 +38,41 @@ pub(super) enum PaymentsCommand {
     /// Stop taking top-ups by card.
     Off,
 }
+
+/// Stripe's secret key: a restricted key (`rk_live_…`, `rk_test_…`) with only
+/// Checkout Sessions: Write, or (warned about) a full secret key (`sk_…`).
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+pub(super) struct SecretKey {
+    /// The file holding the secret key (mode 0600 or stricter, its trailing newline
+    /// ignored).
+    #[arg(long, value_name = "PATH")]
+    secret_key_file: Option<PathBuf>,
+    /// The environment variable holding the secret key, for a secret manager that exports
+    /// variables.
+    #[arg(long, value_name = "VAR")]
+    secret_key_env: Option<String>,
+}
+
+/// The webhook endpoint's signing secret (`whsec_…`).
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+pub(super) struct WebhookSecret {
+    /// The file holding the webhook endpoint's signing secret (mode 0600 or stricter, its
+    /// trailing newline ignored).
+    #[arg(long, value_name = "PATH")]
+    webhook_secret_file: Option<PathBuf>,
+    /// The environment variable holding the webhook endpoint's signing secret.
+    #[arg(long, value_name = "VAR")]
+    webhook_secret_env: Option<String>,
+}
+
+/// What a full secret key (`sk_…`) is told: it can do anything on the Stripe account,
+/// while this server only creates and reads Checkout Sessions
+/// (`accounts::stripe::create_session`, `retrieve_session`).
+const FULL_KEY_WARNING: &str = "holds a full secret key (sk_…), which can do anything on \
+    the Stripe account; use a restricted key (rk_…) allowed only Checkout Sessions: Write \
+    (Stripe's Dashboard, Developers → API keys → Create restricted key)";
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -99,15 +131,6 @@ struct Off {
     was_enabled: bool,
 }
 
-fn secret_from(var: &str) -> Result<String, BadInput> {
-    let value = std::env::var(var)
-        .map_err(|_| BadInput(format!("the environment variable {var} is not set")))?;
-    if value.trim().is_empty() {
-        return Err(BadInput(format!("the environment variable {var} is empty")));
-    }
-    Ok(value.trim().to_owned())
-}
-
 pub(super) fn run(
     db_path: &Path,
     ledger: Option<&LedgerConfig>,
@@ -116,23 +139,38 @@ pub(super) fn run(
     cluster::admin(db_path, ledger, async |admin| {
         match command {
             PaymentsCommand::Stripe {
-                secret_key_env,
-                webhook_secret_env,
+                secret_key,
+                webhook_secret,
                 api_base,
                 max_topup,
             } => {
-                let secret_key = secret_from(&secret_key_env)?;
-                let webhook_secret = secret_from(&webhook_secret_env)?;
-                if !matches!(secret_key.split('_').next(), Some("sk" | "rk")) {
-                    return Err(BadInput(format!(
-                        "{secret_key_env} does not hold a Stripe secret or restricted key \
-                         (sk_… or rk_…)"
-                    ))
-                    .into());
+                let (secret_key, key_source) = SecretSource {
+                    file: secret_key.secret_key_file.as_deref(),
+                    env: secret_key.secret_key_env.as_deref(),
+                    what: "the Stripe secret key file",
+                }
+                .read()?;
+                let (webhook_secret, webhook_source) = SecretSource {
+                    file: webhook_secret.webhook_secret_file.as_deref(),
+                    env: webhook_secret.webhook_secret_env.as_deref(),
+                    what: "the Stripe webhook secret file",
+                }
+                .read()?;
+                let (secret_key, webhook_secret) = (secret_key.trim(), webhook_secret.trim());
+                match secret_key.split('_').next() {
+                    Some("rk") => {}
+                    Some("sk") => eprintln!("warning: {key_source} {FULL_KEY_WARNING}"),
+                    _ => {
+                        return Err(BadInput(format!(
+                            "{key_source} does not hold a Stripe secret or restricted key \
+                             (sk_… or rk_…)"
+                        ))
+                        .into());
+                    }
                 }
                 if !webhook_secret.starts_with("whsec_") {
                     return Err(BadInput(format!(
-                        "{webhook_secret_env} does not hold a webhook signing secret (whsec_…)"
+                        "{webhook_source} does not hold a webhook signing secret (whsec_…)"
                     ))
                     .into());
                 }
@@ -147,8 +185,8 @@ pub(super) fn run(
                         ))
                     })?;
                 let settings = PaymentSettings {
-                    secret_key: secret_key.into(),
-                    webhook_secret: webhook_secret.into(),
+                    secret_key: secret_key.to_owned().into(),
+                    webhook_secret: webhook_secret.to_owned().into(),
                     api_base: api_base.trim_end_matches('/').to_owned(),
                     max_topup,
                 };

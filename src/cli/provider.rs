@@ -2,9 +2,9 @@
 //! dashboard with (docs/account.md): any OpenID Connect issuer, Google, Microsoft (any
 //! tenant, or some) and GitHub (OAuth, not OpenID Connect).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use crate::db::admin::{AccountError, Provider};
@@ -12,7 +12,7 @@ use crate::db::pg::LedgerConfig;
 use crate::domain::dashboard::{self, ProviderKind};
 use crate::domain::ids::ProviderName;
 
-use super::{BadInput, Verdict, cluster, now_unix, outside_url, print};
+use super::{BadInput, SecretSource, Verdict, cluster, now_unix, outside_url, print};
 
 #[derive(Subcommand)]
 pub(super) enum ProviderCommand {
@@ -33,10 +33,8 @@ pub(super) enum ProviderCommand {
         issuer: Option<String>,
         #[arg(long)]
         client_id: String,
-        /// The environment variable holding the client secret (read now, never given on
-        /// the command line, where `ps` would show it).
-        #[arg(long, value_name = "VAR")]
-        client_secret_env: String,
+        #[command(flatten)]
+        client_secret: ClientSecret,
         /// `github`: the GitHub's address, for GitHub Enterprise Server (its API is
         /// `{URL}/api/v3`; github.com's is https://api.github.com). https, or http only to a
         /// loopback host.
@@ -59,6 +57,21 @@ pub(super) enum ProviderCommand {
     List,
     /// Stop offering a provider; accounts keep the identities it signed in.
     Remove { name: String },
+}
+
+/// The client secret, read now and kept in the database; never on the command line, where
+/// `ps` and the shell's history would show it.
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+pub(super) struct ClientSecret {
+    /// The file holding the client secret (mode 0600 or stricter, its trailing newline
+    /// ignored).
+    #[arg(long, value_name = "PATH")]
+    client_secret_file: Option<PathBuf>,
+    /// The environment variable holding the client secret, for a secret manager that
+    /// exports variables.
+    #[arg(long, value_name = "VAR")]
+    client_secret_env: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -214,7 +227,7 @@ pub(super) fn run(
                 kind,
                 issuer,
                 client_id,
-                client_secret_env,
+                client_secret,
                 github_url,
                 allowed_org,
                 tenant,
@@ -232,11 +245,12 @@ pub(super) fn run(
                     allowed_tenant,
                 }
                 .resolve()?;
-                let client_secret = std::env::var(&client_secret_env).map_err(|_| {
-                    BadInput(format!(
-                        "the environment variable {client_secret_env} is not set"
-                    ))
-                })?;
+                let (client_secret, _) = SecretSource {
+                    file: client_secret.client_secret_file.as_deref(),
+                    env: client_secret.client_secret_env.as_deref(),
+                    what: "the client secret file",
+                }
+                .read()?;
                 if client_id.trim().is_empty() || client_secret.is_empty() {
                     return Err(
                         BadInput("the client id and secret must not be empty".into()).into(),

@@ -33,6 +33,7 @@ mod migrations;
 pub mod pg;
 pub mod postal;
 pub mod rows;
+pub(crate) mod secret_file;
 pub mod sqlite;
 
 use std::path::Path;

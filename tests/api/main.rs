@@ -66,6 +66,9 @@ mod openapi;
 mod ops;
 /// Top-ups by card against a stand-in of Stripe: credited once, refunds, cluster, Chromium.
 mod payments;
+/// Secrets from private files or the environment, never the command line; full Stripe
+/// keys warned about.
+mod secrets;
 /// Slow and half-open connections under a 1,024-descriptor limit (the real binary).
 mod slow_clients;
 /// Strangers cost nothing: unsigned webhooks and junk cookies make no store call.

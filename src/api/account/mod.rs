@@ -346,7 +346,7 @@ mod tests {
     use super::me::MeBody;
 
     /// The secrets below, each of which must be absent from every `Debug` output.
-    const SECRETS: [&str; 9] = [
+    const SECRETS: [&str; 12] = [
         "client-secret-4f1c",
         "pkce-verifier-9a2e",
         "csrf-token-77d0",
@@ -356,6 +356,9 @@ mod tests {
         "ledger-password-e3d9",
         "sk_live_api-key-6b12",
         "csrf-token-shown-8f44",
+        "signin-state-2d7a",
+        "pkce-verifier-e150",
+        "ledger-password-file-90c3",
     ];
 
     fn printed(what: &str, debug: String) {
@@ -393,6 +396,21 @@ mod tests {
             ),
         );
         printed(
+            "Authorization",
+            format!(
+                "{:?}",
+                crate::accounts::flow::Authorization {
+                    url: format!(
+                        "https://id.example/authorize?response_type=code&state={}",
+                        SECRETS[9]
+                    ),
+                    state: SECRETS[9].into(),
+                    nonce: "nonce".into(),
+                    verifier: SECRETS[10].into(),
+                }
+            ),
+        );
+        printed(
             "SessionRow",
             format!(
                 "{:?}",
@@ -422,6 +440,20 @@ mod tests {
             None,
         )
         .expect("a ledger URL on loopback");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let password_file = dir.path().join("ledger-password");
+        std::fs::write(&password_file, SECRETS[11]).expect("the password file");
+        std::fs::set_permissions(
+            &password_file,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .expect("mode 0600");
+        let from_file = crate::billing::LedgerConfig::parse(
+            "postgres://postal@127.0.0.1/postal",
+            Some(&password_file),
+        )
+        .expect("a ledger URL on loopback, its password in a file");
+        printed("LedgerConfig", format!("{from_file:?} {from_file}"));
         printed(
             "Settings",
             format!(

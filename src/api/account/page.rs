@@ -82,7 +82,7 @@ pub(super) async fn index(req: &Request, dash: Data<&Arc<Dashboard>>) -> Respons
         format!(
             "<h1>Sign in</h1><p>No sign-in provider is configured on this server yet.</p>\
              <p>The operator adds one with <code>postal provider add NAME --issuer URL \
-             --client-id ID --client-secret-env VAR</code>, registering \
+             --client-id ID --client-secret-file PATH</code>, registering \
              <code>{}/account/callback/NAME</code> as its redirect URI (docs/account.md).</p>",
             escape(&dash.public_url)
         )

@@ -57,7 +57,10 @@ impl LedgerConfig {
         let mut config = Config::from_str(&rest)
             .map_err(|e| anyhow!("the ledger's connection string {shown}: {e}"))?;
         if let Some(path) = password_file {
-            config.password(read_password(path)?);
+            config.password(crate::db::secret_file::read(
+                path,
+                "the ledger password file",
+            )?);
         }
         let mode = tls.mode.as_deref().map(Mode::parse).transpose()?;
         let security = decide(
@@ -303,34 +306,6 @@ fn client_config(roots: rustls::RootCertStore) -> anyhow::Result<rustls::ClientC
     .context("the TLS client of the ledger")?
     .with_root_certificates(roots)
     .with_no_client_auth())
-}
-
-/// The password in the file at `path`: its content without the line end that closes it.
-/// Refused when empty, or open to group or others (libpq ignores such a `.pgpass`).
-fn read_password(path: &Path) -> anyhow::Result<Vec<u8>> {
-    use std::os::unix::fs::PermissionsExt;
-    let shown = path.display();
-    let metadata = std::fs::metadata(path)
-        .with_context(|| format!("reading the ledger password file {shown}"))?;
-    if !metadata.is_file() {
-        bail!("the ledger password file {shown} is not a file");
-    }
-    let mode = metadata.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        bail!(
-            "the ledger password file {shown} is open to group or others (mode {mode:04o}); \
-             allow its owner only: chmod 600 {shown}"
-        );
-    }
-    let mut password =
-        std::fs::read(path).with_context(|| format!("reading the ledger password file {shown}"))?;
-    while password.last().is_some_and(|&b| b == b'\n' || b == b'\r') {
-        password.pop();
-    }
-    if password.is_empty() {
-        bail!("the ledger password file {shown} is empty");
-    }
-    Ok(password)
 }
 
 /// The TLS words of a connection string, which tokio-postgres 0.7 does not know
