@@ -6,6 +6,8 @@ mod helpers;
 
 /// The account dashboard: sign-in with three real OpenID providers, keys, limits, attacks.
 mod account;
+/// The account dashboard, continued: providers, cluster, rolls, Chromium, timeouts.
+mod account_flows;
 
 /// The callback's error: the state first, a fixed text per code, no description shown.
 mod callback;

@@ -10,7 +10,8 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::account::{Browser, browser_sign_in, providers, two_nodes};
+use crate::account::{Browser, providers, two_nodes};
+use crate::account_flows::browser_sign_in;
 use crate::helpers::spawn_app;
 
 const STRIPE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/stripe");
