@@ -79,6 +79,8 @@ mod strangers;
 mod suggest;
 /// Swagger UI in headless Chromium: try /api/lookup.
 mod swagger_ui;
+/// Cookie tossing: a __Host- state on https; a link completes only in its session.
+mod tossing;
 /// Usage per key: the keys list, usage, CSV and CLI per key, restart, two nodes.
 mod usage_per_key;
 /// The checkout widget in headless Chromium, on pages of other origins.

@@ -98,13 +98,16 @@ pub(crate) struct Dashboard {
     providers: held::Held<Arc<Vec<crate::accounts::Provider>>>,
 }
 
-/// The session cookie's name and attributes for this public URL.
+/// The cookies' names and attributes for this public URL: on https the session and the
+/// sign-in state are `__Host-` cookies (Secure, `Path=/`, no `Domain`), which no sibling
+/// host can set or shadow (review L1: cookie tossing); on plain http (local use) they
+/// cannot be, and the state's cookie is sent to the callback only.
 struct CookieRules {
     session: &'static str,
+    signin: &'static str,
+    signin_path: &'static str,
     secure: bool,
 }
-
-const SIGNIN_COOKIE: &str = "postal_signin";
 /// Sign-ins a client IP may start a minute.
 pub const STARTS_PER_MINUTE: u32 = 20;
 
@@ -154,10 +157,14 @@ impl Dashboard {
         match self.public_url.starts_with("https://") {
             true => CookieRules {
                 session: "__Host-postal_session",
+                signin: "__Host-postal_signin",
+                signin_path: "/",
                 secure: true,
             },
             false => CookieRules {
                 session: "postal_session",
+                signin: "postal_signin",
+                signin_path: "/account/callback",
                 secure: false,
             },
         }

@@ -19,7 +19,7 @@ use poem::{Request, Response, handler};
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 
-use super::{Dashboard, SIGNIN_COOKIE, STARTS_PER_MINUTE, cookie, now_unix, see_other};
+use super::{Dashboard, STARTS_PER_MINUTE, cookie, now_unix, see_other};
 use crate::accounts::flow::{self, SignInError};
 use crate::accounts::{AccountError, Provider, SessionRow, SignIn};
 use crate::domain::dashboard;
@@ -242,10 +242,10 @@ async fn start(
     response.headers_mut().append(
         header::SET_COOKIE,
         dash.set_cookie(
-            SIGNIN_COOKIE,
+            dash.cookies().signin,
             state.expose_secret(),
             dashboard::SIGNIN_SECS,
-            "/account/callback",
+            dash.cookies().signin_path,
         ),
     );
     Ok(response)
@@ -273,7 +273,7 @@ pub(super) async fn callback(
     // The state served once, whatever came of it.
     response.headers_mut().append(
         header::SET_COOKIE,
-        dash.set_cookie(SIGNIN_COOKIE, "", 0, "/account/callback"),
+        dash.set_cookie(dash.cookies().signin, "", 0, dash.cookies().signin_path),
     );
     response
 }
@@ -292,7 +292,7 @@ async fn finish(
         return Err(lacking());
     };
     // The state must be the one this browser started with, and unused.
-    let cookie_state = cookie(req, SIGNIN_COOKIE).unwrap_or_default();
+    let cookie_state = cookie(req, dash.cookies().signin).unwrap_or_default();
     if dashboard::token_hash(&cookie_state) != dashboard::token_hash(&state) {
         return Err(bad(
             "This sign-in was not started in this browser (its state does not match); start again.",
@@ -328,6 +328,19 @@ async fn finish(
         link_account,
         ..
     } = pending;
+    if let Some(account) = &link_account {
+        // Only the browser whose session started the link, still signed in to that
+        // account, completes it: a state planted in another browser (cookie tossing)
+        // would link the victim's identity to the planter's account (review L1).
+        let own = dash.session(req).await.ok();
+        if own.is_none_or(|session| session.account() != *account) {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "This link was started in another session; sign in and link again from \
+                 your dashboard.",
+            ));
+        }
+    }
     let identity = dash
         .outside(move || {
             let back = flow::Returned {
