@@ -11,6 +11,13 @@ const SPOOF: &str = "error_description=Your+account+is+suspended.+Call+%2B1-555-
 
 fn app_with_github() -> TestApp {
     let app = spawn_app();
+    add_github(&app);
+    app
+}
+
+/// Adds the GitHub provider `gh` (at a closed loopback port: its sign-in starts without
+/// calling it) to `app`.
+pub(crate) fn add_github(app: &TestApp) {
     let added = std::process::Command::new(env!("CARGO_BIN_EXE_postal"))
         .arg("--db")
         .arg(&app.db)
@@ -30,7 +37,6 @@ fn app_with_github() -> TestApp {
         "{}",
         String::from_utf8_lossy(&added.stderr)
     );
-    app
 }
 
 /// Starts a sign-in with `gh` in `browser`: its state (the cookie is kept).

@@ -8,19 +8,7 @@ use serde_json::{Value, json};
 
 use crate::account::{Browser, providers};
 use crate::helpers::{TestApp, spawn_app_with};
-
-/// `postal_<name>_total` of the app's /metrics.
-fn counter(app: &TestApp, name: &str) -> u64 {
-    let scrape = app.get_with("/metrics", &[]).text;
-    let line = format!("postal_{name}_total ");
-    scrape
-        .lines()
-        .find_map(|l| l.strip_prefix(&line))
-        .unwrap_or_else(|| panic!("{line}in {scrape}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
+use crate::strangers::counter;
 
 fn stored(app: &TestApp, sql: &str) -> i64 {
     let conn = rusqlite::Connection::open(&app.db).unwrap();

@@ -12,7 +12,7 @@ use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 use crate::payments::{deliver, enable_payments};
 
 /// `postal_<name>_total` of the app's /metrics.
-fn counter(app: &TestApp, name: &str) -> u64 {
+pub(crate) fn counter(app: &TestApp, name: &str) -> u64 {
     let scrape = app.get_with("/metrics", &[]).text;
     let line = format!("postal_{name}_total ");
     scrape

@@ -10,25 +10,7 @@ use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 /// The `Set-Cookie` of the sign-in state when `gh` (a GitHub provider: its start calls
 /// nobody) starts a sign-in at `app`.
 fn state_cookie(app: &TestApp) -> String {
-    let added = std::process::Command::new(env!("CARGO_BIN_EXE_postal"))
-        .arg("--db")
-        .arg(&app.db)
-        .args(["provider", "add", "gh", "--kind", "github"])
-        .args([
-            "--github-url",
-            "http://127.0.0.1:9",
-            "--client-id",
-            "postal",
-        ])
-        .args(["--client-secret-env", "TEST_CLIENT_SECRET"])
-        .env("TEST_CLIENT_SECRET", "secret-of-postal")
-        .output()
-        .unwrap();
-    assert!(
-        added.status.success(),
-        "{}",
-        String::from_utf8_lossy(&added.stderr)
-    );
+    crate::callback::add_github(app);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
