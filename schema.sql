@@ -346,7 +346,19 @@ CREATE TABLE sessions (
     created_at INTEGER NOT NULL,
     seen_at    INTEGER NOT NULL,
     ended_at   INTEGER,
-    client     TEXT                       -- the browser's User-Agent, cut to 200 characters
+    client     TEXT,                      -- the browser's User-Agent, cut to 200 characters
+    -- The identity that opened it (version 13; NULL in sessions opened before): unlinking
+    -- it, or removing its provider, ends the session.
+    provider   TEXT,
+    issuer     TEXT,
+    subject    TEXT,
+    -- When its holder last proved that identity at the provider (the sign-in, or a later
+    -- sign-in again); a roll, revoke, limit change, unlink or top-up asks for one within
+    -- 15 minutes. 0 in sessions opened before version 13.
+    authenticated_at INTEGER NOT NULL DEFAULT 0,
+    -- An identity a link brought back, waiting for the customer's confirmation: JSON of
+    -- its provider, issuer, subject, e-mail and when it came (version 13).
+    link_offer TEXT
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX sessions_by_account ON sessions (account_id);
 
@@ -358,7 +370,11 @@ CREATE TABLE signins (
     nonce        TEXT NOT NULL,
     verifier     TEXT NOT NULL,
     link_account INTEGER REFERENCES accounts (id), -- set when a signed-in customer links
-    created_at   INTEGER NOT NULL
+    created_at   INTEGER NOT NULL,
+    -- What it is for (version 13): a sign-in, a link of another identity, or a session's
+    -- sign-in again; the two last only in the session that started them (its id's hash).
+    purpose      TEXT NOT NULL DEFAULT 'signin' CHECK (purpose IN ('signin', 'link', 'reauth')),
+    session_hash BLOB CHECK (session_hash IS NULL OR length(session_hash) = 32)
 ) STRICT, WITHOUT ROWID;
 
 -- Who changed what of an account (keys, limits, money, sign-ins), from the dashboard or
@@ -448,4 +464,4 @@ CREATE TRIGGER payment_settings_updated AFTER UPDATE ON payment_settings
 CREATE TRIGGER payment_settings_deleted AFTER DELETE ON payment_settings
     BEGIN UPDATE books_version SET version = version + 1; END;
 
-PRAGMA user_version = 12;
+PRAGMA user_version = 13;

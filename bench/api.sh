@@ -97,6 +97,11 @@ if [ -n "$BASE" ]; then
   python3 - "$BASE_DB" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
+if db.execute("PRAGMA user_version").fetchone()[0] == 13:
+    db.executescript("""ALTER TABLE sessions DROP COLUMN provider; ALTER TABLE sessions DROP COLUMN issuer;
+        ALTER TABLE sessions DROP COLUMN subject; ALTER TABLE sessions DROP COLUMN authenticated_at;
+        ALTER TABLE sessions DROP COLUMN link_offer; ALTER TABLE signins DROP COLUMN purpose;
+        ALTER TABLE signins DROP COLUMN session_hash; PRAGMA user_version = 12;""")
 if db.execute("PRAGMA user_version").fetchone()[0] == 12:
     db.executescript("""
         DROP TRIGGER accounts_inserted; DROP TRIGGER accounts_updated; DROP TRIGGER accounts_deleted;

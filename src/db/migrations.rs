@@ -340,6 +340,21 @@ const MIGRATION_12: &str = "
         BEGIN UPDATE books_version SET version = version + 1; END;
     PRAGMA user_version = 12;";
 
+/// Version 12 to 13 (as in schema.sql): sessions know the identity that opened them and
+/// when it was last proved, and hold a link waiting for confirmation; sign-ins say what
+/// they are for and which session started them.
+const MIGRATION_13: &str = "
+    ALTER TABLE sessions ADD COLUMN provider TEXT;
+    ALTER TABLE sessions ADD COLUMN issuer TEXT;
+    ALTER TABLE sessions ADD COLUMN subject TEXT;
+    ALTER TABLE sessions ADD COLUMN authenticated_at INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN link_offer TEXT;
+    ALTER TABLE signins ADD COLUMN purpose TEXT NOT NULL DEFAULT 'signin'
+        CHECK (purpose IN ('signin', 'link', 'reauth'));
+    ALTER TABLE signins ADD COLUMN session_hash BLOB
+        CHECK (session_hash IS NULL OR length(session_hash) = 32);
+    PRAGMA user_version = 13;";
+
 /// One rung of the ladder: SQL, or code where SQL alone cannot say it.
 enum Migration {
     Sql(&'static str),
@@ -360,6 +375,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize - 1] = [
     Migration::Sql(MIGRATION_10),
     Migration::Sql(MIGRATION_11),
     Migration::Sql(MIGRATION_12),
+    Migration::Sql(MIGRATION_13),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
@@ -540,7 +556,11 @@ mod tests {
         );
     }
 
-    /// What turns a new file into a version 11 file.
+    /// What turns a new file into a version 12 file.
+    const WITHOUT_13: &str = "ALTER TABLE sessions DROP COLUMN provider; ALTER TABLE sessions DROP COLUMN issuer; ALTER TABLE sessions DROP COLUMN subject; ALTER TABLE sessions DROP COLUMN authenticated_at; ALTER TABLE sessions DROP COLUMN link_offer;
+        ALTER TABLE signins DROP COLUMN purpose; ALTER TABLE signins DROP COLUMN session_hash;";
+
+    /// What turns a version 12 file into a version 11 file.
     const WITHOUT_12: &str = "DROP TRIGGER accounts_inserted; DROP TRIGGER accounts_updated; DROP TRIGGER accounts_deleted; DROP TRIGGER api_keys_inserted; DROP TRIGGER api_keys_updated; DROP TRIGGER api_keys_deleted; DROP TRIGGER oidc_providers_inserted; DROP TRIGGER oidc_providers_updated; DROP TRIGGER oidc_providers_deleted; DROP TRIGGER payment_settings_inserted; DROP TRIGGER payment_settings_updated; DROP TRIGGER payment_settings_deleted;
         DROP TABLE books_version; DROP INDEX ledger_by_account;";
 
@@ -570,7 +590,7 @@ mod tests {
         let old = reopened(
             &dir.path().join("old.db"),
             &format!(
-                "{WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
+                "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
             ),
         );
         let new = open(&dir.path().join("new.db")).unwrap();
@@ -600,7 +620,7 @@ mod tests {
         let old = reopened(
             &dir.path().join("old.db"),
             &format!(
-                "{WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"
+                "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"
             ),
         );
         let new = open(&dir.path().join("new.db")).unwrap();
@@ -640,7 +660,7 @@ mod tests {
         let conn = reopened(
             &dir.path().join("v10.db"),
             &format!(
-                "{WITHOUT_12} {WITHOUT_11} PRAGMA user_version = 10;
+                "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} PRAGMA user_version = 10;
                  INSERT INTO accounts (id, public_id, balance, created_at)
                      VALUES (1, 'acct_a', 1000, 0), (2, 'acct_b', 1000, 0);
                  INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
@@ -705,7 +725,10 @@ mod tests {
     fn a_version_11_file_counts_the_changes_of_what_the_server_holds_and_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v11.db");
-        let conn = reopened(&path, &format!("{WITHOUT_12} PRAGMA user_version = 11;"));
+        let conn = reopened(
+            &path,
+            &format!("{WITHOUT_13} {WITHOUT_12} PRAGMA user_version = 11;"),
+        );
         assert_eq!(version(&conn), SCHEMA_VERSION);
         let count = || -> i64 {
             conn.query_row("SELECT version FROM books_version", [], |r| r.get(0))
@@ -744,12 +767,65 @@ mod tests {
     }
 
     #[test]
+    fn a_version_12_file_keeps_its_sessions_asking_them_to_sign_in_again_before_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v12.db");
+        open(&path)
+            .unwrap()
+            .execute_batch(&format!(
+                "{WITHOUT_13} PRAGMA user_version = 12;
+                 INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_1', 0, 0);
+                 INSERT INTO sessions (id_hash, public_id, account_id, csrf, created_at, seen_at)
+                     VALUES (zeroblob(32), 'ses_1', 1, 'c', 100, 100);
+                 INSERT INTO signins (state_hash, provider, nonce, verifier, created_at)
+                     VALUES (zeroblob(32), 'p', 'n', 'v', 100);"
+            ))
+            .unwrap();
+        let conn = open(&path).unwrap();
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        // The session is kept, of no known identity and never proved: a change asks it to
+        // sign in again. The sign-in under way is a sign-in.
+        let session: (Option<String>, i64, Option<String>) = conn
+            .query_row(
+                "SELECT issuer, authenticated_at, link_offer FROM sessions WHERE public_id = 'ses_1'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(session, (None, 0, None));
+        let purpose: String = conn
+            .query_row("SELECT purpose FROM signins", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(purpose, "signin");
+        assert!(
+            conn.execute("UPDATE signins SET purpose = 'other'", [])
+                .is_err()
+        );
+        // The same columns as a new file's.
+        let columns = |conn: &Connection,
+                       table: &str|
+         -> Vec<(String, String, bool, Option<String>)> {
+            rows(
+                conn,
+                &format!(
+                    "SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{table}')"
+                ),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+        };
+        let fresh = open(&dir.path().join("fresh.db")).unwrap();
+        for table in ["sessions", "signins"] {
+            assert_eq!(columns(&conn, table), columns(&fresh, table), "{table}");
+        }
+    }
+
+    #[test]
     fn a_version_9_file_keeps_its_providers_as_openid_ones_open_to_anyone() {
         let dir = tempfile::tempdir().unwrap();
         let conn = reopened(
             &dir.path().join("v9.db"),
             &format!(
-                "{WITHOUT_12} {WITHOUT_11} {WITHOUT_10} PRAGMA user_version = 9;
+                "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} PRAGMA user_version = 9;
                  INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
                      VALUES ('p1', 'https://id.example', 'postal', 'secret', 0);"
             ),
@@ -783,7 +859,7 @@ mod tests {
         let conn = reopened(
             &dir.path().join("v8.db"),
             &format!(
-                "{WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
+                "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
                  INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
                  INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
                                        per_ip_minute)
@@ -827,7 +903,7 @@ mod tests {
         let conn = reopened(
             &dir.path().join("p.db"),
             &format!(
-                "{WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
+                "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
                  INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);"
             ),
         );

@@ -287,6 +287,18 @@ INSERT INTO usage_days (account_id, day, key_id, endpoint, queries, charged, las
     FROM ledger WHERE kind = 'charge'
     GROUP BY account_id, at - at % 86400, endpoint;
 "#,
+    r#"
+-- Sessions follow identities; links wait for a confirmation (schema.sql's version 13).
+ALTER TABLE sessions ADD COLUMN provider text;
+ALTER TABLE sessions ADD COLUMN issuer text;
+ALTER TABLE sessions ADD COLUMN subject text;
+ALTER TABLE sessions ADD COLUMN authenticated_at bigint NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN link_offer text;
+ALTER TABLE signins ADD COLUMN purpose text NOT NULL DEFAULT 'signin'
+    CHECK (purpose IN ('signin', 'link', 'reauth'));
+ALTER TABLE signins ADD COLUMN session_hash bytea
+    CHECK (session_hash IS NULL OR length(session_hash) = 32);
+"#,
 ];
 
 /// A connection string without its password, for messages: a URL's user info
