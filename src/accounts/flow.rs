@@ -11,16 +11,20 @@ use crate::domain::dashboard::ProviderKind;
 use crate::domain::outside;
 
 /// The authorization URL of a sign-in with `provider`, whose callback is `redirect`.
+/// `again`: the person must sign in at the provider again, whatever session they have
+/// there (a link, or a session's sign-in again): OpenID Connect's `prompt=login` and
+/// `max_age=0`, GitHub's `prompt=select_account`.
 pub fn authorize(
     http: &ureq::Agent,
     provider: &Provider,
     redirect: &str,
+    again: bool,
 ) -> Result<Authorization, SignInError> {
     address_allowed(provider)?;
     match provider.kind {
-        ProviderKind::Github => github::authorize(provider, redirect),
+        ProviderKind::Github => github::authorize(provider, redirect, again),
         ProviderKind::Oidc | ProviderKind::Google | ProviderKind::Microsoft => {
-            oidc::authorize(http, provider, redirect)
+            oidc::authorize(http, provider, redirect, again)
         }
     }
 }
@@ -36,6 +40,9 @@ pub struct Returned<'a> {
     pub nonce: String,
     /// When the identity is linked (unix seconds).
     pub now: i64,
+    /// Whether the sign-in asked the person to sign in again (`authorize`'s `again`): an
+    /// ID token's `auth_time`, when it has one, must then be of the sign-in's minutes.
+    pub again: bool,
 }
 
 /// The identity `provider` vouches for: the code exchanged with the sign-in's PKCE
@@ -91,12 +98,17 @@ mod tests {
         let http = super::super::oidc::outside_agent();
         let redirect = "https://api.example.com/account/callback/gh";
         // GitHub's sign-in starts without a call: only the rule stops it.
-        let refused = authorize(&http, &github_at("http://github.example.com"), redirect);
+        let refused = authorize(
+            &http,
+            &github_at("http://github.example.com"),
+            redirect,
+            false,
+        );
         assert!(
             matches!(refused, Err(SignInError::Unreachable)),
             "{refused:?}"
         );
-        let started = authorize(&http, &github_at("http://127.0.0.1:9"), redirect);
+        let started = authorize(&http, &github_at("http://127.0.0.1:9"), redirect, false);
         assert!(started.is_ok(), "{started:?}");
     }
 }

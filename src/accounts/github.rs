@@ -25,7 +25,11 @@ use super::{IdentityView, Provider};
 use crate::domain::dashboard;
 
 /// The authorization URL of a sign-in with `provider` (no call to GitHub).
-pub fn authorize(provider: &Provider, redirect: &str) -> Result<Authorization, SignInError> {
+pub fn authorize(
+    provider: &Provider,
+    redirect: &str,
+    again: bool,
+) -> Result<Authorization, SignInError> {
     let mut url = url::Url::parse(&format!("{}/login/oauth/authorize", provider.issuer))
         .map_err(|e| unreachable(provider, e.to_string()))?;
     let (challenge, verifier) = openidconnect::PkceCodeChallenge::new_random_sha256();
@@ -42,6 +46,12 @@ pub fn authorize(provider: &Provider, redirect: &str) -> Result<Authorization, S
         .append_pair("code_challenge", challenge.as_str())
         .append_pair("code_challenge_method", "S256")
         .append_pair("allow_signup", "true");
+    if again {
+        // GitHub has no `prompt=login`: it shows its account picker, so the person
+        // chooses (and GitHub may ask them to sign in) rather than pass through.
+        url.query_pairs_mut()
+            .append_pair("prompt", "select_account");
+    }
     // GitHub has no ID token to carry a nonce; the sign-in row keeps one all the same.
     let nonce = dashboard::random_token();
     Ok(Authorization::new(url, state, nonce, &verifier))

@@ -36,6 +36,6 @@ pub use store::{Accounts, Failed};
 // The shapes an admin operation takes and answers (stored by `db`'s twins), as the
 // dashboard names them.
 pub use crate::db::admin::{
-    AccountError, Credited, IdentityView, KeyLine, Payment, PaymentSettings, Provider, Refunded,
-    SessionRow, SignIn, TopupView,
+    AccountError, Credited, IdentityView, KeyLine, LinkOffer, Payment, PaymentSettings, Provider,
+    Refunded, SessionIdentity, SessionRow, SignIn, TopupView,
 };

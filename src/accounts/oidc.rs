@@ -156,10 +156,11 @@ pub fn authorize(
     http: &ureq::Agent,
     provider: &Provider,
     redirect: &str,
+    again: bool,
 ) -> Result<Authorization, SignInError> {
     let (client, _) = client(http, provider, redirect)?;
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-    let request = client
+    let mut request = client
         .authorize_url(
             CoreAuthenticationFlow::AuthorizationCode,
             || CsrfToken::new(dashboard::random_token()),
@@ -167,6 +168,11 @@ pub fn authorize(
         )
         .add_scope(Scope::new("email".to_string()))
         .set_pkce_challenge(challenge);
+    if again {
+        request = request
+            .add_prompt(openidconnect::core::CoreAuthPrompt::Login)
+            .set_max_age(std::time::Duration::ZERO);
+    }
     let (url, state, nonce) = request.url();
     Ok(Authorization::new(
         url,
@@ -222,6 +228,17 @@ pub fn identity(
                 "Your Microsoft account belongs to an organization (tenant) that may not sign in here; sign in with an account of an allowed organization.".into(),
             ));
         }
+    }
+    if back.again
+        && let Some(at) = claims.auth_time()
+        && at.timestamp() < back.now - dashboard::SIGNIN_SECS
+    {
+        // Asked to sign in again (`max_age=0`), the provider says the person last signed
+        // in before this sign-in started: a session it kept, not a new sign-in.
+        return Err(refused(format!(
+            "asked to sign in again, the ID token's auth_time {} is older than the sign-in",
+            at.timestamp()
+        )));
     }
     let email = claims
         .email()

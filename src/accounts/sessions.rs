@@ -1,7 +1,9 @@
 //! The dashboard's sessions: made at sign-in, found (and marked seen) per request, listed
 //! and ended by their customer.
 
-use crate::db::admin::{AccountError, Audited, SessionRow, SessionView};
+use crate::db::admin::{
+    AccountError, Audited, LinkOffer, SessionIdentity, SessionRow, SessionView,
+};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
 use crate::domain::ids::{AccountId, SessionId};
@@ -42,6 +44,47 @@ impl Admin {
         match &mut self.store {
             Store::File(conn) => sqlite::dashboard::session(conn, id_hash, now),
             Store::Ledger(client) => pg::dashboard::session(client, id_hash, now).await,
+        }
+    }
+
+    /// Records that the session `id_hash` signed in again now with `identity`: changes
+    /// that need a recent sign-in are open to it for the next 15 minutes.
+    /// With its audit line, `session.reauth`.
+    pub async fn prove_session(
+        &mut self,
+        account_id: &AccountId,
+        id_hash: &[u8; 32],
+        identity: &SessionIdentity,
+        now: i64,
+    ) -> Result<(), AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::dashboard::prove_session(conn, id_hash, identity, now)?,
+            Store::Ledger(client) => {
+                pg::dashboard::prove_session(client, id_hash, identity, now).await?
+            }
+        }
+        let detail = format!(
+            "signed in again with {} ({}, subject {})",
+            identity.provider, identity.issuer, identity.subject
+        );
+        self.audit(
+            Audited::Account(account_id),
+            AuditAction::SessionAgain,
+            &detail,
+        )
+        .await
+    }
+
+    /// Keeps the identity a link brought back on the session until its customer confirms
+    /// it; `None` drops it.
+    pub async fn offer_link(
+        &mut self,
+        id_hash: &[u8; 32],
+        offer: Option<&LinkOffer>,
+    ) -> Result<(), AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::dashboard::offer_link(conn, id_hash, offer),
+            Store::Ledger(client) => pg::dashboard::offer_link(client, id_hash, offer).await,
         }
     }
 

@@ -30,10 +30,15 @@ impl Admin {
     }
 
     /// Whether a provider of that name was there; no server offers it once this returns.
-    pub async fn remove_provider(&mut self, name: &ProviderName) -> Result<bool, AccountError> {
+    /// The sessions opened with its identities end with it.
+    pub async fn remove_provider(
+        &mut self,
+        name: &ProviderName,
+        now: i64,
+    ) -> Result<bool, AccountError> {
         let (removed, version) = match &mut self.store {
-            Store::File(conn) => (sqlite::dashboard::remove_provider(conn, name)?, 0),
-            Store::Ledger(client) => pg::dashboard::remove_provider(client, name).await?,
+            Store::File(conn) => (sqlite::dashboard::remove_provider(conn, name, now)?, 0),
+            Store::Ledger(client) => pg::dashboard::remove_provider(client, name, now).await?,
         };
         self.changed(version).await?;
         Ok(removed)
@@ -122,16 +127,20 @@ impl Admin {
         subject: &str,
         now: i64,
     ) -> Result<(), AccountError> {
-        match &mut self.store {
+        let ended = match &mut self.store {
             Store::File(conn) => sqlite::dashboard::unlink(conn, account_id, issuer, subject, now)?,
             Store::Ledger(client) => {
                 pg::dashboard::unlink(client, account_id, issuer, subject, now).await?
             }
-        }
+        };
+        let detail = match ended {
+            0 => issuer.to_owned(),
+            n => format!("{issuer}; ended the {n} session(s) it opened"),
+        };
         self.audit(
             Audited::Account(account_id),
             AuditAction::IdentityUnlink,
-            issuer,
+            &detail,
         )
         .await
     }

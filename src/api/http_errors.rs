@@ -105,7 +105,6 @@ fn allowed_methods() -> &'static HashMap<String, HeaderValue> {
                     "/account/app.js",
                     "/account/app.css",
                     "/account/signin/{name}",
-                    "/account/link/{name}",
                     "/account/callback/{name}",
                 ]
                 .map(|path| (path.to_string(), get.clone())),
@@ -114,6 +113,10 @@ fn allowed_methods() -> &'static HashMap<String, HeaderValue> {
                 (
                     "/account/stripe/webhook".to_string(),
                     HeaderValue::from_static("POST"),
+                ),
+                (
+                    "/account/link".to_string(),
+                    HeaderValue::from_static("GET, POST"),
                 ),
                 (super::widget::versioned_path().to_string(), get.clone()),
             ])
@@ -127,9 +130,9 @@ mod tests {
     fn api_paths_allow_post_the_form_reads_get_too_and_the_operator_routes_get() {
         let allowed = super::allowed_methods();
         // 7 paths of the contract, 6 of geography, suggest, places, verify, verify-bulk,
-        // dataset; 5 GET routes and the versioned widget; the dashboard's 13 API paths, 6
+        // dataset; 5 GET routes and the versioned widget; the dashboard's 15 API paths, 6
         // pages and Stripe's webhook.
-        assert_eq!(allowed.len(), 44, "{allowed:?}");
+        assert_eq!(allowed.len(), 46, "{allowed:?}");
         for path in [
             "/api/validate-bulk",
             "/api/nearest",

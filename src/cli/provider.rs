@@ -275,7 +275,7 @@ pub(super) fn run(
             }
             ProviderCommand::Remove { name } => {
                 if !admin
-                    .remove_provider(&ProviderName::new(name.clone()))
+                    .remove_provider(&ProviderName::new(name.clone()), now_unix())
                     .await?
                 {
                     return Err(BadInput(format!("no provider {name:?}")).into());

@@ -6,7 +6,7 @@ use secrecy::SecretString;
 
 use crate::domain::admin::{AuditAction, LedgerKind, Refused};
 use crate::domain::api_key::{ApiKey, KeyKind, Publishable};
-use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS, ProviderKind};
+use crate::domain::dashboard::{DashboardRefused, MAX_LIVE_KEYS, ProviderKind, SignInPurpose};
 use crate::domain::ids::{AccountId, KeyId, ProviderName, SessionId, TopupId};
 use crate::domain::money::Micros;
 use crate::domain::payments::TopupStatus;
@@ -331,6 +331,10 @@ pub struct SignIn {
     pub verifier: SecretString,
     /// The account of the signed-in customer who links this provider, if any.
     pub link_account: Option<AccountId>,
+    pub purpose: SignInPurpose,
+    /// The session that started a link or a sign-in again (its id's hash): only it
+    /// completes them.
+    pub session_hash: Option<[u8; 32]>,
 }
 
 /// An identity of a provider, as it signed in (or as the account lists it).
@@ -377,17 +381,111 @@ pub struct SessionRow {
     /// Unix seconds of the sign-in.
     pub created_at: i64,
     pub client: Option<String>,
+    /// The identity that opened it; `None` for a session opened before schema 13.
+    pub identity: Option<SessionIdentity>,
+    /// Unix seconds of its holder's last sign-in with that identity (the sign-in, or a
+    /// sign-in again); 0 when never recorded.
+    pub authenticated_at: i64,
+    /// An identity a link brought back, waiting for the customer's confirmation.
+    pub link_offer: Option<LinkOffer>,
+}
+
+/// The identity a session was opened (and last proved) with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionIdentity {
+    pub provider: ProviderName,
+    pub issuer: String,
+    pub subject: String,
+}
+
+impl SessionIdentity {
+    pub fn of(identity: &IdentityView) -> SessionIdentity {
+        SessionIdentity {
+            provider: identity.provider.clone(),
+            issuer: identity.issuer.clone(),
+            subject: identity.subject.clone(),
+        }
+    }
+
+    /// Whether `identity` is this one (the provider's name may have changed since).
+    pub fn is(&self, identity: &IdentityView) -> bool {
+        self.issuer == identity.issuer && self.subject == identity.subject
+    }
+}
+
+/// An identity a link's callback brought back, kept on the session until the customer
+/// confirms or drops it (at most [`crate::domain::dashboard::SIGNIN_SECS`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkOffer {
+    pub identity: IdentityView,
+    /// Unix seconds it came back.
+    pub at: i64,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredOffer {
+    provider: String,
+    issuer: String,
+    subject: String,
+    email: Option<String>,
+    at: i64,
+}
+
+impl LinkOffer {
+    /// As the `link_offer` column stores it: JSON.
+    pub(crate) fn stored(&self) -> String {
+        let i = &self.identity;
+        serde_json::to_string(&StoredOffer {
+            provider: i.provider.as_str().to_owned(),
+            issuer: i.issuer.clone(),
+            subject: i.subject.clone(),
+            email: i.email.clone(),
+            at: self.at,
+        })
+        .expect("an offer serializes")
+    }
+
+    /// The offer a stored `link_offer` holds; `None` for none, or one no longer read.
+    pub(crate) fn from_stored(text: Option<&str>) -> Option<LinkOffer> {
+        let o: StoredOffer = serde_json::from_str(text?).ok()?;
+        Some(LinkOffer {
+            identity: IdentityView {
+                issuer: o.issuer,
+                subject: o.subject,
+                provider: ProviderName::new(o.provider),
+                email: o.email,
+                name: None,
+                created_at: o.at,
+            },
+            at: o.at,
+        })
+    }
 }
 
 /// The live (not ended) session whose id hashes to the first parameter, with its
 /// account's public id, in either dialect (`mark`: `?` for SQLite, `$` for PostgreSQL).
-/// Its columns: public id, account, CSRF token, created, seen, client.
+/// Its columns: public id, account, CSRF token, created, seen, client, provider, issuer,
+/// subject, authenticated, link offer.
 pub(crate) fn session_query(mark: char) -> String {
     format!(
-        "SELECT s.public_id, a.public_id, s.csrf, s.created_at, s.seen_at, s.client
+        "SELECT s.public_id, a.public_id, s.csrf, s.created_at, s.seen_at, s.client,
+                s.provider, s.issuer, s.subject, s.authenticated_at, s.link_offer
          FROM sessions s JOIN accounts a ON a.id = s.account_id
          WHERE s.id_hash = {mark}1 AND s.ended_at IS NULL"
     )
+}
+
+/// A session's identity from its three stored columns (all set, or none).
+pub(crate) fn session_identity(
+    provider: Option<ProviderName>,
+    issuer: Option<String>,
+    subject: Option<String>,
+) -> Option<SessionIdentity> {
+    Some(SessionIdentity {
+        provider: provider?,
+        issuer: issuer?,
+        subject: subject?,
+    })
 }
 
 /// A live session as its account lists it.

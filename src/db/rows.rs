@@ -122,6 +122,7 @@ macro_rules! stored_words {
         $store!(
             $crate::domain::api_key::KeyKind => "key kind",
             $crate::domain::dashboard::ProviderKind => "provider kind",
+            $crate::domain::dashboard::SignInPurpose => "sign-in purpose",
             $crate::domain::payments::TopupStatus => "top-up status",
             $crate::domain::admin::LedgerKind => "ledger entry kind",
             $crate::domain::admin::AuditAction => "audit action",

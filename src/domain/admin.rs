@@ -72,6 +72,8 @@ words! {
         /// A sign-in (which provider, identity, client address and browser).
         SessionStart => "session.start",
         SessionEnd => "session.end",
+        /// A session's sign-in again, before a change that needs a recent one.
+        SessionAgain => "session.reauth",
     }
 }
 

@@ -110,6 +110,23 @@ words! {
     }
 }
 
+words! {
+    /// What a sign-in under way is for: a sign-in (which may make an account), a link of
+    /// another identity to the signed-in account, or a session's sign-in again (before a
+    /// change that needs a recent one). The two last complete only in the session that
+    /// started them.
+    pub enum SignInPurpose {
+        SignIn => "signin",
+        Link => "link",
+        Again => "reauth",
+    }
+}
+
+/// How long a session's last sign-in stays recent enough for a change of keys, limits,
+/// identities or money (a roll, a revoke, a limit change, an unlink, a top-up); older,
+/// the change asks the customer to sign in again.
+pub const RECENT_SIGNIN_SECS: i64 = 15 * 60;
+
 impl ProviderKind {
     /// The name a customer knows the provider by, on the sign-in page; `None` for a
     /// provider of any issuer (`oidc`), shown by its name.

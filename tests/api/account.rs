@@ -334,6 +334,10 @@ impl Browser {
                 format!("prompt=login&login={user}&password=any")
             } else if page.body.contains(r#"name="prompt" value="consent""#) {
                 "prompt=consent".to_owned()
+            } else if page.body.contains("/session/end/confirm") {
+                // Another person signs in where one is signed in at the provider: it ends
+                // that one's session there first (its page submits itself), then goes on.
+                hidden_fields(&page)
             } else {
                 return page;
             };
@@ -346,6 +350,56 @@ impl Browser {
             );
         }
         panic!("too many redirects from {url}");
+    }
+
+    /// Starts a link of provider `name` to the account signed in at `address`, as the
+    /// page's button does (`POST /account/api/identities/link`): the provider's URL.
+    pub(crate) fn start_link_at(&mut self, address: &str, name: &str) -> String {
+        let (status, started) = self.api_at(
+            address,
+            "POST",
+            "/identities/link",
+            Some(json!({"provider": name})),
+        );
+        assert_eq!(status, 200, "{started}");
+        started["url"].as_str().unwrap().to_owned()
+    }
+
+    /// Links provider `name`'s identity `user` to the account signed in at `address`, as
+    /// a customer does: the link started, the provider's sign-in, the confirmation page
+    /// and its Link button; the page it ends on.
+    pub(crate) fn link_at(&mut self, address: &str, name: &str, user: &str) -> Page {
+        let url = self.start_link_at(address, name);
+        let offer = self.follow(&url, user);
+        assert_eq!(offer.status, 200, "{}", offer.body);
+        assert!(
+            offer.body.contains("Link this identity to your account?"),
+            "{}",
+            offer.body
+        );
+        self.answer_link_at(address, "link")
+    }
+
+    /// Posts `decision` (`link`, `cancel`) on the link's confirmation page, with the
+    /// session's CSRF token; the page it ends on.
+    pub(crate) fn answer_link_at(&mut self, address: &str, decision: &str) -> Page {
+        let csrf = self.api_at(address, "GET", "/me", None).1["csrfToken"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let posted = self.request(
+            "POST",
+            &format!("{address}/account/link"),
+            Some((
+                "application/x-www-form-urlencoded",
+                format!("csrf={csrf}&decision={decision}"),
+            )),
+            &[("origin", address)],
+        );
+        match posted.location.clone() {
+            Some(next) => self.follow(&next, ""),
+            None => posted,
+        }
     }
 
     /// Signs in at `app` with provider `name` as `user`; the dashboard page.
@@ -435,6 +489,18 @@ pub(crate) fn form_action(page: &Page) -> Option<String> {
     ACTION
         .captures(&page.body)
         .map(|c| absolute(&page.url, &c[1]))
+}
+
+/// The hidden fields of the page's form, as a form body.
+fn hidden_fields(page: &Page) -> String {
+    static HIDDEN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r#"type="hidden" name="([^"]+)" value="([^"]*)""#).unwrap()
+    });
+    HIDDEN
+        .captures_iter(&page.body)
+        .map(|c| format!("{}={}", &c[1], &c[2]))
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 pub(crate) fn lookup(app: &TestApp, key: &str) -> u16 {
@@ -607,7 +673,7 @@ fn a_customer_signs_in_makes_a_key_uses_it_limits_it_revokes_it_and_signs_out() 
     );
 
     // Linking provider 3 to this account; then provider 3 signs in to it.
-    let linked = browser.follow(&format!("{}/account/link/p3", app.address), "alice-at-3");
+    let linked = browser.link_at(&app.address, "p3", "alice-at-3");
     assert_eq!(linked.status, 200, "{}", linked.body);
     let (_, me) = browser.api(&app, "GET", "/me", None);
     assert_eq!(me["identities"].as_array().unwrap().len(), 2, "{me}");

@@ -73,6 +73,8 @@ mod payments;
 mod secrets;
 /// Slow and half-open connections under a 1,024-descriptor limit (the real binary).
 mod slow_clients;
+/// Links confirmed, sessions following identities, changes after a recent sign-in.
+mod stepup;
 /// Strangers cost nothing: unsigned webhooks and junk cookies make no store call.
 mod strangers;
 /// /api/suggest: prefix then substring, ranking, limits, errors, billing.

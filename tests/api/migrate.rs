@@ -96,7 +96,7 @@ fn a_file_deployment_moves_to_a_ledger_with_its_customers_signed_in_as_before() 
     // Alice: provider 1, then provider 2 linked.
     let mut alice = Browser::new();
     alice.sign_in_at(&before_at, "p1", "alice");
-    let linked = alice.follow(&format!("{before_at}/account/link/p2"), "alice-at-2");
+    let linked = alice.link_at(&before_at, "p2", "alice-at-2");
     assert_eq!(linked.status, 200, "{}", linked.body);
     let (_, created) = alice.api_at(&before_at, "POST", "/keys", Some(json!({"name": "web"})));
     let old_key = created["apiKey"].as_str().unwrap().to_owned();

@@ -187,6 +187,20 @@ fn the_dashboard_s_operations_document_only_the_errors_they_answer() {
                     "{method} {path}"
                 );
             }
+            // A change of keys, limits, identities or money needs a recent sign-in.
+            let recent = [
+                "rollKey",
+                "revokeKey",
+                "setLimits",
+                "unlinkIdentity",
+                "startTopup",
+            ]
+            .contains(&operation["operationId"].as_str().unwrap());
+            assert_eq!(
+                changes && text("403").contains("`Sign in again to do this: "),
+                recent,
+                "{method} {path}"
+            );
             let takes_body = operation.get("requestBody").is_some();
             assert_eq!(statuses.contains(&"413"), takes_body, "{method} {path}");
             if takes_body {
@@ -194,5 +208,5 @@ fn the_dashboard_s_operations_document_only_the_errors_they_answer() {
             }
         }
     }
-    assert_eq!(seen, 16);
+    assert_eq!(seen, 18);
 }

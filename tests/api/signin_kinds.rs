@@ -150,7 +150,7 @@ fn me(browser: &mut Browser, app: &TestApp) -> Value {
     me
 }
 
-fn query_value(url: &str, name: &str) -> String {
+pub(crate) fn query_value(url: &str, name: &str) -> String {
     url::Url::parse(url)
         .unwrap()
         .query_pairs()
@@ -359,7 +359,7 @@ fn github_with_allowed_orgs_lets_members_in_and_links_to_an_openid_account() {
     let mut customer = Browser::new();
     customer.sign_in(&app, "ms", &format!("carol@{TENANT_A}"));
     let account = me(&mut customer, &app)["accountId"].clone();
-    let linked = customer.follow(&format!("{}/account/link/gh", app.address), "hubot");
+    let linked = customer.link_at(&app.address, "gh", "hubot");
     assert!(linked.body.contains("Your account"), "{}", linked.body);
     let identities = me(&mut customer, &app)["identities"].clone();
     assert_eq!(identities.as_array().unwrap().len(), 2, "{identities}");

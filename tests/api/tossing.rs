@@ -64,15 +64,14 @@ fn a_link_started_in_one_session_completes_in_no_other_browser() {
         if signed_in {
             victim.sign_in(&app, "p2", "victim");
         }
-        let start = attacker.get(&format!("{}/account/link/p3", app.address));
-        assert_eq!(start.status, 303, "{}", start.body);
+        let url = attacker.start_link_at(&app.address, "p3");
         let state = attacker.cookie(&app.address, "postal_signin").unwrap();
         victim
             .cookies
             .entry(host_of(&app.address))
             .or_default()
             .insert("postal_signin".into(), state);
-        let page = victim.follow(start.location.as_deref().unwrap(), "victim-at-3");
+        let page = victim.follow(&url, "victim-at-3");
         assert_eq!(page.status, 403, "{}", page.body);
         assert!(page.body.contains(text), "{}", page.body);
     }
@@ -80,7 +79,7 @@ fn a_link_started_in_one_session_completes_in_no_other_browser() {
     assert_eq!(me["identities"].as_array().unwrap().len(), 1, "{me}");
 
     // In the attacker's own browser the same kind of link completes.
-    let linked = attacker.follow(&format!("{}/account/link/p3", app.address), "mallory-at-3");
+    let linked = attacker.link_at(&app.address, "p3", "mallory-at-3");
     assert_eq!(linked.status, 200, "{}", linked.body);
     let (_, me) = attacker.api(&app, "GET", "/me", None);
     // Identities linked in the same second come in the order of their issuers: compare sets.

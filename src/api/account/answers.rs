@@ -19,6 +19,14 @@ const REFUSED_403: (u16, &str) = (
      comes from another `Origin` than the public URL's (`Origin not allowed for the \
      dashboard`); nothing changed.",
 );
+const RECENT_403: (u16, &str) = (
+    403,
+    "The change lacks its session's `X-CSRF-Token` (`Missing or wrong X-CSRF-Token`), \
+     comes from another `Origin` than the public URL's (`Origin not allowed for the \
+     dashboard`), or the session's last sign-in is more than 15 minutes old (`Sign in again \
+     to do this: this session's last sign-in is more than 15 minutes old`: sign in again \
+     with `signInAgain`, then retry); nothing changed.",
+);
 const TOO_LARGE_413: (u16, &str) = (
     413,
     "The request body is larger than 64 KiB (`Request body too large`); nothing changed.",
@@ -70,14 +78,17 @@ macro_rules! bad_body {
 /// 401 and 403, any of `$also` (its 404), 413 and 500.
 macro_rules! body_change {
     ($rest:literal $(, $also:expr)*) => {
+        body_change!(REFUSED_403; $rest $(, $also)*)
+    };
+    ($refused:ident; $rest:literal $(, $also:expr)*) => {
         [
             bad_body!($rest),
             UNSIGNED_401,
-            REFUSED_403,
+            $refused,
             $($also,)*
             TOO_LARGE_413,
             LIMITED_429,
-        INTERNAL_500,
+            INTERNAL_500,
         ]
     };
 }
@@ -139,12 +150,13 @@ documented! {
 
 documented! {
     /// `revokeKey`.
-    KeyRevoke: [UNSIGNED_401, REFUSED_403, NO_KEY_404, LIMITED_429, INTERNAL_500]
+    KeyRevoke: [UNSIGNED_401, RECENT_403, NO_KEY_404, LIMITED_429, INTERNAL_500]
 }
 
 documented! {
     /// `rollKey`.
     KeyRoll: body_change!(
+        RECENT_403;
         "`graceHours` is not a whole number (`Invalid 'graceHours'`) or not 1 to 168 \
          (`graceHours must be 1 to 168 (7 days)`), the key is revoked (`a revoked \
          key cannot be rolled`), or the account holds 21 live keys, keys in their grace \
@@ -162,6 +174,7 @@ documented! {
 documented! {
     /// `setLimits`.
     SetLimits: body_change!(
+        RECENT_403;
         "a window is not a whole number (`Invalid '<window>'`), or it is 0 (`a limit \
          must be at least 1 (use --off to remove limits)`); nothing changed."
     )
@@ -184,6 +197,7 @@ documented! {
 documented! {
     /// `unlinkIdentity`.
     Unlink: body_change!(
+        RECENT_403;
         "`issuer` or `subject` is missing or not a string (`Invalid '<field>'`), the \
          account has no such identity (`no such identity on this account`), or it is \
          the last one (`an account keeps at least one identity`); nothing changed."
@@ -208,10 +222,12 @@ documented! {
         UNSIGNED_401,
         (
             403,
-            "The change lacks its session's `X-CSRF-Token` (`Missing or wrong X-CSRF-Token`) \
-             or comes from another `Origin` than the public URL's (`Origin not allowed for \
-             the dashboard`), or this server takes no cards (`Top-ups by card are not set up \
-             on this server. ...`); nothing changed.",
+            "The change lacks its session's `X-CSRF-Token` (`Missing or wrong X-CSRF-Token`), \
+             comes from another `Origin` than the public URL's (`Origin not allowed for \
+             the dashboard`), the session's last sign-in is more than 15 minutes old (`Sign \
+             in again to do this: this session's last sign-in is more than 15 minutes old`: \
+             sign in again with `signInAgain`, then retry), or this server takes no cards \
+             (`Top-ups by card are not set up on this server. ...`); nothing changed.",
         ),
         TOO_LARGE_413,
         LIMITED_429,
@@ -222,5 +238,62 @@ documented! {
              again in a minute`); the top-up is marked failed and nothing was charged. Retry \
              after `Retry-After` seconds.",
         ),
+    ]
+}
+
+/// The 429 of a start at a provider: the sign-ins started from the address, or the
+/// dashboard's limits.
+const STARTS_429: (u16, &str) = (
+    429,
+    "Too many sign-ins started a minute from the client's address (`Too many sign-ins \
+     were started from your address; try again in <n> seconds.`: 20), or too many requests \
+     (`Too many requests to the dashboard from your address`, `Too many requests in this \
+     session`); nothing changed. Retry after `Retry-After` seconds.",
+);
+/// The 503 of a start at a provider that cannot be reached.
+const PROVIDER_503: (u16, &str) = (
+    503,
+    "The provider could not be reached (`The provider <name> could not be reached; try \
+     again later.`), or the account service is busy; nothing changed. Retry after \
+     `Retry-After` seconds.",
+);
+
+documented! {
+    /// `linkIdentity`.
+    StartLink: [
+        bad_body!(
+            "`provider` is missing or not a string (`Invalid 'provider'`); nothing changed."
+        ),
+        UNSIGNED_401,
+        REFUSED_403,
+        (
+            404,
+            "No provider of that name is configured (`No such sign-in provider.`).",
+        ),
+        TOO_LARGE_413,
+        STARTS_429,
+        INTERNAL_500,
+        PROVIDER_503,
+    ]
+}
+
+documented! {
+    /// `signInAgain`.
+    SignInAgain: [
+        (
+            400,
+            "The session was opened before sessions recorded their identity (`This session \
+             does not know which identity opened it (it is older than this server's \
+             version); sign out and sign in again.`).",
+        ),
+        UNSIGNED_401,
+        REFUSED_403,
+        (
+            404,
+            "The provider of the session's identity was removed (`No such sign-in provider.`).",
+        ),
+        STARTS_429,
+        INTERNAL_500,
+        PROVIDER_503,
     ]
 }

@@ -35,8 +35,15 @@ async function api(method, path, body) {
 
 function usd(n) { return Number(n).toFixed(6).replace(/0{1,4}$/, "") + " USD"; }
 
+// A change of keys, limits, identities or money needs a sign-in of the last 15 minutes:
+// the server says "Sign in again to do this…", and the page offers it (the provider's
+// page, back here after; then the change is made again).
 function problem(where, error) {
-  where.replaceChildren(el("p", { class: "error", role: "alert" }, error.message));
+  const again = error.message.startsWith("Sign in again to do this") ? el("button", { class: "secondary",
+    id: "sign-in-again", onclick: async () => {
+      try { location.assign((await api("POST", "/reauth")).url); } catch (e) { problem(where, e); }
+    } }, "Sign in again") : null;
+  where.replaceChildren(el("p", { class: "error", role: "alert" }, error.message, again ? " " : null, again));
 }
 
 async function render(shown) {
@@ -81,6 +88,7 @@ function shownOnce(key) {
 }
 
 function keysArea(keys) {
+  const message = el("div");
   const rows = keys.map((k) => el("tr", {},
     el("td", {}, k.name || el("span", { class: "muted" }, "(no name)")),
     el("td", {}, k.kind, k.origins ? el("div", { class: "muted" }, k.origins.join(", ")) : null),
@@ -93,18 +101,21 @@ function keysArea(keys) {
       k.expiresAt ? null : el("button", { class: "secondary", "aria-label": `Roll ${k.name || k.keyId}`, onclick: async () => {
         const hours = prompt("Roll: a new key now; the old one keeps working for how many hours (1 to 168)?", "24");
         if (hours === null) return;
-        await render(await api("POST", `/keys/${encodeURIComponent(k.keyId)}/roll`, { graceHours: Number(hours) }));
+        try {
+          await render(await api("POST", `/keys/${encodeURIComponent(k.keyId)}/roll`, { graceHours: Number(hours) }));
+        } catch (e) { problem(message, e); }
       } }, "Roll"), " ",
       el("button", { class: "secondary", "aria-label": `Revoke ${k.name || k.keyId}`, onclick: async () => {
         if (!confirm(`Revoke ${k.name || k.keyId}? Requests with it get 401 from now on.`)) return;
-        await api("DELETE", "/keys/" + encodeURIComponent(k.keyId));
-        await render();
+        try {
+          await api("DELETE", "/keys/" + encodeURIComponent(k.keyId));
+          await render();
+        } catch (e) { problem(message, e); }
       } }, "Revoke")])));
   const kind = el("select", { id: "key-kind" }, el("option", { value: "secret" }, "Secret (servers)"),
     el("option", { value: "publishable" }, "Publishable (web pages)"));
   const origins = el("input", { id: "key-origins", placeholder: "https://shop.example.com", size: 40 });
   const name = el("input", { id: "key-name", maxlength: 100, placeholder: "e.g. checkout server" });
-  const message = el("div");
   const form = el("form", { onsubmit: async (event) => {
     event.preventDefault();
     const body = { name: name.value, kind: kind.value };
@@ -286,15 +297,22 @@ function ledgerArea(ledger) {
 }
 
 function securityArea(sessions) {
+  const linking = el("div");
   return el("section", { "aria-labelledby": "h-security" }, el("h2", { id: "h-security" }, "Sign-ins"),
     el("ul", { id: "identities" }, me.identities.map((i) => el("li", {}, `${i.provider}: `, i.email || i.subject,
       el("span", { class: "muted" }, ` (since ${i.linkedAt.slice(0, 10)}) `),
       me.identities.length > 1 ? el("button", { class: "secondary", onclick: async () => {
-        await api("POST", "/identities/unlink", { issuer: i.issuer, subject: i.subject });
-        await render();
+        try {
+          await api("POST", "/identities/unlink", { issuer: i.issuer, subject: i.subject });
+          await render();
+        } catch (e) { problem(linking, e); }
       } }, "Unlink") : null))),
-    el("p", {}, "Link another sign-in: ", me.providers.map((p) =>
-      [el("a", { href: "/account/link/" + encodeURIComponent(p) }, p), " "])),
+    el("p", {}, "Link another sign-in (the provider asks you to sign in, then you confirm): ",
+      me.providers.map((p) => [el("button", { class: "secondary link", onclick: async () => {
+        try { location.assign((await api("POST", "/identities/link", { provider: p })).url); }
+        catch (e) { problem(linking, e); }
+      } }, p), " "])),
+    linking,
     el("div", { class: "table-wrap" }, el("table", {},
       el("thead", {}, el("tr", {}, ["Session", "Signed in", "Last seen", "Browser", ""].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, sessions.map((s) => el("tr", {}, el("td", {}, s.sessionId, s.current ? " (this one)" : ""),

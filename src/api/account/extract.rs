@@ -79,8 +79,13 @@ macro_rules! session_extractor {
     };
 }
 
+/// A change of keys, limits, identities or money: `Changing`, by a session that signed
+/// in within the last 15 minutes (else 403, nothing changed: sign in again).
+pub(super) struct Recent(pub Session);
+
 session_extractor!(Signed, session);
 session_extractor!(Changing, changing);
+session_extractor!(Recent, recent);
 
 /// The most a dashboard request body holds.
 const MAX_BODY_BYTES: usize = 64 * 1024;

@@ -11,7 +11,7 @@ use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
 
 use super::Dashboard;
 use super::answers::{Failed, KeyRename, KeyRevoke, KeyRoll, NewKey, Read};
-use super::extract::{Body, Changing, DashboardBody, Signed};
+use super::extract::{Body, Changing, DashboardBody, Recent, Signed};
 use super::shared::refused;
 use crate::accounts::{AccountError, KeyLine};
 use crate::api::{ApiError, ApiTags};
@@ -298,7 +298,7 @@ impl KeysApi {
     async fn revoke_key(
         &self,
         dash: Data<&Arc<Dashboard>>,
-        changing: Changing,
+        changing: Recent,
         key_id: Path<String>,
     ) -> Result<Json<RevokedBody>, Failed<KeyRevoke>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());
@@ -322,7 +322,7 @@ impl KeysApi {
     async fn roll_key(
         &self,
         dash: Data<&Arc<Dashboard>>,
-        changing: Changing,
+        changing: Recent,
         key_id: Path<String>,
         body: Body<RollRequest>,
     ) -> Result<Created, Failed<KeyRoll>> {

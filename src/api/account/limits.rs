@@ -9,7 +9,7 @@ use poem_openapi::{Object, OpenApi};
 
 use super::Dashboard;
 use super::answers::{Failed, SetLimits};
-use super::extract::{Body, Changing, DashboardBody};
+use super::extract::{Body, DashboardBody, Recent};
 use super::shared::refused;
 use crate::api::{ApiError, ApiTags};
 use crate::domain::admin::{LimitsChange, Refused};
@@ -75,7 +75,7 @@ impl LimitsApi {
     async fn set_limits(
         &self,
         dash: Data<&Arc<Dashboard>>,
-        changing: Changing,
+        changing: Recent,
         body: Body<LimitsRequest>,
     ) -> Result<Json<LimitsAnswer>, Failed<SetLimits>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());

@@ -9,7 +9,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use secrecy::ExposeSecret;
 
 use super::answers::{Failed, Read, SignOut, Unlink};
-use super::extract::{Body, Changing, DashboardBody, Signed};
+use super::extract::{Body, Changing, DashboardBody, Recent, Signed};
 use super::limits::LimitsBody;
 use super::shared::rfc3339;
 use super::{Dashboard, now_unix};
@@ -155,7 +155,7 @@ impl UnlinkApi {
     async fn unlink(
         &self,
         dash: Data<&Arc<Dashboard>>,
-        changing: Changing,
+        changing: Recent,
         body: Body<UnlinkRequest>,
     ) -> Result<Json<UnlinkedBody>, Failed<Unlink>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());

@@ -23,6 +23,7 @@ mod extract;
 mod held;
 mod keys;
 mod limits;
+mod link;
 mod me;
 mod oidc;
 mod page;
@@ -36,6 +37,7 @@ mod webhook;
 pub(crate) use audit::AuditApi;
 pub(crate) use keys::KeysApi;
 pub(crate) use limits::LimitsApi;
+pub(crate) use link::StartsApi;
 pub(crate) use me::{MeApi, SignOutApi, UnlinkApi};
 pub(crate) use page::SecurityHeaders;
 pub(crate) use sessions::SessionsApi;
@@ -226,21 +228,38 @@ impl Dashboard {
         let row = self
             .admin(move |mut admin| async move { admin.session(&hash, now).await })
             .await?;
-        row.map(|row| Session { row })
+        row.map(|row| Session { row, hash })
             .ok_or_else(|| ApiError::unauthorized(NOT_SIGNED_IN))
     }
 
     /// As `session`, for a request that changes something: its `X-CSRF-Token` must be
     /// the session's and its `Origin` the public URL's, else 403 and nothing changes.
     async fn changing(&self, req: &Request) -> Result<Session, ApiError> {
+        let token = req.header("X-CSRF-Token").unwrap_or("").to_owned();
+        self.changing_with(req, &token).await
+    }
+
+    /// As `changing`, the CSRF token given (a form's field, `page`'s confirmation).
+    async fn changing_with(&self, req: &Request, token: &str) -> Result<Session, ApiError> {
         let session = self.session(req).await?;
         let origin = req.header(header::ORIGIN);
         if origin != Some(self.origin()) {
             return Err(ApiError::forbidden("Origin not allowed for the dashboard"));
         }
-        let token = req.header("X-CSRF-Token").unwrap_or("");
         if dashboard::token_hash(token) != dashboard::token_hash(session.row.csrf.expose_secret()) {
             return Err(ApiError::forbidden("Missing or wrong X-CSRF-Token"));
+        }
+        Ok(session)
+    }
+
+    /// As `changing`, for a change of keys, limits, identities or money (a roll, a revoke,
+    /// a limit change, an unlink, a top-up): the session must have signed in within
+    /// [`dashboard::RECENT_SIGNIN_SECS`], else 403 `SIGN_IN_AGAIN` and nothing changes
+    /// (the page offers `POST /account/api/reauth`).
+    async fn recent(&self, req: &Request) -> Result<Session, ApiError> {
+        let session = self.changing(req).await?;
+        if now_unix() - session.row.authenticated_at > dashboard::RECENT_SIGNIN_SECS {
+            return Err(ApiError::forbidden(SIGN_IN_AGAIN));
         }
         Ok(session)
     }
@@ -263,6 +282,8 @@ impl Dashboard {
 /// A signed-in customer's session.
 pub(super) struct Session {
     row: SessionRow,
+    /// The hash of its id, as stored.
+    hash: [u8; 32],
 }
 
 impl Session {
@@ -277,6 +298,9 @@ impl Session {
 }
 
 const NOT_SIGNED_IN: &str = "Not signed in";
+/// The answer to a change that needs a recent sign-in, in a session whose last is older.
+pub(super) const SIGN_IN_AGAIN: &str =
+    "Sign in again to do this: this session's last sign-in is more than 15 minutes old";
 /// The audit log's name of a change made through the sign-in itself.
 const CUSTOMER: &str = "customer (sign-in)";
 
@@ -337,7 +361,10 @@ pub(crate) fn pages(route: Route) -> Route {
         .at("/account/app.js", poem::get(page::script))
         .at("/account/app.css", poem::get(page::style))
         .at("/account/signin/:name", poem::get(oidc::start_signin))
-        .at("/account/link/:name", poem::get(oidc::link))
+        .at(
+            "/account/link",
+            poem::get(link::offered).post(link::confirm),
+        )
         .at("/account/callback/:name", poem::get(oidc::callback))
         .at("/account/stripe/webhook", poem::post(webhook::webhook))
 }
@@ -399,6 +426,8 @@ mod tests {
                     nonce: "nonce".into(),
                     verifier: SECRETS[1].into(),
                     link_account: None,
+                    purpose: crate::domain::dashboard::SignInPurpose::SignIn,
+                    session_hash: None,
                 }
             ),
         );
@@ -427,6 +456,9 @@ mod tests {
                     csrf: SECRETS[2].into(),
                     created_at: 0,
                     client: None,
+                    identity: None,
+                    authenticated_at: 0,
+                    link_offer: None,
                 }
             ),
         );

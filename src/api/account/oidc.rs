@@ -19,16 +19,21 @@ use poem::{Request, Response, handler};
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 
-use super::{Dashboard, STARTS_PER_MINUTE, cookie, now_unix, see_other};
+use super::{Dashboard, STARTS_PER_MINUTE, Session, cookie, now_unix, see_other};
 use crate::accounts::flow::{self, SignInError};
-use crate::accounts::{AccountError, Provider, SessionRow, SignIn};
-use crate::domain::dashboard;
-use crate::domain::ids::{AccountId, ProviderName, SessionId};
+use crate::accounts::{
+    AccountError, IdentityView, LinkOffer, Provider, SessionIdentity, SessionRow, SignIn,
+};
+use crate::api::ApiError;
+use crate::domain::dashboard::{self, SignInPurpose};
+use crate::domain::ids::{ProviderName, SessionId};
 
 /// Why a sign-in failed, shown to the person on a page (and its status).
-struct Failure {
+pub(super) struct Failure {
     status: StatusCode,
     text: String,
+    /// Seconds to wait (a 429's).
+    retry_after: Option<u64>,
 }
 
 impl Failure {
@@ -36,12 +41,30 @@ impl Failure {
         Failure {
             status,
             text: text.into(),
+            retry_after: None,
+        }
+    }
+
+    /// As the dashboard's JSON API answers it: its status and text (a provider that
+    /// cannot be reached: 503, retry in 30 seconds).
+    pub(super) fn into_api(self) -> ApiError {
+        match self.status.as_u16() {
+            400 => ApiError::bad_request(self.text),
+            403 => ApiError::forbidden(&self.text),
+            404 => ApiError::not_found(&self.text),
+            429 => ApiError::rate_limited(&self.text, self.retry_after.unwrap_or(60)),
+            500 => ApiError::internal(anyhow::anyhow!(self.text)),
+            _ => ApiError::unavailable(&self.text, 30),
         }
     }
 }
 
 fn failed(f: Failure) -> Response {
-    super::page::message(f.status, "Sign-in failed", &f.text)
+    let mut page = super::page::message(f.status, "Sign-in failed", &f.text);
+    if let Some(value) = f.retry_after.and_then(|s| s.to_string().parse().ok()) {
+        page.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    page
 }
 
 /// A provider's refusal, or its silence, as the page says it.
@@ -158,65 +181,58 @@ pub(super) async fn start_signin(
     Path(name): Path<String>,
     dash: Data<&Arc<Dashboard>>,
 ) -> Response {
-    if let Some(refused) = refused_start(&dash, req) {
-        return refused;
+    let started = match too_many_starts(&dash, req) {
+        Some(failure) => Err(failure),
+        None => begin(&dash, &name, None).await,
+    };
+    match started {
+        Ok(Started { url, cookie }) => {
+            let mut response = see_other(&url);
+            response.headers_mut().append(header::SET_COOKIE, cookie);
+            response
+        }
+        Err(failure) => failed(failure),
     }
-    start(&dash, &name, None).await.unwrap_or_else(failed)
 }
 
-/// At most [`STARTS_PER_MINUTE`] sign-ins started a minute per client IP (counted as the
-/// API counts a page's clients: an IPv6 /64, `X-Forwarded-For` from a trusted proxy);
-/// beyond, the 429 page (with `Retry-After`) to answer.
-fn refused_start(dash: &Dashboard, req: &Request) -> Option<Response> {
+/// At most [`STARTS_PER_MINUTE`] sign-ins (links, sign-ins again) started a minute per
+/// client IP (counted as the API counts a page's clients: an IPv6 /64, `X-Forwarded-For`
+/// from a trusted proxy); beyond, the 429 to answer.
+pub(super) fn too_many_starts(dash: &Dashboard, req: &Request) -> Option<Failure> {
     let ip = dash.client(req);
     dash.starts
         .admit(0, ip, STARTS_PER_MINUTE, std::time::SystemTime::now())
         .err()
-        .map(|e| {
-            let mut page = super::page::message(
-                StatusCode::TOO_MANY_REQUESTS,
-                "Too many sign-ins",
-                &format!(
-                    "Too many sign-ins were started from your address; try again in {} seconds.",
-                    e.retry_after
-                ),
-            );
-            if let Ok(value) = e.retry_after.to_string().parse() {
-                page.headers_mut().insert(header::RETRY_AFTER, value);
-            }
-            page
+        .map(|e| Failure {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            text: format!(
+                "Too many sign-ins were started from your address; try again in {} seconds.",
+                e.retry_after
+            ),
+            retry_after: Some(e.retry_after),
         })
 }
 
-/// `GET /account/link/{name}`: to the provider, to link its identity to the signed-in
-/// account.
-#[handler]
-pub(super) async fn link(
-    req: &Request,
-    Path(name): Path<String>,
-    dash: Data<&Arc<Dashboard>>,
-) -> Response {
-    let Ok(session) = dash.session(req).await else {
-        return see_other("/account");
-    };
-    if let Some(refused) = refused_start(&dash, req) {
-        return refused;
-    }
-    start(&dash, &name, Some(session.account()))
-        .await
-        .unwrap_or_else(failed)
+/// A sign-in started: where to send the browser, and the sign-in state's cookie.
+pub(super) struct Started {
+    pub url: String,
+    pub cookie: poem::http::HeaderValue,
 }
 
-async fn start(
+/// Starts a sign-in with provider `name`: kept (its state hashed) until its callback, the
+/// state in a cookie. `session`: the signed-in session a link or a sign-in again is for,
+/// which alone completes it; the person is then asked to sign in at the provider again.
+pub(super) async fn begin(
     dash: &Arc<Dashboard>,
     name: &str,
-    link_account: Option<AccountId>,
-) -> Result<Response, Failure> {
+    session: Option<(SignInPurpose, &Session)>,
+) -> Result<Started, Failure> {
     let provider = provider(dash, name).await?;
     let (http, redirect) = (dash.http.clone(), dash.redirect_uri(name));
+    let again = session.is_some();
     let authorization = dash
         .outside(move || {
-            flow::authorize(&http, &provider, &redirect)
+            flow::authorize(&http, &provider, &redirect, again)
                 .map_err(|e| signin_failure(provider.name.as_str(), e))
         })
         .await
@@ -231,24 +247,22 @@ async fn start(
         provider: ProviderName::new(name),
         nonce,
         verifier,
-        link_account,
+        link_account: session.map(|(_, s)| s.account()),
+        purpose: session.map_or(SignInPurpose::SignIn, |(purpose, _)| purpose),
+        session_hash: session.map(|(_, s)| s.hash),
     };
     let state_hash = dashboard::token_hash(state.expose_secret());
     let now = now_unix();
     dash.admin(move |mut admin| async move { admin.put_signin(&state_hash, &pending, now).await })
         .await
         .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.text()))?;
-    let mut response = see_other(&url);
-    response.headers_mut().append(
-        header::SET_COOKIE,
-        dash.set_cookie(
-            dash.cookies().signin,
-            state.expose_secret(),
-            dashboard::SIGNIN_SECS,
-            dash.cookies().signin_path,
-        ),
+    let cookie = dash.set_cookie(
+        dash.cookies().signin,
+        state.expose_secret(),
+        dashboard::SIGNIN_SECS,
+        dash.cookies().signin_path,
     );
-    Ok(response)
+    Ok(Started { url, cookie })
 }
 
 #[derive(Deserialize)]
@@ -326,21 +340,28 @@ async fn finish(
         nonce,
         verifier,
         link_account,
+        purpose,
+        session_hash,
         ..
     } = pending;
-    if let Some(account) = &link_account {
-        // Only the browser whose session started the link, still signed in to that
-        // account, completes it: a state planted in another browser (cookie tossing)
-        // would link the victim's identity to the planter's account (review L1).
-        let own = dash.session(req).await.ok();
-        if own.is_none_or(|session| session.account() != *account) {
-            return Err(Failure::new(
-                StatusCode::FORBIDDEN,
-                "This link was started in another session; sign in and link again from \
-                 your dashboard.",
-            ));
+    // A link or a sign-in again completes only in the session that started it, still
+    // live: a state planted in another browser (cookie tossing) would otherwise link the
+    // victim's identity to the planter's account (review L1). Checked before the code is
+    // redeemed.
+    let own = match purpose {
+        SignInPurpose::SignIn => None,
+        SignInPurpose::Link | SignInPurpose::Again => {
+            let own = dash.session(req).await.ok().filter(|session| {
+                Some(session.hash) == session_hash
+                    && link_account.as_ref() == Some(&session.account())
+            });
+            let Some(own) = own else {
+                return Err(Failure::new(StatusCode::FORBIDDEN, elsewhere(purpose)));
+            };
+            Some(own)
         }
-    }
+    };
+    let again = own.is_some();
     let identity = dash
         .outside(move || {
             let back = flow::Returned {
@@ -349,6 +370,7 @@ async fn finish(
                 verifier: &verifier,
                 nonce,
                 now,
+                again,
             };
             flow::identity(&http, &provider, back)
                 .map_err(|e| signin_failure(provider.name.as_str(), e))
@@ -366,11 +388,22 @@ async fn finish(
             e.text(),
         )
     };
-    if let Some(account) = link_account {
-        dash.admin(move |mut admin| async move { admin.link(&account, &identity, now).await })
-            .await
-            .map_err(refused)?;
-        return Ok(see_other("/account"));
+    match (purpose, own) {
+        (SignInPurpose::Link, Some(session)) => {
+            // Linked only once the customer confirms it on our page (`link`).
+            let offer = LinkOffer { identity, at: now };
+            let hash = session.hash;
+            dash.admin(move |mut admin| async move { admin.offer_link(&hash, Some(&offer)).await })
+                .await
+                .map_err(refused)?;
+            return Ok(see_other("/account/link"));
+        }
+        (SignInPurpose::Again, Some(session)) => {
+            return signed_in_again(dash, session, identity, now)
+                .await
+                .map_err(refused);
+        }
+        _ => {}
     }
     let signups_open = dash.signups_open;
     let client_text = req
@@ -409,6 +442,9 @@ async fn finish(
             csrf,
             created_at: now,
             client: client_text,
+            identity: Some(SessionIdentity::of(&identity)),
+            authenticated_at: now,
+            link_offer: None,
         };
         admin.create_session(&id_hash, &row, &how).await?;
         Ok::<_, AccountError>(())
@@ -426,6 +462,56 @@ async fn finish(
         ),
     );
     Ok(response)
+}
+
+/// The page's text when a link or a sign-in again comes back to another browser or
+/// session than the one that started it.
+fn elsewhere(purpose: SignInPurpose) -> &'static str {
+    match purpose {
+        SignInPurpose::Link => {
+            "This link was started in another session; sign in and link again from your \
+             dashboard."
+        }
+        _ => {
+            "This sign-in again was started in another session; start it again from your \
+             dashboard."
+        }
+    }
+}
+
+/// A session's sign-in again came back with `identity`: it must be the identity the
+/// session was opened with (for a session older than that record, one of its account's);
+/// the session's changes are then open for the next 15 minutes.
+async fn signed_in_again(
+    dash: &Arc<Dashboard>,
+    session: Session,
+    identity: IdentityView,
+    now: i64,
+) -> Result<Response, ApiError> {
+    let (hash, account, actor) = (session.hash, session.account(), session.actor());
+    let known = session.row.identity.clone();
+    dash.admin_as(actor, move |mut admin| async move {
+        let same = match &known {
+            Some(known) => known.is(&identity),
+            None => admin
+                .identities(&account)
+                .await?
+                .iter()
+                .any(|i| i.issuer == identity.issuer && i.subject == identity.subject),
+        };
+        if !same {
+            return Err(AccountError::Invalid(
+                "You signed in again as another identity than this session's; sign in again \
+                 as the same person to make this change."
+                    .into(),
+            ));
+        }
+        admin
+            .prove_session(&account, &hash, &SessionIdentity::of(&identity), now)
+            .await
+    })
+    .await?;
+    Ok(see_other("/account"))
 }
 
 #[cfg(test)]

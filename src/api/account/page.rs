@@ -17,7 +17,7 @@ const SCRIPT: &str = include_str!("app.js");
 const STYLE: &str = include_str!("app.css");
 
 /// Escapes text for HTML.
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -32,7 +32,7 @@ fn escape(text: &str) -> String {
     out
 }
 
-fn html(status: StatusCode, title: &str, body: &str) -> Response {
+pub(super) fn html(status: StatusCode, title: &str, body: &str) -> Response {
     let page = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::answers::{Failed, Read, StartTopup};
-use super::extract::{Body, Changing, DashboardBody, Signed};
+use super::extract::{Body, DashboardBody, Recent, Signed};
 use super::webhook::stripe_failed;
 use super::{Dashboard, now_unix};
 use crate::accounts::stripe;
@@ -143,7 +143,7 @@ impl TopupsApi {
     async fn start(
         &self,
         dash: Data<&Arc<Dashboard>>,
-        changing: Changing,
+        changing: Recent,
         body: Body<TopupRequest>,
     ) -> Result<Started, Failed<StartTopup>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());

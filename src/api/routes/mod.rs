@@ -69,6 +69,7 @@ routes!(
     crate::api::account::UsageApi,
     crate::api::account::SessionsApi,
     crate::api::account::UnlinkApi,
+    crate::api::account::StartsApi,
     crate::api::account::AuditApi,
     crate::api::account::SignOutApi,
     crate::api::account::TopupsApi,

@@ -6,8 +6,8 @@ use secrecy::ExposeSecret;
 use tokio_postgres::{Client, GenericClient};
 
 use crate::db::admin::{
-    AccountError, AuditEntry, Audited, IdentityView, Page, Paging, Provider, SessionRow,
-    SessionView, SignIn, SignedIn, session_query,
+    AccountError, AuditEntry, Audited, IdentityView, LinkOffer, Page, Paging, Provider,
+    SessionIdentity, SessionRow, SessionView, SignIn, SignedIn, session_identity, session_query,
 };
 use crate::domain::admin::AuditAction;
 use crate::domain::dashboard::{self, DashboardRefused};
@@ -80,12 +80,18 @@ pub async fn providers(client: &Client) -> Result<Vec<Provider>, AccountError> {
 pub async fn remove_provider(
     client: &mut Client,
     name: &ProviderName,
+    now: i64,
 ) -> Result<(bool, i64), AccountError> {
     let tx = client.transaction().await?;
     let removed = tx
         .execute("DELETE FROM oidc_providers WHERE name = $1", &[&name])
         .await?
         > 0;
+    tx.execute(
+        "UPDATE sessions SET ended_at = $2 WHERE provider = $1 AND ended_at IS NULL",
+        &[&name, &now],
+    )
+    .await?;
     let version = super::changes::bump(&tx).await?;
     tx.commit().await?;
     Ok((removed, version))
@@ -104,8 +110,9 @@ pub async fn put_signin(
     )
     .await?;
     tx.execute(
-        "INSERT INTO signins (state_hash, provider, nonce, verifier, link_account, created_at)
-         VALUES ($1, $2, $3, $4, (SELECT id FROM accounts WHERE public_id = $5), $6)",
+        "INSERT INTO signins (state_hash, provider, nonce, verifier, link_account, created_at,
+                              purpose, session_hash)
+         VALUES ($1, $2, $3, $4, (SELECT id FROM accounts WHERE public_id = $5), $6, $7, $8)",
         &[
             &&state_hash[..],
             &signin.provider,
@@ -113,6 +120,8 @@ pub async fn put_signin(
             &signin.verifier.expose_secret(),
             &signin.link_account,
             &now,
+            &signin.purpose,
+            &signin.session_hash.as_ref().map(|h| &h[..]),
         ],
     )
     .await?;
@@ -129,7 +138,8 @@ pub async fn take_signin(
     let row = client
         .query_opt(
             "WITH taken AS (DELETE FROM signins WHERE state_hash = $1 RETURNING *)
-             SELECT t.provider, t.nonce, t.verifier, a.public_id, t.created_at
+             SELECT t.provider, t.nonce, t.verifier, a.public_id, t.created_at, t.purpose,
+                    t.session_hash
              FROM taken t LEFT JOIN accounts a ON a.id = t.link_account",
             &[&&state_hash[..]],
         )
@@ -141,6 +151,10 @@ pub async fn take_signin(
             nonce: r.get(1),
             verifier: r.get::<_, String>(2).into(),
             link_account: r.get(3),
+            purpose: r.get(5),
+            session_hash: r
+                .get::<_, Option<Vec<u8>>>(6)
+                .and_then(|h| h.try_into().ok()),
         })
     }))
 }
@@ -263,7 +277,7 @@ pub async fn unlink(
     issuer: &str,
     subject: &str,
     now: i64,
-) -> Result<(), AccountError> {
+) -> Result<u64, AccountError> {
     let tx = client.transaction().await?;
     let rowid: i64 = tx
         .query_opt(
@@ -295,8 +309,15 @@ pub async fn unlink(
     if linked <= 1 {
         return Err(refused(DashboardRefused::LastIdentity));
     }
+    let ended = tx
+        .execute(
+            "UPDATE sessions SET ended_at = $4
+             WHERE account_id = $1 AND issuer = $2 AND subject = $3 AND ended_at IS NULL",
+            &[&rowid, &issuer, &subject, &now],
+        )
+        .await?;
     tx.commit().await?;
-    Ok(())
+    Ok(ended)
 }
 
 pub async fn identities(
@@ -332,8 +353,9 @@ pub async fn create_session(
     let rowid = account_rowid(client, &session.account_id).await?;
     client
         .execute(
-            "INSERT INTO sessions (id_hash, public_id, account_id, csrf, created_at, seen_at, client)
-             VALUES ($1, $2, $3, $4, $5, $5, $6)",
+            "INSERT INTO sessions (id_hash, public_id, account_id, csrf, created_at, seen_at,
+                                   client, provider, issuer, subject, authenticated_at)
+             VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $10)",
             &[
                 &&id_hash[..],
                 &session.public_id,
@@ -341,6 +363,10 @@ pub async fn create_session(
                 &session.csrf.expose_secret(),
                 &session.created_at,
                 &session.client,
+                &session.identity.as_ref().map(|i| &i.provider),
+                &session.identity.as_ref().map(|i| &i.issuer),
+                &session.identity.as_ref().map(|i| &i.subject),
+                &session.authenticated_at,
             ],
         )
         .await?;
@@ -376,7 +402,46 @@ pub async fn session(
         csrf: r.get::<_, String>(2).into(),
         created_at,
         client: r.get(5),
+        identity: session_identity(r.get(6), r.get(7), r.get(8)),
+        authenticated_at: r.get(9),
+        link_offer: LinkOffer::from_stored(r.get::<_, Option<String>>(10).as_deref()),
     }))
+}
+
+pub async fn prove_session(
+    client: &Client,
+    id_hash: &[u8; 32],
+    identity: &SessionIdentity,
+    now: i64,
+) -> Result<(), AccountError> {
+    client
+        .execute(
+            "UPDATE sessions SET provider = $2, issuer = $3, subject = $4, authenticated_at = $5
+             WHERE id_hash = $1 AND ended_at IS NULL",
+            &[
+                &&id_hash[..],
+                &identity.provider,
+                &identity.issuer,
+                &identity.subject,
+                &now,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn offer_link(
+    client: &Client,
+    id_hash: &[u8; 32],
+    offer: Option<&LinkOffer>,
+) -> Result<(), AccountError> {
+    client
+        .execute(
+            "UPDATE sessions SET link_offer = $2 WHERE id_hash = $1 AND ended_at IS NULL",
+            &[&&id_hash[..], &offer.map(LinkOffer::stored)],
+        )
+        .await?;
+    Ok(())
 }
 
 pub async fn end_session(

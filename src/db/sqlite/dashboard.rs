@@ -6,8 +6,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use secrecy::ExposeSecret;
 
 use crate::db::admin::{
-    AccountError, AuditEntry, Audited, IdentityView, Page, Paging, Provider, SessionRow,
-    SessionView, SignIn, SignedIn, session_query,
+    AccountError, AuditEntry, Audited, IdentityView, LinkOffer, Page, Paging, Provider,
+    SessionIdentity, SessionRow, SessionView, SignIn, SignedIn, session_identity, session_query,
 };
 use crate::db::sqlite::accounts::insert_account;
 use crate::db::sqlite::decode::find_account;
@@ -74,8 +74,20 @@ pub fn providers(conn: &Connection) -> Result<Vec<Provider>, AccountError> {
 }
 
 /// Removes the provider (identities it made stay with their accounts); whether it was there.
-pub fn remove_provider(conn: &mut Connection, name: &ProviderName) -> Result<bool, AccountError> {
-    Ok(conn.execute("DELETE FROM oidc_providers WHERE name = ?1", [name])? > 0)
+/// Sessions opened with its identities end with it.
+pub fn remove_provider(
+    conn: &mut Connection,
+    name: &ProviderName,
+    now: i64,
+) -> Result<bool, AccountError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let removed = tx.execute("DELETE FROM oidc_providers WHERE name = ?1", [name])? > 0;
+    tx.execute(
+        "UPDATE sessions SET ended_at = ?2 WHERE provider = ?1 AND ended_at IS NULL",
+        params![name, now],
+    )?;
+    tx.commit()?;
+    Ok(removed)
 }
 
 /// Keeps a sign-in under way (its state hashed) until its callback takes it.
@@ -92,15 +104,18 @@ pub fn put_signin(
         [now - dashboard::SIGNIN_SECS],
     )?;
     tx.execute(
-        "INSERT INTO signins (state_hash, provider, nonce, verifier, link_account, created_at)
-         VALUES (?1, ?2, ?3, ?4, (SELECT id FROM accounts WHERE public_id = ?5), ?6)",
+        "INSERT INTO signins (state_hash, provider, nonce, verifier, link_account, created_at,
+                              purpose, session_hash)
+         VALUES (?1, ?2, ?3, ?4, (SELECT id FROM accounts WHERE public_id = ?5), ?6, ?7, ?8)",
         params![
             &state_hash[..],
             signin.provider,
             signin.nonce,
             signin.verifier.expose_secret(),
             signin.link_account,
-            now
+            now,
+            signin.purpose,
+            signin.session_hash.as_ref().map(|h| &h[..]),
         ],
     )?;
     tx.commit()?;
@@ -116,7 +131,8 @@ pub fn take_signin(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let row = tx
         .query_row(
-            "SELECT s.provider, s.nonce, s.verifier, a.public_id, s.created_at
+            "SELECT s.provider, s.nonce, s.verifier, a.public_id, s.created_at, s.purpose,
+                    s.session_hash
              FROM signins s LEFT JOIN accounts a ON a.id = s.link_account
              WHERE s.state_hash = ?1",
             [&state_hash[..]],
@@ -127,6 +143,8 @@ pub fn take_signin(
                         nonce: r.get(1)?,
                         verifier: r.get::<_, String>(2)?.into(),
                         link_account: r.get(3)?,
+                        purpose: r.get(5)?,
+                        session_hash: r.get(6)?,
                     },
                     r.get::<_, i64>(4)?,
                 ))
@@ -236,14 +254,15 @@ pub fn link(
     Ok(())
 }
 
-/// Unlinks one of the account's identities, keeping at least one.
+/// Unlinks one of the account's identities, keeping at least one, and ends the sessions
+/// opened with it; how many it ended.
 pub fn unlink(
     conn: &mut Connection,
     account_id: &AccountId,
     issuer: &str,
     subject: &str,
     now: i64,
-) -> Result<(), AccountError> {
+) -> Result<u64, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, _) = find_account(&tx, account_id)?;
     let linked: i64 = tx.query_row(
@@ -264,8 +283,13 @@ pub fn unlink(
     if linked <= 1 {
         return Err(refused(DashboardRefused::LastIdentity));
     }
+    let ended = tx.execute(
+        "UPDATE sessions SET ended_at = ?4
+         WHERE account_id = ?1 AND issuer = ?2 AND subject = ?3 AND ended_at IS NULL",
+        params![rowid, issuer, subject, now],
+    )?;
     tx.commit()?;
-    Ok(())
+    Ok(ended as u64)
 }
 
 /// The account's linked identities, oldest first.
@@ -302,15 +326,20 @@ pub fn create_session(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, _) = find_account(&tx, &session.account_id)?;
     tx.execute(
-        "INSERT INTO sessions (id_hash, public_id, account_id, csrf, created_at, seen_at, client)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)",
+        "INSERT INTO sessions (id_hash, public_id, account_id, csrf, created_at, seen_at, client,
+                               provider, issuer, subject, authenticated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             &id_hash[..],
             session.public_id,
             rowid,
             session.csrf.expose_secret(),
             session.created_at,
-            session.client
+            session.client,
+            session.identity.as_ref().map(|i| &i.provider),
+            session.identity.as_ref().map(|i| &i.issuer),
+            session.identity.as_ref().map(|i| &i.subject),
+            session.authenticated_at,
         ],
     )?;
     tx.commit()?;
@@ -333,6 +362,9 @@ pub fn session(
                     csrf: r.get::<_, String>(2)?.into(),
                     created_at: r.get(3)?,
                     client: r.get(5)?,
+                    identity: session_identity(r.get(6)?, r.get(7)?, r.get(8)?),
+                    authenticated_at: r.get(9)?,
+                    link_offer: LinkOffer::from_stored(r.get::<_, Option<String>>(10)?.as_deref()),
                 },
                 r.get::<_, i64>(4)?,
             ))
@@ -351,6 +383,41 @@ pub fn session(
         )?;
     }
     Ok(Some(row))
+}
+
+/// Records that the live session `id_hash` signed in again, now, with `identity`.
+pub fn prove_session(
+    conn: &mut Connection,
+    id_hash: &[u8; 32],
+    identity: &SessionIdentity,
+    now: i64,
+) -> Result<(), AccountError> {
+    conn.execute(
+        "UPDATE sessions SET provider = ?2, issuer = ?3, subject = ?4, authenticated_at = ?5
+         WHERE id_hash = ?1 AND ended_at IS NULL",
+        params![
+            &id_hash[..],
+            identity.provider,
+            identity.issuer,
+            identity.subject,
+            now
+        ],
+    )?;
+    Ok(())
+}
+
+/// Keeps (or with `None`, drops) the identity a link brought back on the live session
+/// `id_hash`, until its customer confirms it.
+pub fn offer_link(
+    conn: &mut Connection,
+    id_hash: &[u8; 32],
+    offer: Option<&LinkOffer>,
+) -> Result<(), AccountError> {
+    conn.execute(
+        "UPDATE sessions SET link_offer = ?2 WHERE id_hash = ?1 AND ended_at IS NULL",
+        params![&id_hash[..], offer.map(LinkOffer::stored)],
+    )?;
+    Ok(())
 }
 
 /// Ends the account's session named `public_id`; whether it was live.
