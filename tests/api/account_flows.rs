@@ -141,6 +141,32 @@ fn over_a_cluster_ledger_the_dashboard_holds_on_every_node() {
     let (status, _) = browser.api_at(b, "DELETE", &format!("/keys/{key_id}"), None);
     assert_eq!(status, 200);
     assert_eq!((look(a), look(b)), (401, 401));
+    // A link confirmed on one node, a sign-in again on the other, and an unlink that ends
+    // the sessions the identity opened, wherever they were opened.
+    browser.link_at(a, "p3", "dora-at-3");
+    let mut other = Browser::new();
+    other.sign_in_at(b, "p3", "dora-at-3");
+    assert_eq!(
+        other.api_at(b, "GET", "/me", None).1["accountId"],
+        me["accountId"]
+    );
+    let (status, started) = browser.api_at(b, "POST", "/reauth", None);
+    assert_eq!(status, 200, "{started}");
+    let page = browser.follow(started["url"].as_str().unwrap(), "dora");
+    assert!(page.body.contains("Your account"), "{}", page.body);
+    let (_, me) = browser.api_at(a, "GET", "/me", None);
+    let issuer = me["identities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["subject"] == "dora-at-3")
+        .unwrap()["issuer"]
+        .clone();
+    let unlink = json!({"issuer": issuer, "subject": "dora-at-3"});
+    let (status, _) = browser.api_at(a, "POST", "/identities/unlink", Some(unlink));
+    assert_eq!(status, 200);
+    assert_eq!(other.api_at(b, "GET", "/me", None).0, 401);
+    assert_eq!(browser.api_at(b, "GET", "/me", None).0, 200);
     // Only one account: the identity's, made once.
     let listed = Command::new(postal)
         .args(["--ledger", url, "account", "list"])
