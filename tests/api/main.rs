@@ -73,7 +73,8 @@ mod payments;
 mod secrets;
 /// Slow and half-open connections under a 1,024-descriptor limit (the real binary).
 mod slow_clients;
-/// Links confirmed, sessions following identities, changes after a recent sign-in.
+/// Links confirmed, sessions following identities, changes after a recent sign-in (and
+/// the `Browser`'s link helpers).
 mod stepup;
 /// Strangers cost nothing: unsigned webhooks and junk cookies make no store call.
 mod strangers;

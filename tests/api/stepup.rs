@@ -7,7 +7,7 @@
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use crate::account::{Browser, host_of, providers};
+use crate::account::{Browser, Page, host_of, providers};
 use crate::helpers::{TestApp, spawn_app};
 use crate::signin_kinds::query_value;
 
@@ -23,6 +23,58 @@ fn subjects(me: &Value) -> Vec<String> {
         .collect();
     subjects.sort();
     subjects
+}
+
+impl Browser {
+    /// Starts a link of provider `name` to the account signed in at `address`, as the
+    /// page's button does (`POST /account/api/identities/link`): the provider's URL.
+    pub(crate) fn start_link_at(&mut self, address: &str, name: &str) -> String {
+        let (status, started) = self.api_at(
+            address,
+            "POST",
+            "/identities/link",
+            Some(json!({"provider": name})),
+        );
+        assert_eq!(status, 200, "{started}");
+        started["url"].as_str().unwrap().to_owned()
+    }
+
+    /// Links provider `name`'s identity `user` to the account signed in at `address`, as
+    /// a customer does: the link started, the provider's sign-in, the confirmation page
+    /// and its Link button; the page it ends on.
+    pub(crate) fn link_at(&mut self, address: &str, name: &str, user: &str) -> Page {
+        let url = self.start_link_at(address, name);
+        let offer = self.follow(&url, user);
+        assert_eq!(offer.status, 200, "{}", offer.body);
+        assert!(
+            offer.body.contains("Link this identity to your account?"),
+            "{}",
+            offer.body
+        );
+        self.answer_link_at(address, "link")
+    }
+
+    /// Posts `decision` (`link`, `cancel`) on the link's confirmation page, with the
+    /// session's CSRF token; the page it ends on.
+    pub(crate) fn answer_link_at(&mut self, address: &str, decision: &str) -> Page {
+        let csrf = self.api_at(address, "GET", "/me", None).1["csrfToken"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let posted = self.request(
+            "POST",
+            &format!("{address}/account/link"),
+            Some((
+                "application/x-www-form-urlencoded",
+                format!("csrf={csrf}&decision={decision}"),
+            )),
+            &[("origin", address)],
+        );
+        match posted.location.clone() {
+            Some(next) => self.follow(&next, ""),
+            None => posted,
+        }
+    }
 }
 
 /// The account's audit lines of `action`, newest first.
