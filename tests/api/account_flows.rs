@@ -452,6 +452,46 @@ fn in_a_browser_a_customer_signs_in_makes_a_key_limits_and_revokes_it() {
         usage.click().await.ok();
         std::fs::write(shot("usage"), client.screenshot().await.unwrap()).unwrap();
 
+        // Linking p3 from the page's button: the provider's sign-in, then our question.
+        let click = async |xpath: &str| {
+            client
+                .wait()
+                .at_most(wait)
+                .for_element(Locator::XPath(xpath))
+                .await
+                .unwrap_or_else(|e| panic!("{xpath}: {e}"))
+                .click()
+                .await
+                .unwrap();
+        };
+        click("//button[contains(@class, 'link') and . = 'p3']").await;
+        at_the_provider(&client, "alice-at-3", "//button[@value='link']").await;
+        std::fs::write(shot("link-confirm"), client.screenshot().await.unwrap()).unwrap();
+        click("//button[@value='link']").await;
+        assert!(text_of("#identities").await.contains("p3: alice-at-3"));
+
+        // A sign-in 16 minutes old: the limits are not saved until the customer signs in
+        // again from the page's button.
+        rusqlite::Connection::open(&app.db)
+            .unwrap()
+            .execute(
+                "UPDATE sessions SET authenticated_at = authenticated_at - 960",
+                [],
+            )
+            .unwrap();
+        client.refresh().await.unwrap();
+        click("//*[@id='save-limits']").await;
+        click("//button[@id='sign-in-again']").await;
+        // Asked to sign in again, the provider shows its login form (the page it leaves
+        // holds a balance too).
+        text_of("input[name=login]").await;
+        at_the_provider(&client, "alice", "//*[@id='balance']").await;
+        click("//*[@id='save-limits']").await;
+        assert_eq!(
+            text_of("[role=status]").await,
+            "Limits saved; in force from the next request."
+        );
+
         client
             .find(Locator::Css("#signout"))
             .await
@@ -486,17 +526,22 @@ pub(crate) async fn browser_sign_in(client: &fantoccini::Client, address: &str, 
         .click()
         .await
         .unwrap();
-    // The provider's login form; or, when it still knows this browser (its own
-    // session), straight back to the dashboard.
+    at_the_provider(client, user, "//*[@id='balance']").await;
+}
+
+/// At a provider's pages in the browser `client`: its login form as `user` and its
+/// consent page, when it shows them (it shows none when it still knows the browser), until
+/// the page holds the element `back` (an XPath) names.
+pub(crate) async fn at_the_provider(client: &fantoccini::Client, user: &str, back: &str) {
+    use fantoccini::Locator;
+    let wait = std::time::Duration::from_secs(20);
     let first = client
         .wait()
         .at_most(wait)
-        .for_element(Locator::XPath(
-            "//input[@name='login'] | //*[@id='balance']",
-        ))
+        .for_element(Locator::XPath(&format!("//input[@name='login'] | {back}")))
         .await
         .unwrap();
-    if first.attr("id").await.unwrap().as_deref() == Some("balance") {
+    if first.attr("name").await.unwrap().as_deref() != Some("login") {
         return;
     }
     first.send_keys(user).await.unwrap();
@@ -514,18 +559,18 @@ pub(crate) async fn browser_sign_in(client: &fantoccini::Client, address: &str, 
         .click()
         .await
         .unwrap();
-    // The consent page (the first time) or straight back to the dashboard: waited
-    // for by what only they hold (the login page's own button would match a plain
-    // `button[type=submit]` until it is gone).
+    // The consent page (the first time) or straight back: waited for by what only they
+    // hold (the login page's own button would match a plain `button[type=submit]` until
+    // it is gone).
     let next = client
         .wait()
         .at_most(wait)
-        .for_element(Locator::XPath(
-            "//input[@name='prompt' and @value='consent'] | //*[@id='balance']",
-        ))
+        .for_element(Locator::XPath(&format!(
+            "//input[@name='prompt' and @value='consent'] | {back}"
+        )))
         .await
         .unwrap();
-    if next.attr("id").await.unwrap().as_deref() != Some("balance") {
+    if next.attr("name").await.unwrap().as_deref() == Some("prompt") {
         client
             .find(Locator::XPath(
                 "//form[input[@name='prompt' and @value='consent']]//button",
@@ -533,6 +578,12 @@ pub(crate) async fn browser_sign_in(client: &fantoccini::Client, address: &str, 
             .await
             .unwrap()
             .click()
+            .await
+            .unwrap();
+        client
+            .wait()
+            .at_most(wait)
+            .for_element(Locator::XPath(back))
             .await
             .unwrap();
     }

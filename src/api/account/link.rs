@@ -159,7 +159,7 @@ pub(super) async fn offered(req: &Request, dash: Data<&Arc<Dashboard>>) -> Respo
         .as_deref()
         .map(|e| format!("<dt>E-mail</dt><dd>{}</dd>", escape(e)))
         .unwrap_or_default();
-    html(
+    let mut page = html(
         StatusCode::OK,
         "Link a sign-in",
         &format!(
@@ -178,7 +178,14 @@ pub(super) async fn offered(req: &Request, dash: Data<&Arc<Dashboard>>) -> Respo
             subject = escape(&i.subject),
             csrf = escape(session.row.csrf.expose_secret()),
         ),
-    )
+    );
+    // Its form is a change, checked for its Origin: under the dashboard's `no-referrer` a
+    // browser would send `Origin: null` with it (`page::SecurityHeaders`).
+    page.headers_mut().insert(
+        poem::http::header::REFERRER_POLICY,
+        poem::http::HeaderValue::from_static("same-origin"),
+    );
+    page
 }
 
 #[derive(Deserialize)]

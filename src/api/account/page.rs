@@ -185,10 +185,12 @@ impl<E: Endpoint> Endpoint for SecurityHeadersEndpoint<E> {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         );
-        headers.insert(
-            header::REFERRER_POLICY,
-            HeaderValue::from_static("no-referrer"),
-        );
+        // A page that posts a form to this server says `same-origin` itself: under
+        // `no-referrer` a browser sends `Origin: null` with the form, which the dashboard
+        // refuses.
+        headers
+            .entry(header::REFERRER_POLICY)
+            .or_insert(HeaderValue::from_static("no-referrer"));
         headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
         if policy == ACCOUNT_POLICY && !headers.contains_key(header::CACHE_CONTROL) {
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
