@@ -228,3 +228,93 @@ fn the_ledger_comes_newest_first_a_page_at_a_time() {
         assert_eq!(status, 400, "limit={limit}");
     }
 }
+
+#[test]
+fn the_audit_logs_csv_of_many_pages_comes_whole_in_order_every_line_once() {
+    let app = spawn_app_with(Default::default());
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let mut browser = Browser::new();
+    browser.sign_in(&app, "p1", "dave");
+    let (_, me) = browser.api(&app, "GET", "/me", None);
+    let account = me["accountId"].as_str().unwrap().to_owned();
+    // 1,234 more lines: two pages of the CSV's 500 and part of a third, each detail to be
+    // quoted (a comma, a quote, a line break) and numbered.
+    let mut conn = rusqlite::Connection::open(&app.db).unwrap();
+    let write = conn.transaction().unwrap();
+    for n in 0..1234 {
+        write
+            .execute(
+                "INSERT INTO audit_log (account_id, at, actor, action, detail)
+                 SELECT id, 1796000000 + ?2, 'operator (CLI)', 'limits.set', ?3
+                 FROM accounts WHERE public_id = ?1",
+                rusqlite::params![account, n, format!("line {n}, \"quoted\"\nand broken")],
+            )
+            .unwrap();
+    }
+    write.commit().unwrap();
+
+    // The JSON pages, newest first, reversed: what the CSV must hold, oldest first.
+    let mut lines = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let (status, page) = browser.api(&app, "GET", &format!("/audit?limit=500{cursor}"), None);
+        assert_eq!(status, 200, "{page}");
+        lines.extend(page["entries"].as_array().unwrap().iter().cloned());
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    lines.reverse();
+    assert_eq!(
+        lines.len(),
+        1234 + 2,
+        "account.create and session.start first"
+    );
+    let mut expected = csv::Writer::from_writer(Vec::new());
+    expected
+        .write_record(["at", "actor", "action", "detail"])
+        .unwrap();
+    for line in &lines {
+        expected
+            .write_record(["at", "actor", "action", "detail"].map(|f| line[f].as_str().unwrap()))
+            .unwrap();
+    }
+    let expected = String::from_utf8(expected.into_inner().unwrap()).unwrap();
+
+    let url = format!("{}/account/api/audit?format=csv", app.address);
+    let csv = browser.get(&url);
+    assert_eq!(csv.status, 200);
+    assert!(csv.body == expected, "the CSV differs from the JSON pages");
+    let numbered: Vec<usize> = csv::Reader::from_reader(csv.body.as_bytes())
+        .records()
+        .skip(2)
+        .map(|r| {
+            r.unwrap()[3].split(',').next().unwrap()[5..]
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(numbered, (0..1234).collect::<Vec<_>>());
+
+    // Streamed: chunked, no length; its type as a log of one page.
+    let response = ureq::get(&url)
+        .header("cookie", browser.cookie_header(&url))
+        .header("accept-encoding", "identity")
+        .call()
+        .unwrap();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    assert_eq!(
+        header("content-type").as_deref(),
+        Some("text/csv; charset=utf-8")
+    );
+    assert_eq!(header("content-length"), None);
+    assert_eq!(header("transfer-encoding").as_deref(), Some("chunked"));
+}
