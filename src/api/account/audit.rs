@@ -139,6 +139,7 @@ async fn read(
         .await
 }
 
+/// Each entry as a line of the CSV, in the order of [`HEADER`].
 fn rows(entries: Vec<AuditEntry>) -> impl Iterator<Item = Vec<String>> {
     entries
         .into_iter()
