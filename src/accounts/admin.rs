@@ -149,8 +149,8 @@ impl Admin {
         }
     }
 
-    /// The account's audit log lines `paging` asks for (a page, newest first; or all,
-    /// oldest first).
+    /// The account's audit log lines `paging` asks for (a page, newest or oldest first;
+    /// or all, oldest first).
     pub async fn audit_entries(
         &mut self,
         account_id: &AccountId,

@@ -50,6 +50,13 @@ pub struct RequestMeta {
     pub(super) key_in_url: bool,
 }
 
+/// `value` marked sensitive: its `Debug` is `Sensitive`, so a printed `RequestMeta` never
+/// holds the key (a flag; the value is the request's own bytes, shared, not copied).
+fn sensitive(mut value: HeaderValue) -> HeaderValue {
+    value.set_sensitive(true);
+    value
+}
+
 impl RequestMeta {
     pub fn of(request: &Request) -> RequestMeta {
         let peer = request.remote_addr().as_socket_addr().map(|a| a.ip());
@@ -61,7 +68,10 @@ impl RequestMeta {
             .get(header::AUTHORIZATION)
             .filter(|v| bearer_token(v).is_some());
         RequestMeta {
-            header_key: bearer.or_else(|| headers.get(API_KEY_HEADER)).cloned(),
+            header_key: bearer
+                .or_else(|| headers.get(API_KEY_HEADER))
+                .cloned()
+                .map(sensitive),
             origin: headers.get(header::ORIGIN).cloned(),
             // Only compared with an Origin: a server's request copies nothing more.
             host: headers

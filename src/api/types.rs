@@ -2,9 +2,9 @@
 //! code request of lookup, metacode, validate and places, the envelope, and their
 //! examples from the real data. Each operation's own shapes are in its file (`routes`).
 
-use poem_openapi::Object;
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
 use poem_openapi::types::{Example, ParseFromJSON, ParseResult, ToJSON};
+use poem_openapi::{NewType, Object};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -157,6 +157,26 @@ documented_value!(
     |_: &mut Registry| {}
 );
 
+// The `apiKey` of a request body, documented as the string it is; its `Debug` shows `***`,
+// so a printed request never holds the key. The billed path reads the key from the body's
+// fields (`contract`), never through this type: nothing is added per request. (Plain
+// comments: a doc comment would become the description of every field of this type.)
+#[derive(Clone, PartialEq, NewType)]
+#[oai(from_parameter = false, from_multipart = false, to_header = false)]
+pub struct ApiKeyText(pub String);
+
+impl std::fmt::Debug for ApiKeyText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl From<&str> for ApiKeyText {
+    fn from(key: &str) -> ApiKeyText {
+        ApiKeyText(key.to_owned())
+    }
+}
+
 /// `country` / `countryCode`: one of GeoNames' 252 ISO 3166-1 alpha-2 codes, in any case
 /// (the enum lists upper, lower and mixed case; surrounding spaces are also accepted).
 #[derive(Debug, Clone, PartialEq)]
@@ -253,7 +273,7 @@ pub struct CodeRequest {
     pub zipcode: ZipCodeValue,
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
     // ISO 3166-1 alpha-2 code, case-insensitive; default `US` when absent (`null` is
     // not a code: 400). (A plain comment: a described `$ref` becomes an `allOf`, which
     // generated clients cannot read; the CountryCode schema states the rule.)

@@ -87,33 +87,56 @@ pub struct AccountLine {
     pub queries_today: u64,
 }
 
-/// A page of a listing, newest first (the dashboard's ledger and audit log): rows older
-/// than `before` (a row id: the cursor the page before answered), at most `page` of them;
+/// A page of a listing (the dashboard's ledger and audit log): rows past `cursor` (a row
+/// id: the `next` the page before answered) in `direction`, at most `page` of them;
 /// `page` `None`: every row, oldest first (the CLI's).
+///
+/// Keyset paging on the row id, both ways: the JSON pages go newest first, the audit log's
+/// CSV reads the whole log oldest first a page at a time (a line written meanwhile comes
+/// last, none twice).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Paging {
-    pub before: Option<i64>,
+    pub cursor: Option<i64>,
     pub page: Option<u32>,
+    pub direction: Direction,
+}
+
+/// The order a page of a listing comes in, by row id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Direction {
+    /// Rows older than the cursor, newest first.
+    #[default]
+    NewestFirst,
+    /// Rows newer than the cursor, oldest first.
+    OldestFirst,
 }
 
 impl Paging {
     /// The most rows a page holds.
     pub const MAX_PAGE: u32 = 500;
 
-    /// The query's `ORDER BY` (by `id`) and `LIMIT`, the limit a parameter written as
-    /// `param`.
-    pub fn order(&self, param: &str) -> String {
+    /// The query's condition on `id`, its `ORDER BY` and `LIMIT`: the cursor a parameter
+    /// written as `cursor`, the limit one written as `limit` (only with a `page`).
+    pub fn rows(&self, cursor: &str, limit: &str) -> String {
+        let (past, descending) = match self.direction {
+            Direction::NewestFirst => ("<", " DESC"),
+            Direction::OldestFirst => (">", ""),
+        };
         match self.page {
-            Some(_) => format!("ORDER BY id DESC LIMIT {param}"),
-            None => "ORDER BY id".to_owned(),
+            Some(_) => format!("id {past} {cursor} ORDER BY id{descending} LIMIT {limit}"),
+            None => format!("id {past} {cursor} ORDER BY id"),
         }
     }
 
-    /// The largest row id read, and the rows to ask for: the page's and one more, which
-    /// tells whether another page follows.
+    /// The cursor's parameter (past every row when there is none), and the rows to ask
+    /// for: the page's and one more, which tells whether another page follows.
     pub fn bounds(&self) -> (i64, i64) {
+        let start = match self.direction {
+            Direction::NewestFirst => i64::MAX,
+            Direction::OldestFirst => 0,
+        };
         (
-            self.before.unwrap_or(i64::MAX),
+            self.cursor.unwrap_or(start),
             i64::from(self.page.unwrap_or(0)) + 1,
         )
     }
@@ -139,7 +162,7 @@ impl Paging {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page<T> {
     pub entries: Vec<T>,
-    /// The `before` of the next (older) page; `None` on the last page.
+    /// The `cursor` of the next page; `None` on the last page.
     pub next: Option<i64>,
 }
 
@@ -160,12 +183,10 @@ impl LedgerQuery {
         format!(
             "SELECT id, at, kind, amount, balance_after, query_count, endpoint, note
              FROM ledger
-             WHERE account_id = {} AND at >= {} AND id < {}
-             {}",
+             WHERE account_id = {} AND at >= {} AND {}",
             param(1),
             param(2),
-            param(3),
-            self.paging.order(&param(4))
+            self.paging.rows(&param(3), &param(4))
         )
     }
 }

@@ -163,7 +163,7 @@ pub(crate) struct TwoNodes {
     _providers: Providers,
     _nodes: Vec<testkit::Serve>,
     _dir: tempfile::TempDir,
-    _pg: testkit::pg::PgCluster,
+    pub(crate) pg: testkit::pg::PgCluster,
 }
 
 pub(crate) fn two_nodes() -> Option<TwoNodes> {
@@ -188,7 +188,7 @@ pub(crate) fn two_nodes() -> Option<TwoNodes> {
         _providers: providers,
         _nodes: nodes,
         _dir: dir,
-        _pg: pg,
+        pg,
     })
 }
 

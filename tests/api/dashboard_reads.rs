@@ -1,12 +1,13 @@
 //! A GET of the dashboard changes nothing (issue 50, M2): `/me`'s balance is the books'
 //! (every charge answered, none flushed for it), no read makes the books reload or writes
-//! a session's last use more than once a minute; the ledger comes a page at a time.
+//! a session's last use more than once a minute; the ledger comes a page at a time, the
+//! audit log's CSV whole however many pages it is read in (on the file and the ledger).
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::account::{Browser, providers};
+use crate::account::{Browser, providers, two_nodes};
 use crate::helpers::{TestApp, spawn_app_with};
 use crate::strangers::counter;
 
@@ -227,4 +228,111 @@ fn the_ledger_comes_newest_first_a_page_at_a_time() {
         let (status, _) = browser.api(&app, "GET", &format!("/ledger?limit={limit}"), None);
         assert_eq!(status, 400, "limit={limit}");
     }
+}
+
+/// SQL, for either store, that writes 1,234 lines more in `account`'s audit log: two
+/// pages of the CSV's 500 and part of a third, each detail to be quoted (a comma, a quote,
+/// a line break) and numbered.
+fn many_audit_lines(account: &str) -> String {
+    format!(
+        "WITH RECURSIVE n (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 1233)
+         INSERT INTO audit_log (account_id, at, actor, action, detail)
+         SELECT a.id, 1796000000 + n.i, 'operator (CLI)', 'limits.set',
+                'line ' || n.i || ', \"quoted\"\nand broken'
+         FROM n, accounts a WHERE a.public_id = '{account}'"
+    )
+}
+
+/// The audit log's CSV at `address` (the browser signed in there, the log made of a
+/// sign-in and `many_audit_lines`): byte for byte the JSON pages, oldest first, written as
+/// one CSV; every numbered line once, in order; streamed (chunked, no length).
+fn the_csv_is_the_json_pages_oldest_first(browser: &mut Browser, address: &str) {
+    let mut lines = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let path = format!("/audit?limit=500{cursor}");
+        let (status, page) = browser.api_at(address, "GET", &path, None);
+        assert_eq!(status, 200, "{page}");
+        lines.extend(page["entries"].as_array().unwrap().iter().cloned());
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    lines.reverse();
+    assert_eq!(
+        lines.len(),
+        1234 + 2,
+        "account.create and session.start first"
+    );
+    let fields = ["at", "actor", "action", "detail"];
+    let mut expected = csv::Writer::from_writer(Vec::new());
+    expected.write_record(fields).unwrap();
+    for line in &lines {
+        expected
+            .write_record(fields.map(|f| line[f].as_str().unwrap()))
+            .unwrap();
+    }
+    let expected = String::from_utf8(expected.into_inner().unwrap()).unwrap();
+
+    let url = format!("{address}/account/api/audit?format=csv");
+    let csv = browser.get(&url);
+    assert_eq!(csv.status, 200);
+    assert!(csv.body == expected, "the CSV differs from the JSON pages");
+    let numbered: Vec<usize> = csv::Reader::from_reader(csv.body.as_bytes())
+        .records()
+        .skip(2)
+        .map(|r| {
+            r.unwrap()[3].split(',').next().unwrap()[5..]
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(numbered, (0..1234).collect::<Vec<_>>());
+
+    let response = ureq::get(&url)
+        .header("cookie", browser.cookie_header(&url))
+        .header("accept-encoding", "identity")
+        .call()
+        .unwrap();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    assert_eq!(
+        header("content-type").as_deref(),
+        Some("text/csv; charset=utf-8")
+    );
+    assert_eq!(header("content-length"), None);
+    assert_eq!(header("transfer-encoding").as_deref(), Some("chunked"));
+}
+
+#[test]
+fn the_audit_logs_csv_of_many_pages_comes_whole_in_order_every_line_once() {
+    let app = spawn_app_with(Default::default());
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let mut browser = Browser::new();
+    browser.sign_in(&app, "p1", "dave");
+    let (_, me) = browser.api(&app, "GET", "/me", None);
+    let account = me["accountId"].as_str().unwrap();
+    let conn = rusqlite::Connection::open(&app.db).unwrap();
+    conn.execute_batch(&many_audit_lines(account)).unwrap();
+    the_csv_is_the_json_pages_oldest_first(&mut browser, &app.address);
+}
+
+#[test]
+fn on_the_ledger_the_audit_logs_csv_of_many_pages_comes_whole_in_order_too() {
+    let Some(cluster) = two_nodes() else {
+        return;
+    };
+    let mut browser = Browser::new();
+    browser.sign_in_at(&cluster.a, "p1", "dave");
+    let (_, me) = browser.api_at(&cluster.a, "GET", "/me", None);
+    let account = me["accountId"].as_str().unwrap();
+    cluster.pg.execute(&many_audit_lines(account));
+    the_csv_is_the_json_pages_oldest_first(&mut browser, &cluster.a);
 }

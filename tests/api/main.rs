@@ -32,7 +32,7 @@ mod city_v4;
 mod compression;
 /// The dashboard under load on a cluster node: lookups and /readyz unharmed.
 mod dashboard_load;
-/// A dashboard GET changes nothing; the ledger a page at a time.
+/// A dashboard GET changes nothing; the ledger a page at a time; the audit log's CSV whole.
 mod dashboard_reads;
 /// The dataset's history: retired codes on every operation after a live import,
 /// /api/dataset.

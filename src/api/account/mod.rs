@@ -380,7 +380,7 @@ mod tests {
     use super::me::MeBody;
 
     /// The secrets below, each of which must be absent from every `Debug` output.
-    const SECRETS: [&str; 12] = [
+    const SECRETS: [&str; 13] = [
         "client-secret-4f1c",
         "pkce-verifier-9a2e",
         "csrf-token-77d0",
@@ -393,6 +393,7 @@ mod tests {
         "signin-state-2d7a",
         "pkce-verifier-e150",
         "ledger-password-file-90c3",
+        "sk_live_request-key-4d21",
     ];
 
     fn printed(what: &str, debug: String) {
@@ -545,5 +546,53 @@ mod tests {
                 }
             ),
         );
+    }
+
+    #[test]
+    fn no_request_type_prints_its_api_key() {
+        use crate::api::routes::*;
+        use poem_openapi::types::Example;
+
+        let key = || SECRETS[12].into();
+        macro_rules! printed_with_key {
+            ($($request:ty),+ $(,)?) => {$({
+                let mut request = <$request>::example();
+                request.api_key = key();
+                printed(stringify!($request), format!("{request:?}"));
+            })+};
+        }
+        printed_with_key!(
+            crate::api::types::CodeRequest,
+            about::AboutRequest,
+            autocomplete::AutocompleteRequest,
+            city::CityRequest,
+            distance::DistanceRequest,
+            nearest::NearestRequest,
+            nearest_bulk::NearestBulkRequest,
+            radius::RadiusRequest,
+            suggest::SuggestRequest,
+            validate_bulk::BulkRequest,
+            verify::VerifyRequest,
+            verify_bulk::VerifyBulkRequest,
+        );
+        printed(
+            "CountriesRequest",
+            format!("{:?}", countries::CountriesRequest { api_key: key() }),
+        );
+        printed(
+            "DatasetRequest",
+            format!("{:?}", dataset::DatasetRequest { api_key: key() }),
+        );
+        let bearer = format!("Bearer {}", SECRETS[12]);
+        for (name, value) in [
+            ("authorization", bearer.as_str()),
+            ("x-api-key", SECRETS[12]),
+        ] {
+            let mut headers = poem::http::HeaderMap::new();
+            headers.insert(name, value.parse().expect("a header value"));
+            let meta = crate::api::access::RequestMeta::from_head(&headers, None);
+            assert_eq!(meta.header_key(), Some(SECRETS[12]), "{name}");
+            printed("RequestMeta", format!("{meta:?}"));
+        }
     }
 }

@@ -64,7 +64,7 @@ impl AboutApi {
 pub struct AboutRequest {
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
 }
 
 impl Example for AboutRequest {

@@ -14,6 +14,7 @@ use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
+use crate::api::types::ApiKeyText;
 use crate::api::types::example_envelope;
 use crate::api::types::{CountryField, Envelope};
 use crate::api::{ApiTags, State};
@@ -130,7 +131,7 @@ pub struct AutocompleteRequest {
     pub limit: Option<u64>,
     /// Your API key.
     #[oai(validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
 }
 
 /// A code that starts with `q`.

@@ -165,7 +165,7 @@ pub struct CityRequest {
     pub st: Option<String>,
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
     // ISO 3166-1 alpha-2 code, case-insensitive; default `US` when absent (`null` is
     // not a code: 400). (A plain comment: a described `$ref` becomes an `allOf`, which
     // generated clients cannot read; the CountryCode schema states the rule.)

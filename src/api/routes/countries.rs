@@ -12,6 +12,7 @@ use crate::api::contract::{ContractJson, DocumentedBody};
 use crate::api::envelope::Timings;
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
+use crate::api::types::ApiKeyText;
 use crate::api::types::Envelope;
 use crate::api::types::example_free_envelope;
 use crate::api::{ApiTags, State};
@@ -77,7 +78,7 @@ pub fn country_list(postal: &PostalIndex) -> Vec<CountryEntry> {
 pub struct CountriesRequest {
     /// Your API key.
     #[oai(validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
 }
 
 /// A country with data.

@@ -15,6 +15,7 @@ use crate::api::contract::{ContractJson, DocumentedBody};
 use crate::api::envelope::Timings;
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
+use crate::api::types::ApiKeyText;
 use crate::api::types::{Envelope, example_free_envelope};
 use crate::api::{ApiTags, State};
 use crate::domain::charge::Endpoint;
@@ -190,7 +191,7 @@ pub fn change(c: &DatedChange) -> CodeChange {
 pub struct DatasetRequest {
     /// Your API key.
     #[oai(validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
 }
 
 impl DocumentedBody for DatasetRequest {}

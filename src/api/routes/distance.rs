@@ -14,6 +14,7 @@ use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody, zip_input};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
+use crate::api::types::ApiKeyText;
 use crate::api::types::example_envelope;
 use crate::api::types::{CountryField, Envelope, ZipCodeValue};
 use crate::api::{ApiTags, State};
@@ -145,7 +146,7 @@ pub struct DistanceRequest {
     pub to: CodeRef,
     /// Your API key.
     #[oai(validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
 }
 
 /// 200 of /api/distance.

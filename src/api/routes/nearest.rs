@@ -13,6 +13,7 @@ use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
+use crate::api::types::ApiKeyText;
 use crate::api::types::example_envelope;
 use crate::api::types::{CountryField, Envelope};
 use crate::api::{ApiTags, State};
@@ -118,7 +119,7 @@ pub struct NearestRequest {
     pub max_km: Option<f64>,
     /// Your API key.
     #[oai(validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
 }
 
 /// 200 of /api/nearest.

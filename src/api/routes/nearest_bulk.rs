@@ -15,6 +15,7 @@ use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody, records_array};
 use crate::api::error::ApiError;
 use crate::api::once::{IdempotencyHeader, Replayable};
+use crate::api::types::ApiKeyText;
 use crate::api::types::example_envelope;
 use crate::api::types::json_value;
 use crate::api::types::{CountryField, Envelope, MAX_ZIPCODE_INTEGER};
@@ -194,7 +195,7 @@ pub struct NearestBulkRequest {
     pub max_km: Option<f64>,
     /// Your API key.
     #[oai(validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
 }
 
 /// The nearest codes of one point.

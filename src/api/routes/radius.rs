@@ -15,6 +15,7 @@ use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody, zip_input};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
+use crate::api::types::ApiKeyText;
 use crate::api::types::example_envelope;
 use crate::api::types::given;
 use crate::api::types::{CountryField, Envelope, ZipCodeValue};
@@ -160,7 +161,7 @@ pub struct RadiusRequest {
     pub radius_km: f64,
     /// Your API key.
     #[oai(validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
 }
 
 /// 200 of /api/radius.

@@ -21,6 +21,7 @@ use serde_json::Value;
 use crate::api::billed::{Billed, Operation};
 use crate::api::contract::ContractJson;
 use crate::api::error::ApiError;
+use crate::api::types::ApiKeyText;
 use crate::api::types::{CountryField, Envelope, example_envelope};
 use crate::api::{ApiTags, State};
 use crate::domain::CountryCode;
@@ -257,7 +258,7 @@ pub struct SuggestRequest {
     pub q: String,
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
     // ISO 3166-1 alpha-2 code, case-insensitive; default `US`. (A plain comment: a
     // described `$ref` becomes an `allOf`, which generated clients cannot read; the
     // CountryCode schema states the rule.)

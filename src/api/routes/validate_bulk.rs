@@ -259,7 +259,7 @@ pub struct BulkRecordRequest {
 pub struct BulkRequest {
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
     /// 1 to 1,000 records; countries may be mixed.
     #[oai(validator(min_items = 1, max_items = 1000))]
     pub records: Vec<BulkRecordRequest>,

@@ -16,6 +16,7 @@ use crate::api::billed::{Billed, Operation};
 use crate::api::contract::{ContractJson, DocumentedBody};
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
+use crate::api::types::ApiKeyText;
 use crate::api::types::{CountryField, Envelope, FreeText, ZipCodeValue, example_envelope};
 use crate::api::{ApiTags, State};
 use crate::domain::CountryCode;
@@ -180,7 +181,7 @@ pub struct VerifyRequest {
     pub st: Option<String>,
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
     // ISO 3166-1 alpha-2 code, case-insensitive; default `US`. (A plain comment: a
     // described `$ref` becomes an `allOf`, which generated clients cannot read.)
     pub country: Option<CountryField>,

@@ -17,6 +17,7 @@ use crate::api::contract::{
 };
 use crate::api::error::ApiError;
 use crate::api::reply::Reply;
+use crate::api::types::ApiKeyText;
 use crate::api::types::{CountryField, Envelope, FreeText, NonBlankText, example_envelope};
 use crate::api::{ApiTags, State};
 use crate::domain::charge::Endpoint;
@@ -185,7 +186,7 @@ pub struct VerifyRecordRequest {
 pub struct VerifyBulkRequest {
     /// Your API key.
     #[oai(rename = "apiKey", validator(min_length = 1))]
-    pub api_key: String,
+    pub api_key: ApiKeyText,
     /// 1 to 1,000 records; countries may be mixed.
     #[oai(validator(min_items = 1, max_items = 1000))]
     pub records: Vec<VerifyRecordRequest>,

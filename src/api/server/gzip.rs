@@ -5,7 +5,8 @@
 //! `Accept-Encoding` admits gzip, with `Content-Encoding: gzip` and the new length.
 //! Every answer that could have been (a body over `MIN_BYTES` of a status that has one,
 //! not already encoded) carries `Vary: Accept-Encoding`, encoded or not, so a cache never
-//! hands one client's encoding to another.
+//! hands one client's encoding to another. A body of unknown length (a stream: the audit
+//! log's CSV of more than a page) counts as over the bound and is compressed as it goes.
 //!
 //! The hot path pays a header lookup: a lookup's answer (about 150 bytes) is under the
 //! bound, known from the body's exact size without reading it. Level 1 (fastest) of
@@ -16,6 +17,7 @@ use std::io::Write;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
+use futures_util::StreamExt;
 use poem::http::header::{self, HeaderMap, HeaderValue};
 use poem::http::{Response, StatusCode};
 
@@ -84,8 +86,9 @@ where
 {
     let status = response.status();
     let size = hyper::body::Body::size_hint(response.body()).exact();
-    // A body of unknown length (a stream) is left alone; every answer of the API has one.
-    let eligible = size.is_some_and(|n| n > MIN_BYTES)
+    // A body of unknown length is a stream (the audit log's CSV of more than a page, far
+    // over the bound): compressed as it goes.
+    let eligible = size.is_none_or(|n| n > MIN_BYTES)
         && !(status.is_informational()
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED)
@@ -101,6 +104,12 @@ where
         return Response::from_parts(parts, body);
     }
     let body: poem::Body = body.into();
+    if size.is_none() {
+        parts
+            .headers
+            .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        return Response::from_parts(parts, B::from(gzip_stream(body)));
+    }
     let plain = match body.into_bytes().await {
         Ok(plain) => plain,
         Err(e) => {
@@ -125,6 +134,38 @@ where
         .headers
         .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     Response::from_parts(parts, B::from(poem::Body::from_vec(compressed)))
+}
+
+/// The stream `plain` as a gzip member, at [`LEVEL`], compressed a chunk at a time as it
+/// is read: what the compressor has written goes out after each chunk, without a flush
+/// (which would cost ratio), so a chunk's tail may wait for the next. An error of `plain`
+/// ends the stream with it, the member unfinished (the client sees a broken answer).
+fn gzip_stream(plain: poem::Body) -> poem::Body {
+    let encoder = GzEncoder::new(Vec::new(), Compression::new(LEVEL));
+    let chunks = plain.into_bytes_stream();
+    let compressed = futures_util::stream::unfold(
+        (Box::pin(chunks), Some(encoder)),
+        |(mut chunks, encoder)| async move {
+            let mut encoder = encoder?;
+            loop {
+                let written = match chunks.next().await {
+                    Some(Ok(chunk)) => encoder
+                        .write_all(&chunk)
+                        .map(|()| std::mem::take(encoder.get_mut())),
+                    Some(Err(e)) => Err(e),
+                    None => {
+                        return Some((encoder.finish().map(bytes::Bytes::from), (chunks, None)));
+                    }
+                };
+                match written {
+                    Ok(out) if out.is_empty() => continue,
+                    Ok(out) => return Some((Ok(bytes::Bytes::from(out)), (chunks, Some(encoder)))),
+                    Err(e) => return Some((Err(e), (chunks, None))),
+                }
+            }
+        },
+    );
+    poem::Body::from_bytes_stream(compressed)
 }
 
 /// `plain` as a gzip member, at [`LEVEL`] (`None` cannot happen: writing into a `Vec`
@@ -209,6 +250,14 @@ mod tests {
         response.into_body().into().into_vec().await.unwrap()
     }
 
+    fn gunzip(compressed: &[u8]) -> Vec<u8> {
+        let mut decoded = Vec::new();
+        flate2::read::GzDecoder::new(compressed)
+            .read_to_end(&mut decoded)
+            .unwrap();
+        decoded
+    }
+
     #[tokio::test]
     async fn a_body_over_1_kib_is_gzipped_when_accepted_and_decodes_to_itself() {
         let plain: Vec<u8> = (0..5000).map(|i| b"{\"a\":1}"[i % 7]).collect();
@@ -217,11 +266,34 @@ mod tests {
         assert_eq!(encoded.headers()[header::VARY], "Accept-Encoding");
         let compressed = bytes(encoded).await;
         assert!(compressed.len() < plain.len() / 10, "{}", compressed.len());
-        let mut decoded = Vec::new();
-        flate2::read::GzDecoder::new(&compressed[..])
-            .read_to_end(&mut decoded)
-            .unwrap();
-        assert_eq!(decoded, plain);
+        assert_eq!(gunzip(&compressed), plain);
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_gzipped_as_it_goes_when_accepted_and_decodes_to_itself() {
+        let chunks: Vec<Vec<u8>> = (0..40u8)
+            .map(|n| format!("line {n},\"quoted\"\n").repeat(50).into_bytes())
+            .collect();
+        let plain = chunks.concat();
+        let streamed = || {
+            let chunks = chunks.clone().into_iter().map(Ok::<_, std::io::Error>);
+            Response::from(
+                poem::Response::builder().body(poem::Body::from_bytes_stream(
+                    futures_util::stream::iter(chunks),
+                )),
+            )
+        };
+        let encoded = encode(streamed(), true).await;
+        assert_eq!(encoded.headers()[header::CONTENT_ENCODING], "gzip");
+        assert_eq!(encoded.headers()[header::VARY], "Accept-Encoding");
+        assert!(!encoded.headers().contains_key(header::CONTENT_LENGTH));
+        let compressed = bytes(encoded).await;
+        assert!(compressed.len() < plain.len() / 10, "{}", compressed.len());
+        assert_eq!(gunzip(&compressed), plain);
+        let refused = encode(streamed(), false).await;
+        assert_eq!(refused.headers()[header::VARY], "Accept-Encoding");
+        assert!(!refused.headers().contains_key(header::CONTENT_ENCODING));
+        assert_eq!(bytes(refused).await, plain);
     }
 
     #[tokio::test]

@@ -529,8 +529,8 @@ pub async fn audit_entries(
     let rowid = account_rowid(client, account_id).await?;
     let sql = format!(
         "SELECT id, at, actor, action, detail FROM audit_log
-         WHERE account_id = $1 AND id < $2 {}",
-        paging.order("$3")
+         WHERE account_id = $1 AND {}",
+        paging.rows("$2", "$3")
     );
     let (before, rows) = paging.bounds();
     let rows = match paging.page {

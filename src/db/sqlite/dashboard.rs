@@ -494,7 +494,7 @@ pub fn audit(
     Ok(())
 }
 
-/// The account's audit log, newest first.
+/// A page of the account's audit log (`paging`: newest or oldest first).
 pub fn audit_entries(
     conn: &Connection,
     account_id: &AccountId,
@@ -503,8 +503,8 @@ pub fn audit_entries(
     let (rowid, _) = find_account(conn, account_id)?;
     let mut stmt = conn.prepare(&format!(
         "SELECT id, at, actor, action, detail FROM audit_log
-         WHERE account_id = ?1 AND id < ?2 {}",
-        paging.order("?3")
+         WHERE account_id = ?1 AND {}",
+        paging.rows("?2", "?3")
     ))?;
     let (before, rows) = paging.bounds();
     let params = params![rowid, before, rows];
