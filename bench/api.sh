@@ -101,7 +101,9 @@ if db.execute("PRAGMA user_version").fetchone()[0] == 13:
     db.executescript("""ALTER TABLE sessions DROP COLUMN provider; ALTER TABLE sessions DROP COLUMN issuer;
         ALTER TABLE sessions DROP COLUMN subject; ALTER TABLE sessions DROP COLUMN authenticated_at;
         ALTER TABLE sessions DROP COLUMN link_offer; ALTER TABLE signins DROP COLUMN purpose;
-        ALTER TABLE signins DROP COLUMN session_hash; PRAGMA user_version = 12;""")
+        ALTER TABLE signins DROP COLUMN session_hash; DROP TABLE disputes;
+        DROP INDEX accounts_by_origin; ALTER TABLE accounts DROP COLUMN topups_frozen;
+        ALTER TABLE accounts DROP COLUMN created_from; PRAGMA user_version = 12;""")
 if db.execute("PRAGMA user_version").fetchone()[0] == 12:
     db.executescript("""
         DROP TRIGGER accounts_inserted; DROP TRIGGER accounts_updated; DROP TRIGGER accounts_deleted;

@@ -37,5 +37,5 @@ pub use store::{Accounts, Failed};
 // dashboard names them.
 pub use crate::db::admin::{
     AccountError, Credited, IdentityView, KeyLine, Payment, PaymentSettings, Provider, Refunded,
-    SessionRow, SignIn, TopupView,
+    SessionRow, SignIn, Signups, TopupView,
 };

@@ -353,6 +353,16 @@ const MIGRATION_13: &str = "
         CHECK (purpose IN ('signin', 'link', 'reauth'));
     ALTER TABLE signins ADD COLUMN session_hash BLOB
         CHECK (session_hash IS NULL OR length(session_hash) = 32);
+    ALTER TABLE accounts ADD COLUMN topups_frozen TEXT;
+    ALTER TABLE accounts ADD COLUMN created_from TEXT;
+    CREATE INDEX accounts_by_origin ON accounts (created_from, created_at);
+    CREATE TABLE disputes (
+        dispute    TEXT PRIMARY KEY,
+        topup_id   INTEGER NOT NULL REFERENCES topups (id),
+        owed       INTEGER NOT NULL CHECK (owed >= 0),
+        taken_back INTEGER NOT NULL CHECK (taken_back BETWEEN 0 AND owed),
+        created_at INTEGER NOT NULL
+    ) STRICT;
     PRAGMA user_version = 13;";
 
 /// One rung of the ladder: SQL, or code where SQL alone cannot say it.
@@ -558,7 +568,9 @@ mod tests {
 
     /// What turns a new file into a version 12 file.
     const WITHOUT_13: &str = "ALTER TABLE sessions DROP COLUMN provider; ALTER TABLE sessions DROP COLUMN issuer; ALTER TABLE sessions DROP COLUMN subject; ALTER TABLE sessions DROP COLUMN authenticated_at; ALTER TABLE sessions DROP COLUMN link_offer;
-        ALTER TABLE signins DROP COLUMN purpose; ALTER TABLE signins DROP COLUMN session_hash;";
+        ALTER TABLE signins DROP COLUMN purpose; ALTER TABLE signins DROP COLUMN session_hash;
+        DROP TABLE disputes; DROP INDEX accounts_by_origin;
+        ALTER TABLE accounts DROP COLUMN topups_frozen; ALTER TABLE accounts DROP COLUMN created_from;";
 
     /// What turns a version 12 file into a version 11 file.
     const WITHOUT_12: &str = "DROP TRIGGER accounts_inserted; DROP TRIGGER accounts_updated; DROP TRIGGER accounts_deleted; DROP TRIGGER api_keys_inserted; DROP TRIGGER api_keys_updated; DROP TRIGGER api_keys_deleted; DROP TRIGGER oidc_providers_inserted; DROP TRIGGER oidc_providers_updated; DROP TRIGGER oidc_providers_deleted; DROP TRIGGER payment_settings_inserted; DROP TRIGGER payment_settings_updated; DROP TRIGGER payment_settings_deleted;
@@ -814,9 +826,28 @@ mod tests {
             )
         };
         let fresh = open(&dir.path().join("fresh.db")).unwrap();
-        for table in ["sessions", "signins"] {
+        for table in ["sessions", "signins", "accounts", "disputes"] {
             assert_eq!(columns(&conn, table), columns(&fresh, table), "{table}");
         }
+        // Its account is not frozen and was made from no counted address; new accounts
+        // are counted by address and day through an index.
+        let account: (Option<String>, Option<String>) = conn
+            .query_row(
+                "SELECT topups_frozen, created_from FROM accounts WHERE public_id = 'acct_1'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(account, (None, None));
+        let plan: String = conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT count(*) FROM accounts
+                 WHERE created_from = '127.0.0.1' AND created_at >= 0",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("accounts_by_origin"), "{plan}");
     }
 
     #[test]
