@@ -202,8 +202,16 @@ CREATE TABLE accounts (
     hour_start       INTEGER NOT NULL DEFAULT 0,
     hour_count       INTEGER NOT NULL DEFAULT 0 CHECK (hour_count >= 0),
     day_start        INTEGER NOT NULL DEFAULT 0,
-    day_count        INTEGER NOT NULL DEFAULT 0 CHECK (day_count >= 0)
+    day_count        INTEGER NOT NULL DEFAULT 0 CHECK (day_count >= 0),
+    -- Why the account may start no top-up by card (version 13): a dispute of one of its
+    -- payments ('dispute dp_… of top_…'), until `postal account unfreeze`; NULL when free.
+    topups_frozen    TEXT,
+    -- The client address (an IPv4 address, or an IPv6 /64) whose first sign-in made the
+    -- account, counted against `serve --max-new-accounts-per-ip-day` (version 13); NULL
+    -- for accounts the operator made or made before.
+    created_from     TEXT
 ) STRICT;
+CREATE INDEX accounts_by_origin ON accounts (created_from, created_at);
 
 -- API keys: only the SHA-256 of the secret is stored. A revoked key stays (with its
 -- revocation time) so listings and the ledger keep their history.
@@ -425,6 +433,18 @@ CREATE TABLE topups (
     CHECK (taken_back BETWEEN 0 AND refunded)
 ) STRICT;
 CREATE INDEX topups_by_account ON topups (account_id, id);
+
+-- A dispute (chargeback) of a top-up's payment, counted once (version 13): what was left
+-- of the top-up's credit (`owed`: its credit less what refunds counted) and what the
+-- balance gave back of it (never below zero); the top-up's `refunded`/`taken_back` count
+-- it as a refund of everything left, and the account's top-ups are frozen.
+CREATE TABLE disputes (
+    dispute    TEXT PRIMARY KEY,            -- Stripe's 'dp_…'
+    topup_id   INTEGER NOT NULL REFERENCES topups (id),
+    owed       INTEGER NOT NULL CHECK (owed >= 0),
+    taken_back INTEGER NOT NULL CHECK (taken_back BETWEEN 0 AND owed),
+    created_at INTEGER NOT NULL
+) STRICT;
 
 -- An account's ledger, newest first, a page at a time (the dashboard's; version 12).
 CREATE INDEX ledger_by_account ON ledger (account_id, id);

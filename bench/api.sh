@@ -98,10 +98,11 @@ if [ -n "$BASE" ]; then
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 if db.execute("PRAGMA user_version").fetchone()[0] == 13:
-    db.executescript("""ALTER TABLE sessions DROP COLUMN provider; ALTER TABLE sessions DROP COLUMN issuer;
-        ALTER TABLE sessions DROP COLUMN subject; ALTER TABLE sessions DROP COLUMN authenticated_at;
-        ALTER TABLE sessions DROP COLUMN link_offer; ALTER TABLE signins DROP COLUMN purpose;
-        ALTER TABLE signins DROP COLUMN session_hash; PRAGMA user_version = 12;""")
+    # Version 13's columns stay: version 12 names the columns it writes, and the system
+    # SQLite (older than the bundled one) cannot DROP COLUMN in a file whose schema uses
+    # the trigram tokenizer's newer options.
+    db.executescript("""DROP TABLE disputes; DROP INDEX accounts_by_origin;
+        PRAGMA user_version = 12;""")
 if db.execute("PRAGMA user_version").fetchone()[0] == 12:
     db.executescript("""
         DROP TRIGGER accounts_inserted; DROP TRIGGER accounts_updated; DROP TRIGGER accounts_deleted;

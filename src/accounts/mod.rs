@@ -37,5 +37,5 @@ pub use store::{Accounts, Failed};
 // dashboard names them.
 pub use crate::db::admin::{
     AccountError, Credited, IdentityView, KeyLine, LinkOffer, Payment, PaymentSettings, Provider,
-    Refunded, SessionIdentity, SessionRow, SignIn, TopupView,
+    Refunded, SessionIdentity, SessionRow, SignIn, Signups, TopupView,
 };

@@ -9,7 +9,7 @@ use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
 use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
-use crate::domain::payments::TopupStatus;
+use crate::domain::payments::{Clawback, TopupStatus};
 
 use super::{Admin, Store};
 
@@ -143,33 +143,51 @@ impl Admin {
             self.audit(Audited::Account(account_id), AuditAction::Topup, &detail)
                 .await?;
         }
+        if let Credited::Mismatch {
+            account_id,
+            topup_id,
+            asked,
+        } = &credited
+        {
+            let detail = format!(
+                "{topup_id}: Stripe Checkout {} reports {} {} paid for a top-up of {asked} \
+                 USD; nothing credited",
+                paid.session_id, paid.amount, paid.currency
+            );
+            self.audit(
+                Audited::Account(account_id),
+                AuditAction::TopupMismatch,
+                &detail,
+            )
+            .await?;
+        }
         Ok(credited)
     }
 
-    /// Takes back a refund of `payment` (`refunded_total`: the processor's running total)
-    /// from the balance, never below zero; what could not be taken back is the shortfall,
-    /// in the audit log and the top-up. A server on the file flushes first, so the balance
+    /// Takes back a refund of `payment` (the processor's running total) or a dispute of it
+    /// (what is left of its credit, once per dispute; the account's top-ups frozen) from
+    /// the balance, never below zero; what could not be taken back is the shortfall, in
+    /// the audit log and the top-up. A server on the file flushes first, so the balance
     /// split is the one after every charge answered.
     pub async fn refund_payment(
         &mut self,
         payment: &str,
         topup_id: Option<&TopupId>,
-        refunded_total: Micros,
+        clawback: &Clawback,
         now: i64,
     ) -> Result<Refunded, AccountError> {
         let (refunded, version) = match &mut self.store {
             Store::File(conn) => {
                 Admin::tell_server(self.books.as_ref(), conn);
-                let refunded =
-                    sqlite::payments::refund(conn, payment, topup_id, refunded_total, now)?;
+                let refunded = sqlite::payments::refund(conn, payment, topup_id, clawback, now)?;
                 let changed = match &refunded {
-                    Refunded::Now { split, .. } if split.taken > Micros::ZERO => Some(0),
+                    Refunded::Now { .. } => Some(0),
                     _ => None,
                 };
                 (refunded, changed)
             }
             Store::Ledger(client) => {
-                pg::payments::refund(client, payment, topup_id, refunded_total, now).await?
+                pg::payments::refund(client, payment, topup_id, clawback, now).await?
             }
         };
         if let Some(version) = version {
@@ -183,14 +201,44 @@ impl Admin {
             balance,
         } = &refunded
         {
+            let (action, what) = match clawback {
+                Clawback::Refund { .. } => (AuditAction::Refund, "refunded".to_owned()),
+                Clawback::Dispute { dispute } => (
+                    AuditAction::Dispute,
+                    format!("disputed ({dispute}); top-ups by card frozen"),
+                ),
+            };
             let detail = format!(
-                "{topup_id}: {owed} USD of card payment {payment} refunded; {} USD taken \
+                "{topup_id}: {owed} USD of card payment {payment} {what}; {} USD taken \
                  back, {} USD could not be; balance {balance} USD",
                 split.taken, split.shortfall
             );
-            self.audit(Audited::Account(account_id), AuditAction::Refund, &detail)
+            self.audit(Audited::Account(account_id), action, &detail)
                 .await?;
         }
         Ok(refunded)
+    }
+
+    /// Lets the account start top-ups by card again after a dispute froze them (`postal
+    /// account unfreeze`); why they were frozen, or `None` when they were not (nothing
+    /// changed, nothing audited).
+    pub async fn unfreeze_topups(
+        &mut self,
+        account_id: &AccountId,
+    ) -> Result<Option<String>, AccountError> {
+        let was = match &mut self.store {
+            Store::File(conn) => sqlite::payments::unfreeze(conn, account_id)?,
+            Store::Ledger(client) => pg::payments::unfreeze(client, account_id).await?,
+        };
+        if let Some(why) = &was {
+            let detail = format!("top-ups by card allowed again (frozen by {why})");
+            self.audit(
+                Audited::Account(account_id),
+                AuditAction::TopupsUnfreeze,
+                &detail,
+            )
+            .await?;
+        }
+        Ok(was)
     }
 }

@@ -1,7 +1,7 @@
 //! Sign-in: the operator's providers, the sign-ins in flight (state, nonce, PKCE
 //! verifier, once), the identities that sign in and the accounts they make or link.
 
-use crate::db::admin::{AccountError, Audited, IdentityView, Provider, SignIn, SignedIn};
+use crate::db::admin::{AccountError, Audited, IdentityView, Provider, SignIn, SignedIn, Signups};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
 use crate::domain::ids::{AccountId, ProviderName};
@@ -75,22 +75,23 @@ impl Admin {
     pub async fn sign_in(
         &mut self,
         identity: &IdentityView,
-        signups_open: bool,
+        signups: &Signups,
         now: i64,
     ) -> Result<SignedIn, AccountError> {
         let (signed_in, version) = match &mut self.store {
             Store::File(conn) => {
-                let signed_in = sqlite::dashboard::sign_in(conn, identity, signups_open, now)?;
+                let signed_in = sqlite::dashboard::sign_in(conn, identity, signups, now)?;
                 let created = signed_in.created.then_some(0);
                 (signed_in, created)
             }
-            Store::Ledger(client) => {
-                pg::dashboard::sign_in(client, identity, signups_open, now).await?
-            }
+            Store::Ledger(client) => pg::dashboard::sign_in(client, identity, signups, now).await?,
         };
         if let Some(version) = version {
             self.changed(version).await?;
-            let detail = format!("first sign-in with {}", identity.provider);
+            let detail = format!(
+                "first sign-in with {} from {}",
+                identity.provider, signups.from
+            );
             self.audit(
                 Audited::Account(&signed_in.account_id),
                 AuditAction::AccountCreate,

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use secrecy::ExposeSecret;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::PaymentSettings;
@@ -43,26 +44,34 @@ impl CheckoutSession {
     }
 }
 
-/// Why a call to Stripe failed: it could not be reached (or failed itself: 5xx, 429), or
-/// it refused the request (4xx: a setting of the operator's is wrong).
+/// Why a call to Stripe failed: it could not be reached (or failed itself: 5xx, 429), it
+/// refused the request (4xx: a setting of the operator's is wrong), or it answered what
+/// this server does not pass on (a payment page off `domain::outside`'s rule).
 #[derive(Debug)]
 pub enum StripeError {
     Unreachable(String),
     Refused(String),
+    BadAnswer(String),
+}
+
+/// A page of a listing as Stripe's API answers it.
+#[derive(Debug, Deserialize)]
+struct List<T> {
+    data: Vec<T>,
 }
 
 /// Calls Stripe's API (`method` on `path` of the settings' base, a form body or none):
 /// the answer's JSON object, or why not. A base off `domain::outside`'s rule (stored
 /// before `payments stripe` refused it) is the operator's setting to fix: refused, never
 /// sent the key.
-fn call(
+fn call<T: DeserializeOwned>(
     http: &ureq::Agent,
     settings: &PaymentSettings,
     method: &'static str,
     path: String,
     form: Option<String>,
     idempotency_key: Option<String>,
-) -> Result<CheckoutSession, StripeError> {
+) -> Result<T, StripeError> {
     if !outside::allowed(&settings.api_base) {
         return Err(StripeError::Refused(format!(
             "the API base {:?} is refused: only {}",
@@ -152,7 +161,7 @@ pub fn create_session(
         .append_pair("success_url", back)
         .append_pair("cancel_url", &format!("{back}&cancelled=1"))
         .finish();
-    let session = call(
+    let session: CheckoutSession = call(
         http,
         settings,
         "POST",
@@ -160,13 +169,37 @@ pub fn create_session(
         Some(form),
         Some(topup_id.to_string()),
     )?;
-    if session.url.is_none() {
-        return Err(StripeError::Refused(format!(
+    match &session.url {
+        None => Err(StripeError::Refused(format!(
             "Checkout Session {} has no url",
             session.id
-        )));
+        ))),
+        // The browser is sent there: only where this server would go itself.
+        Some(url) if !outside::allowed(url) => Err(StripeError::BadAnswer(format!(
+            "Checkout Session {} has the payment page {url:?}: only {} is sent to a browser",
+            session.id,
+            outside::RULE
+        ))),
+        Some(_) => Ok(session),
     }
-    Ok(session)
+}
+
+/// The Checkout Session that made the PaymentIntent `payment` (`pi_…`), if any: how a
+/// charge or dispute without the top-up's metadata finds its top-up.
+pub fn session_of_payment(
+    http: &ureq::Agent,
+    settings: &PaymentSettings,
+    payment: &str,
+) -> Result<Option<CheckoutSession>, StripeError> {
+    let list: List<CheckoutSession> = call(
+        http,
+        settings,
+        "GET",
+        format!("/v1/checkout/sessions?payment_intent={payment}&limit=1"),
+        None,
+        None,
+    )?;
+    Ok(list.data.into_iter().next())
 }
 
 /// The Checkout Session as Stripe's API has it now.

@@ -116,6 +116,9 @@ pub struct ApiError(Status);
 /// The statuses only a request with an `Idempotency-Key` gets.
 const IDEMPOTENCY_STATUSES: [u16; 2] = [409, 422];
 
+/// The statuses only dashboard operations answer (each documenting its own: `Documented`).
+const DASHBOARD_STATUSES: [u16; 1] = [502];
+
 #[derive(Debug, ApiResponse)]
 enum Status {
     /// Missing or invalid parameters, or a body that is not a JSON object.
@@ -163,6 +166,10 @@ enum Status {
     /// Internal server error; nothing was charged.
     #[oai(status = 500)]
     Internal(Json<ErrorBody>),
+    /// An outside service answered what this server does not pass on (the dashboard's
+    /// payment processor; never an `/api` operation's).
+    #[oai(status = 502)]
+    BadGateway(Json<ErrorBody>),
     /// Overloaded, or the ledger cannot be written for now; nothing was charged. Retry
     /// after `Retry-After` seconds.
     #[oai(status = 503)]
@@ -258,9 +265,17 @@ impl ApiError {
         ApiError(Status::Internal(body("Internal server error")))
     }
 
-    /// Whether the service failed (500, 503), not the request.
+    /// 502: an outside service's answer refused (logged by the caller with its cause).
+    pub fn bad_gateway(text: &str) -> ApiError {
+        ApiError(Status::BadGateway(body(text)))
+    }
+
+    /// Whether the service failed (500, 502, 503), not the request.
     pub fn is_server_error(&self) -> bool {
-        matches!(self.0, Status::Internal(_) | Status::ServiceUnavailable(..))
+        matches!(
+            self.0,
+            Status::Internal(_) | Status::BadGateway(_) | Status::ServiceUnavailable(..)
+        )
     }
 
     /// The error's HTTP status.
@@ -277,6 +292,7 @@ impl ApiError {
             Status::UnprocessableEntity(_) => S::UNPROCESSABLE_ENTITY,
             Status::TooManyRequests(..) => S::TOO_MANY_REQUESTS,
             Status::Internal(_) => S::INTERNAL_SERVER_ERROR,
+            Status::BadGateway(_) => S::BAD_GATEWAY,
             Status::ServiceUnavailable(..) => S::SERVICE_UNAVAILABLE,
         }
     }
@@ -290,6 +306,7 @@ impl ApiError {
             | Status::Forbidden(b)
             | Status::PayloadTooLarge(b)
             | Status::Internal(b)
+            | Status::BadGateway(b)
             | Status::ServiceUnavailable(b, _) => &b.0.error,
             Status::NotFound(b) => &b.0.error,
             Status::Conflict(b) => &b.0.error,
@@ -317,8 +334,11 @@ impl IntoResponse for ApiError {
 impl ApiResponse for ApiError {
     fn meta() -> MetaResponses {
         let mut meta = Status::meta();
-        meta.responses
-            .retain(|r| !r.status.is_some_and(|s| IDEMPOTENCY_STATUSES.contains(&s)));
+        meta.responses.retain(|r| {
+            !r.status.is_some_and(|s| {
+                IDEMPOTENCY_STATUSES.contains(&s) || DASHBOARD_STATUSES.contains(&s)
+            })
+        });
         meta
     }
 

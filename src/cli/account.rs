@@ -1,4 +1,4 @@
-//! `postal account create|list|show|topup|adjust|limits`.
+//! `postal account create|list|show|topup|adjust|limits|unfreeze`.
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -55,6 +55,9 @@ pub(super) enum AccountCommand {
         #[arg(long, conflicts_with_all = ["per_minute", "per_hour", "per_day"])]
         off: bool,
     },
+    /// Let the account start top-ups by card again after a dispute froze them (review
+    /// the dispute in Stripe's Dashboard first).
+    Unfreeze { account_id: String },
 }
 
 #[derive(Serialize)]
@@ -80,6 +83,20 @@ struct Shown {
     /// Top-ups by card (absent when none), newest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     topups: Vec<ShownTopup>,
+    /// Why the account may start no top-up by card (a dispute, until `account unfreeze`);
+    /// absent when it may.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topups_frozen: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Unfrozen {
+    account_id: String,
+    was_frozen: bool,
+    /// Why it was frozen (absent when it was not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frozen_by: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -220,6 +237,16 @@ pub(super) fn run(
                             refunded: t.refunded.to_json_number(),
                         })
                         .collect(),
+                    topups_frozen: view.topups_frozen,
+                })?;
+            }
+            AccountCommand::Unfreeze { account_id } => {
+                let account_id = AccountId::new(account_id);
+                let was = admin.unfreeze_topups(&account_id).await?;
+                print(&Unfrozen {
+                    account_id: account_id.into(),
+                    was_frozen: was.is_some(),
+                    frozen_by: was,
                 })?;
             }
             AccountCommand::Topup { account_id, usd } => {

@@ -67,6 +67,14 @@ pub(super) struct ServeArgs {
           default_value_t = crate::api::account::REQUESTS_PER_MINUTE,
           value_parser = clap::value_parser!(u32).range(1..))]
     account_requests_per_minute: u32,
+    /// New accounts (each with the free allowance) that first sign-ins from one client
+    /// address may make per UTC day, counted as the per-IP limits count (an IPv6 /64,
+    /// X-Forwarded-For only from a --trusted-proxy) and kept in the store (every node,
+    /// across restarts). Beyond: the sign-in is refused with 429; known identities still
+    /// sign in.
+    #[arg(long, env = "POSTAL_MAX_NEW_ACCOUNTS_PER_IP_DAY", value_name = "N",
+          default_value_t = crate::domain::dashboard::NEW_ACCOUNTS_PER_IP_DAY)]
+    max_new_accounts_per_ip_day: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -154,6 +162,7 @@ pub(super) fn run(
             public_url: args.public_url,
             signups_closed: args.signups == Signups::Closed,
             requests_per_minute: Some(args.account_requests_per_minute),
+            max_new_accounts_per_ip_day: Some(args.max_new_accounts_per_ip_day),
         },
     };
     runtime.block_on(crate::api::serve(db_path, &args.listen, settings))?;

@@ -27,6 +27,12 @@ pub enum AccountError {
     /// The change does not fit the state it finds (the dashboard's 409).
     #[error("{0}")]
     Conflict(String),
+    /// The account may not do this now (the dashboard's 403: top-ups frozen).
+    #[error("{0}")]
+    Forbidden(String),
+    /// Too many of these from one client today (the sign-in's 429: new accounts).
+    #[error("{0}")]
+    Limited(String),
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
 }
@@ -59,6 +65,9 @@ pub struct AccountView {
     pub balance: Micros,
     pub keys: Vec<KeyView>,
     pub limits: Limits,
+    /// Why the account may start no top-up by card (a dispute), until the operator lifts
+    /// it (`postal account unfreeze`); `None` when it may.
+    pub topups_frozen: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -385,6 +394,18 @@ impl IdentityView {
     }
 }
 
+/// Whether a first sign-in may make an account (`postal serve --signups`,
+/// `--max-new-accounts-per-ip-day`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signups {
+    pub open: bool,
+    /// The client address the sign-in came from, as it is counted
+    /// (`domain::dashboard::address_key`).
+    pub from: String,
+    /// Accounts one address may make by signing in per UTC day.
+    pub per_address_day: u32,
+}
+
 /// The account an identity signed in to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedIn {
@@ -618,8 +639,10 @@ pub struct Payment {
     pub topup_id: Option<TopupId>,
     /// The session's `client_reference_id`.
     pub account_id: Option<AccountId>,
-    /// `amount_total`.
+    /// `amount_total`, read as USD cents (whatever `currency` says).
     pub amount: Micros,
+    /// `currency`, as Stripe writes it (`usd`).
+    pub currency: String,
     /// The PaymentIntent (`pi_…`), which refunds name.
     pub payment: Option<String>,
 }
@@ -636,6 +659,14 @@ pub enum Credited {
     },
     /// Credited before (a redelivery, another node): nothing changed.
     Already { topup_id: TopupId },
+    /// Paid another amount or currency than the top-up asked: nothing credited, the
+    /// top-up left as it was (the operator's to settle, in Stripe's Dashboard).
+    Mismatch {
+        account_id: AccountId,
+        topup_id: TopupId,
+        /// What the top-up asked, USD.
+        asked: Micros,
+    },
     /// No top-up of this server has that session (another product on the same Stripe
     /// account), or its account differs: nothing changed.
     Unknown,
@@ -652,9 +683,10 @@ pub enum Refunded {
         split: crate::domain::payments::RefundSplit,
         balance: Micros,
     },
-    /// Counted before: nothing changed.
+    /// Counted before (a refund total, or a dispute id, seen already): nothing changed.
     Already,
-    /// The payment's top-up (named by the charge's metadata) is not credited yet: the
+    /// The payment's top-up (named by the charge's metadata, or found through its
+    /// PaymentIntent's Checkout Session) is not credited yet: the
     /// webhook answers 503, Stripe delivers the refund again later, after the credit.
     Early,
     /// No top-up of this server has that payment: nothing changed.

@@ -8,7 +8,7 @@
 use crate::domain::api_key::{Budget, Publishable};
 use crate::domain::money::{MIN_TOPUP, Micros};
 use crate::domain::origin::OriginPattern;
-use crate::domain::payments::{RefundSplit, refund_note};
+use crate::domain::payments::{Clawback, RefundSplit};
 use crate::domain::rate_limit::Limits;
 
 /// Why a change was refused: the caller's mistake, never the system's.
@@ -63,6 +63,14 @@ words! {
         Adjustment => "adjustment",
         TopupStart => "topup.start",
         Refund => "refund",
+        /// A card payment disputed (a chargeback): what was left of its credit taken
+        /// back, the account's top-ups frozen.
+        Dispute => "dispute",
+        /// The operator lifted a dispute's freeze (`postal account unfreeze`).
+        TopupsUnfreeze => "topups.unfreeze",
+        /// A paid Checkout Session whose amount or currency is not its top-up's: not
+        /// credited.
+        TopupMismatch => "topup.mismatch",
         KeyCreate => "key.create",
         KeyRename => "key.rename",
         KeyRoll => "key.roll",
@@ -128,9 +136,11 @@ impl BalanceChange {
         })
     }
 
-    /// A card payment's refund taken back from the balance: the adjustment of minus
-    /// `split.taken`, its note naming the payment and what could not be taken back.
+    /// A card payment's refund or dispute taken back from the balance: the adjustment of
+    /// minus `split.taken`, its note naming the payment (and the dispute) and what could
+    /// not be taken back.
     pub fn refund(
+        clawback: &Clawback,
         payment: &str,
         owed: Micros,
         split: RefundSplit,
@@ -139,7 +149,7 @@ impl BalanceChange {
             Micros::ZERO
                 .checked_sub(split.taken)
                 .unwrap_or(Micros::ZERO),
-            &refund_note(payment, owed, split),
+            &clawback.note(payment, owed, split),
         )
     }
 

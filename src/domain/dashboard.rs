@@ -72,6 +72,31 @@ pub fn grace_secs(hours: u64) -> Result<i64, DashboardRefused> {
     }
 }
 
+/// Accounts one client address may make by signing in per UTC day, unless `postal serve
+/// --max-new-accounts-per-ip-day` says otherwise: each gets the free allowance, so an open
+/// provider (any Google account) would otherwise hand out allowances without end.
+pub const NEW_ACCOUNTS_PER_IP_DAY: u32 = 20;
+
+/// The sign-in page's text when an address made its day's accounts (429).
+pub const TOO_MANY_NEW_ACCOUNTS: &str = "Too many new accounts from your address today; try \
+     again tomorrow or sign in to an existing account.";
+
+/// How a client address is counted for new accounts, as the per-IP limits count it
+/// (`api::access::counted_as`: an IPv4 address, an IPv6 /64, IPv4-mapped as IPv4): its
+/// text, an IPv6 network with its `/64`.
+pub fn address_key(counted: Option<std::net::IpAddr>) -> String {
+    match counted {
+        Some(ip @ std::net::IpAddr::V4(_)) => ip.to_string(),
+        Some(ip @ std::net::IpAddr::V6(_)) => format!("{ip}/64"),
+        None => "unknown".to_owned(),
+    }
+}
+
+/// The start of the UTC day of `now` (unix seconds): new accounts count from there.
+pub fn day_start(now: i64) -> i64 {
+    now - now.rem_euclid(86_400)
+}
+
 /// Why a dashboard change was refused: the texts, word for word (docs/account.md).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DashboardRefused {
@@ -235,6 +260,17 @@ pub fn key_name(name: Option<&str>) -> Result<Option<String>, DashboardRefused> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_accounts_count_per_counted_address_and_utc_day() {
+        let v4: std::net::IpAddr = "203.0.113.7".parse().unwrap();
+        let v6: std::net::IpAddr = "2001:db8:1:2::".parse().unwrap();
+        assert_eq!(address_key(Some(v4)), "203.0.113.7");
+        assert_eq!(address_key(Some(v6)), "2001:db8:1:2::/64");
+        assert_eq!(address_key(None), "unknown");
+        assert_eq!(day_start(86_400 * 20_000 + 3_599), 86_400 * 20_000);
+        assert_eq!(day_start(86_400 * 20_000), 86_400 * 20_000);
+    }
 
     #[test]
     fn a_session_ends_when_idle_or_old() {

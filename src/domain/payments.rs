@@ -94,6 +94,14 @@ pub fn too_many_pending() -> String {
     )
 }
 
+/// Whether a paid Checkout Session of `amount` (its `amount_total` read as USD cents) in
+/// `currency` pays for a top-up that asked `asked` USD: exactly that, in USD. Anything
+/// else is credited nothing (an account-level setting of Stripe's, such as automatic tax
+/// or promotion codes, or a wrong API base), for the operator to settle.
+pub fn pays_for(amount: Micros, currency: &str, asked: Micros) -> bool {
+    currency == "usd" && amount == asked
+}
+
 /// The ledger note of a card payment's credit.
 pub fn credit_note(session_id: &str, payment: Option<&str>) -> String {
     match payment {
@@ -102,17 +110,59 @@ pub fn credit_note(session_id: &str, payment: Option<&str>) -> String {
     }
 }
 
-/// The ledger note of a refund taken back from the balance.
-pub fn refund_note(payment: &str, owed: Micros, split: RefundSplit) -> String {
-    let mut note = format!("refund of card payment {payment}: {owed} USD refunded");
-    if split.shortfall > Micros::ZERO {
-        note.push_str(&format!(
-            ", {} USD could not be taken back",
-            split.shortfall
-        ));
-    }
-    note
+/// What takes a paid top-up's credit back: a refund (`total`: the processor's running
+/// total refunded of its payment) or a dispute (a chargeback: everything left of the
+/// credit, counted once per dispute id, and the account's top-ups frozen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Clawback {
+    Refund { total: Micros },
+    Dispute { dispute: String },
 }
+
+impl Clawback {
+    /// What counts as refunded of a top-up that credited `credited` once this is taken:
+    /// a refund's total (never above the credit), or, disputed, the whole credit.
+    pub fn total(&self, credited: Micros) -> Micros {
+        match self {
+            Clawback::Refund { total } => (*total).min(credited),
+            Clawback::Dispute { .. } => credited,
+        }
+    }
+
+    /// The ledger note of `owed` taken back from the balance as `split` says.
+    pub fn note(&self, payment: &str, owed: Micros, split: RefundSplit) -> String {
+        let mut note = match self {
+            Clawback::Refund { .. } => {
+                format!("refund of card payment {payment}: {owed} USD refunded")
+            }
+            Clawback::Dispute { dispute } => {
+                format!("dispute {dispute} of card payment {payment}: {owed} USD disputed")
+            }
+        };
+        if split.shortfall > Micros::ZERO {
+            note.push_str(&format!(
+                ", {} USD could not be taken back",
+                split.shortfall
+            ));
+        }
+        note
+    }
+
+    /// Why a dispute froze the account's top-ups (`accounts.topups_frozen`; `None` for
+    /// a refund, which freezes nothing).
+    pub fn freezes(&self, topup_id: &str, payment: &str) -> Option<String> {
+        match self {
+            Clawback::Refund { .. } => None,
+            Clawback::Dispute { dispute } => Some(format!(
+                "dispute {dispute} of {topup_id} (card payment {payment})"
+            )),
+        }
+    }
+}
+
+/// The refusal of a top-up while a dispute froze the account's (the dashboard's 403).
+pub const TOPUPS_FROZEN: &str = "Top-ups by card are frozen for this account: one of its card \
+     payments was disputed. Ask the operator of this server to review it.";
 
 /// Why a webhook's `Stripe-Signature` was refused (the answer is 400, nothing changes).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -347,6 +397,42 @@ mod tests {
         ] {
             assert_eq!(verify_signature(header, body, secret, at), Err(error));
         }
+    }
+
+    #[test]
+    fn a_dispute_counts_the_whole_credit_refunded_and_freezes_while_a_refund_does_not() {
+        let refund = Clawback::Refund { total: usd("7") };
+        let dispute = Clawback::Dispute {
+            dispute: "dp_1".to_owned(),
+        };
+        assert_eq!(refund.total(usd("5")), usd("5"));
+        assert_eq!(
+            Clawback::Refund { total: usd("2") }.total(usd("5")),
+            usd("2")
+        );
+        assert_eq!(dispute.total(usd("5")), usd("5"));
+        let split = refund_split(usd("0.528"), Micros::ZERO, usd("3"));
+        assert_eq!(
+            dispute.note("pi_1", usd("3"), split),
+            "dispute dp_1 of card payment pi_1: 3 USD disputed, 2.472 USD could not be \
+             taken back"
+        );
+        assert_eq!(
+            refund.note(
+                "pi_1",
+                usd("2"),
+                refund_split(usd("5"), Micros::ZERO, usd("2"))
+            ),
+            "refund of card payment pi_1: 2 USD refunded"
+        );
+        assert_eq!(refund.freezes("top_1", "pi_1"), None);
+        assert_eq!(
+            dispute.freezes("top_1", "pi_1").as_deref(),
+            Some("dispute dp_1 of top_1 (card payment pi_1)")
+        );
+        assert!(pays_for(usd("5"), "usd", usd("5")));
+        assert!(!pays_for(usd("6"), "usd", usd("5")));
+        assert!(!pays_for(usd("5"), "eur", usd("5")));
     }
 
     #[test]

@@ -167,6 +167,11 @@ pub(crate) struct TwoNodes {
 }
 
 pub(crate) fn two_nodes() -> Option<TwoNodes> {
+    two_nodes_with(&[])
+}
+
+/// As `two_nodes`, each node served with `serve_args` too.
+pub(crate) fn two_nodes_with(serve_args: &[&str]) -> Option<TwoNodes> {
     let pg = testkit::pg::PgCluster::start()?;
     let url = pg.url();
     let dir = testkit::tempdir();
@@ -176,7 +181,11 @@ pub(crate) fn two_nodes() -> Option<TwoNodes> {
                 crate::helpers::template(),
                 &dir.path().join(format!("node{i}.db")),
             );
-            testkit::Serve::start(env!("CARGO_BIN_EXE_postal"), &db, &["--ledger", &url])
+            let args: Vec<&str> = ["--ledger", url.as_str()]
+                .into_iter()
+                .chain(serve_args.iter().copied())
+                .collect();
+            testkit::Serve::start(env!("CARGO_BIN_EXE_postal"), &db, &args)
         })
         .collect();
     let (a, b) = (nodes[0].address.clone(), nodes[1].address.clone());

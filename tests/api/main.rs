@@ -40,6 +40,9 @@ mod dataset;
 /// deploy/: systemd units, alert rules and dashboard checked with systemd-analyze and
 /// promtool; every metric they name is exported.
 mod deploy;
+/// Review L8: disputes freeze top-ups, amounts compared, refunds found by their payment,
+/// only https payment pages.
+mod disputes;
 /// Each endpoint's 200 shape for a US and a non-US code.
 mod endpoints;
 /// Every error of the contract: status and exact text.
@@ -60,6 +63,8 @@ mod idempotency;
 mod migrate;
 /// What is charged and when; 402 and 429.
 mod money;
+/// At most N new accounts per client address and UTC day (`--max-new-accounts-per-ip-day`).
+mod new_accounts;
 /// The normalisation table of decisions.md.
 mod normalisation;
 /// The committed OpenAPI document.

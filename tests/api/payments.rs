@@ -126,7 +126,7 @@ impl Stripe {
 
     /// A signed event of `kind` for `session`, as Stripe would post it (`extra`: the
     /// stand-in's `timestamp`, `secret`, `claimPaid`): (payload, Stripe-Signature).
-    fn event(&self, session: &str, kind: &str, extra: Value) -> (String, String) {
+    pub(crate) fn event(&self, session: &str, kind: &str, extra: Value) -> (String, String) {
         let mut ask = json!({"session": session, "type": kind});
         ask.as_object_mut()
             .unwrap()

@@ -15,11 +15,18 @@ It prints `listening http://127.0.0.1:PORT`, then serves until killed.
 
 Test hooks (not Stripe's): POST /test/event {"session", "type", "timestamp"?, "secret"?,
 "claimPaid"?} gives a signed event {"payload", "header"} without sending it;
-POST /test/refund {"session", "amount"} refunds cents of the session's charge and sends
-`charge.refunded`; GET /test/requests lists the API requests received; GET
-/test/deliveries the webhook deliveries and the service's answers; POST /test/config
-{"deliverOnPay": false} pays without sending the event, {"webhook": URL} sends the next
-ones there.
+POST /test/refund {"session", "amount", "noMetadata"?} refunds cents of the session's
+charge and sends `charge.refunded` (its charge's metadata left out with `noMetadata`);
+POST /test/dispute {"session", "dispute"?, "signOnly"?} sends `charge.dispute.created` for
+the session's charge (a new dispute id, or `dispute` again), or only gives it signed; POST /test/session {"session", "set"}
+changes what the API answers of a session (`amount_total`, `currency`); GET /test/requests
+lists the API requests received; GET /test/deliveries the webhook deliveries and the
+service's answers; POST /test/config {"deliverOnPay": false} pays without sending the
+event, {"webhook": URL} sends the next ones there, {"sessionUrl": URL} answers that
+payment page for new sessions.
+
+Besides creating and retrieving a session, the API lists them by PaymentIntent
+(GET /v1/checkout/sessions?payment_intent=pi_…), as Stripe's does.
 """
 
 import hashlib
@@ -152,7 +159,20 @@ class Handler(BaseHTTPRequestHandler):
         return True
 
     def do_GET(self):
-        path = urllib.parse.urlparse(self.path).path
+        parsed = urllib.parse.urlparse(self.path)
+        path = parsed.path
+        if path == "/v1/checkout/sessions":
+            with LOCK:
+                REQUESTS.append({"method": "GET", "path": self.path,
+                                 "authorization": self.headers.get("Authorization")})
+            if not self.authorized():
+                return
+            query = dict(urllib.parse.parse_qsl(parsed.query))
+            with LOCK:
+                found = [public(s) for s in SESSIONS.values()
+                         if s["payment_intent"] == query.get("payment_intent")]
+            return self.answer(200, {"object": "list", "data": found[:1], "has_more": False,
+                                     "url": "/v1/checkout/sessions"})
         if path.startswith("/v1/checkout/sessions/"):
             with LOCK:
                 REQUESTS.append({"method": "GET", "path": path,
@@ -206,8 +226,31 @@ class Handler(BaseHTTPRequestHandler):
                 charge["amount_refunded"] += ask["amount"]
                 charge["refunded"] = charge["amount_refunded"] == charge["amount"]
                 snapshot = dict(charge)
+            if ask.get("noMetadata"):
+                snapshot["metadata"] = {}
             status, text = deliver(*event("charge.refunded", snapshot))
             return self.answer(200, {"status": status, "body": text})
+        if path == "/test/dispute":
+            ask = json.loads(self.body())
+            with LOCK:
+                charge = CHARGES[ask["session"]]
+                dispute = {
+                    "id": ask.get("dispute") or new_id("dp"), "object": "dispute",
+                    "amount": charge["amount"], "charge": charge["id"], "currency": "usd",
+                    "payment_intent": charge["payment_intent"], "reason": "fraudulent",
+                    "status": "needs_response", "metadata": {},
+                }
+            payload, header = event("charge.dispute.created", dispute)
+            if ask.get("signOnly"):
+                return self.answer(200, {"payload": payload, "header": header,
+                                         "dispute": dispute["id"]})
+            status, text = deliver(payload, header)
+            return self.answer(200, {"status": status, "body": text, "dispute": dispute["id"]})
+        if path == "/test/session":
+            ask = json.loads(self.body())
+            with LOCK:
+                SESSIONS[ask["session"]].update(ask["set"])
+                return self.answer(200, public(SESSIONS[ask["session"]]))
         if path == "/test/config":
             SETTINGS.update(json.loads(self.body()))
             return self.answer(200, SETTINGS)
@@ -272,7 +315,7 @@ class Handler(BaseHTTPRequestHandler):
             "payment_status": "unpaid",
             "status": "open",
             "success_url": form["success_url"],
-            "url": f"{BASE}/pay/{session_id}",
+            "url": SETTINGS.get("sessionUrl") or f"{BASE}/pay/{session_id}",
             "_name": form["line_items[0][price_data][product_data][name]"],
         }
         with LOCK:

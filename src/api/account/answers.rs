@@ -226,12 +226,22 @@ documented! {
              comes from another `Origin` than the public URL's (`Origin not allowed for \
              the dashboard`), the session's last sign-in is more than 15 minutes old (`Sign \
              in again to do this: this session's last sign-in is more than 15 minutes old`: \
-             sign in again with `signInAgain`, then retry), or this server takes no cards \
-             (`Top-ups by card are not set up on this server. ...`); nothing changed.",
+             sign in again with `signInAgain`, then retry), this server takes no cards \
+             (`Top-ups by card are not set up on this server. ...`), or a dispute of one of \
+             the account's card payments froze its top-ups until the operator lifts it \
+             (`Top-ups by card are frozen for this account: one of its card payments was \
+             disputed. Ask the operator of this server to review it.`); nothing changed.",
         ),
         TOO_LARGE_413,
         LIMITED_429,
         INTERNAL_500,
+        (
+            502,
+            "Stripe answered a payment page that is not https (nor http to a loopback host) \
+             (`The payment processor answered a payment page this server does not send \
+             browsers to`); the top-up is marked failed, nothing was charged, and the cause \
+             is in the server's log.",
+        ),
         (
             503,
             "Stripe could not be reached (`The payment processor could not be reached; try \

@@ -68,6 +68,9 @@ pub struct DashboardSettings {
     pub public_url: Option<String>,
     /// Whether a new identity may make an account (`--signups open`, the default).
     pub signups_closed: bool,
+    /// Accounts one client address may make by signing in per UTC day
+    /// (`--max-new-accounts-per-ip-day`; `None`: [`dashboard::NEW_ACCOUNTS_PER_IP_DAY`]).
+    pub max_new_accounts_per_ip_day: Option<u32>,
     /// Requests a minute a client address may make under `/account`, and a session to
     /// `/account/api` (`--account-requests-per-minute`; `None`: [`REQUESTS_PER_MINUTE`]).
     pub requests_per_minute: Option<u32>,
@@ -78,6 +81,7 @@ pub(crate) struct Dashboard {
     accounts: Accounts,
     public_url: String,
     signups_open: bool,
+    new_accounts_per_ip_day: u32,
     /// Requests to providers and Stripe (`accounts::oidc::outside_agent`).
     http: ureq::Agent,
     /// Sign-ins started a minute per client IP: each writes a row and asks the provider
@@ -125,6 +129,9 @@ impl Dashboard {
             accounts,
             public_url: public_url.trim_end_matches('/').to_owned(),
             signups_open: !settings.signups_closed,
+            new_accounts_per_ip_day: settings
+                .max_new_accounts_per_ip_day
+                .unwrap_or(dashboard::NEW_ACCOUNTS_PER_IP_DAY),
             http: crate::accounts::oidc::outside_agent(),
             starts: Default::default(),
             trusted_proxies,
@@ -180,6 +187,19 @@ impl Dashboard {
             .find('/')
             .map_or(self.public_url.len(), |i| after_scheme + i);
         &self.public_url[..end]
+    }
+
+    /// Whether a first sign-in from `req`'s client may make an account: the server's
+    /// `--signups`, and the client's address as new accounts are counted per day (the
+    /// per-IP limits' way: `access::counted_as`, X-Forwarded-For only from a trusted
+    /// proxy).
+    fn signups(&self, req: &Request) -> crate::accounts::Signups {
+        let client = crate::api::access::RequestMeta::of(req).client_ip(&self.trusted_proxies);
+        crate::accounts::Signups {
+            open: self.signups_open,
+            from: dashboard::address_key(client.map(crate::api::access::counted_as)),
+            per_address_day: self.new_accounts_per_ip_day,
+        }
     }
 
     /// Runs `work` with the admin interface (the account store: the file, or the
@@ -336,6 +356,8 @@ fn account_error(e: AccountError) -> ApiError {
         AccountError::Refused(why) => ApiError::bad_request(why.to_string()),
         AccountError::Invalid(why) => ApiError::bad_request(why),
         AccountError::Conflict(why) => ApiError::conflict(&why),
+        AccountError::Forbidden(why) => ApiError::forbidden(&why),
+        AccountError::Limited(why) => ApiError::rate_limited(&why, 3600),
         AccountError::Unexpected(cause) => ApiError::internal(cause),
     }
 }

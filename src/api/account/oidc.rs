@@ -382,6 +382,8 @@ async fn finish(
         Failure::new(
             if e.is_server_error() {
                 StatusCode::INTERNAL_SERVER_ERROR
+            } else if e.status() == StatusCode::TOO_MANY_REQUESTS {
+                e.status()
             } else {
                 StatusCode::FORBIDDEN
             },
@@ -405,7 +407,7 @@ async fn finish(
         }
         _ => {}
     }
-    let signups_open = dash.signups_open;
+    let signups = dash.signups(req);
     let client_text = req
         .header(header::USER_AGENT)
         .map(|ua| ua.chars().take(200).collect::<String>());
@@ -435,7 +437,7 @@ async fn finish(
         if let Some((account, public_id)) = previous {
             admin.end_session(&account, &public_id, now).await?;
         }
-        let signed_in = admin.sign_in(&identity, signups_open, now).await?;
+        let signed_in = admin.sign_in(&identity, &signups, now).await?;
         let row = SessionRow {
             public_id,
             account_id: signed_in.account_id,

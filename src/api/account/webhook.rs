@@ -12,9 +12,14 @@
 //! `checkout.session.async_payment_succeeded`) is read back from Stripe's API, as Stripe's
 //! fulfilment guide asks, and its `amount_total` credited to the top-up it names, once
 //! (`Admin::credit_payment`: the top-up's row moves to `paid` in the ledger row's
-//! transaction). `charge.refunded` takes the refund back from the balance, never below
-//! zero. Other events are answered 200 and ignored. A failure of ours (the ledger, Stripe's
-//! API) is 5xx, and Stripe delivers the event again later, for up to three days.
+//! transaction), when it is exactly the top-up's amount in USD (otherwise nothing is
+//! credited, answered 200 and audited). `charge.refunded` takes the refund back from the
+//! balance, never below zero; `charge.dispute.created` takes back what is left of the
+//! top-up's credit, once per dispute, and freezes the account's top-ups. Either finds its
+//! top-up by its PaymentIntent (through Stripe's Checkout Session of it when no paid
+//! top-up holds it). Other events are answered 200 and ignored. A failure of ours (the
+//! ledger, Stripe's API) is 5xx, and Stripe delivers the event again later, for up to
+//! three days.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,7 +34,7 @@ use crate::accounts::{Credited, Payment, PaymentSettings, Refunded};
 use crate::api::ApiError;
 use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
-use crate::domain::payments::{self, TopupStatus};
+use crate::domain::payments::{self, Clawback, TopupStatus};
 
 /// The largest event body taken (Stripe's events are a few KB).
 const MAX_EVENT_BYTES: usize = 256 * 1024;
@@ -80,6 +85,13 @@ pub(super) fn stripe_failed(e: StripeError) -> ApiError {
         }
         StripeError::Refused(why) => {
             ApiError::internal(anyhow::anyhow!("Stripe refused the request: {why}"))
+        }
+        StripeError::BadAnswer(why) => {
+            tracing::error!("Stripe's answer refused: {why}");
+            ApiError::bad_gateway(
+                "The payment processor answered a payment page this server does not send \
+                 browsers to",
+            )
         }
     }
 }
@@ -158,57 +170,112 @@ async fn receive(req: &Request, body: Body, dash: &Arc<Dashboard>) -> Result<Str
             if object["currency"].as_str() != Some("usd") || object["payment_intent"].is_null() {
                 return Ok("ignored: not a USD payment of a PaymentIntent".to_owned());
             }
-            let payment = stripe_id(object, "payment_intent")
-                .map_err(invalid)?
-                .to_owned();
-            let topup_id = object["metadata"]["topup_id"].as_str().map(TopupId::new);
             let total = object["amount_refunded"]
                 .as_i64()
                 .and_then(payments::from_cents)
                 .ok_or_else(|| {
                     ApiError::bad_request("Invalid event: no valid 'amount_refunded'")
                 })?;
-            let refunded = dash
-                .admin_as(actor, move |mut admin| async move {
-                    admin
-                        .refund_payment(&payment, topup_id.as_ref(), total, now)
-                        .await
-                })
-                .await?;
-            match refunded {
-                Refunded::Now {
-                    account_id, split, ..
-                } => {
-                    if split.shortfall > Micros::ZERO {
-                        tracing::warn!(
-                            event = %event.id,
-                            "refund of account {account_id}: {} USD could not be taken back \
-                             (spent, or held by nodes); see `postal account show {account_id}`",
-                            split.shortfall
-                        );
-                    }
-                    format!(
-                        "refund taken back: {} USD, shortfall {} USD",
-                        split.taken, split.shortfall
-                    )
-                }
-                Refunded::Already => "refund counted before".to_owned(),
-                // Stripe delivers it again (for up to three days), after the credit.
-                Refunded::Early => {
-                    tracing::warn!(event = %event.id, "a refund came before its payment's credit");
-                    return Err(ApiError::unavailable(
-                        "The refunded payment is not credited yet; deliver the refund again \
-                         later",
-                        60,
-                    ));
-                }
-                Refunded::Unknown => "ignored: no top-up paid by this payment".to_owned(),
+            let topup_id = object["metadata"]["topup_id"].as_str().map(TopupId::new);
+            let clawback = Clawback::Refund { total };
+            take_back(dash, &settings, &event.id, object, topup_id, clawback, now).await?
+        }
+        "charge.dispute.created" => {
+            // A Dispute names its charge's PaymentIntent, never the top-up.
+            if object["currency"].as_str() != Some("usd") || object["payment_intent"].is_null() {
+                return Ok("ignored: not a USD payment of a PaymentIntent".to_owned());
             }
+            let dispute = stripe_id(object, "id").map_err(invalid)?.to_owned();
+            let clawback = Clawback::Dispute { dispute };
+            take_back(dash, &settings, &event.id, object, None, clawback, now).await?
         }
         _ => "ignored".to_owned(),
     };
     tracing::info!(event = %event.id, kind = %event.kind, "Stripe webhook: {outcome}");
     Ok(outcome)
+}
+
+/// Takes back a refund or a dispute of the PaymentIntent `object` names (a Charge, a
+/// Dispute) from its top-up's account. `topup_id`: the top-up its metadata names; without
+/// one, a payment no paid top-up has is looked up at Stripe (the Checkout Session of that
+/// PaymentIntent, whose metadata names its top-up), to tell one that came before its
+/// credit (503: Stripe delivers it again) from another product's (ignored).
+async fn take_back(
+    dash: &Dashboard,
+    settings: &Arc<PaymentSettings>,
+    event: &str,
+    object: &serde_json::Value,
+    topup_id: Option<TopupId>,
+    clawback: Clawback,
+    now: i64,
+) -> Result<String, ApiError> {
+    let payment = stripe_id(object, "payment_intent")
+        .map_err(invalid)?
+        .to_owned();
+    let actor = format!("Stripe (event {event})");
+    let refund = |topup_id: Option<TopupId>| {
+        let (payment, clawback, actor) = (payment.clone(), clawback.clone(), actor.clone());
+        async move {
+            dash.admin_as(actor, move |mut admin| async move {
+                admin
+                    .refund_payment(&payment, topup_id.as_ref(), &clawback, now)
+                    .await
+            })
+            .await
+        }
+    };
+    let mut taken = refund(topup_id.clone()).await?;
+    if taken == Refunded::Unknown && topup_id.is_none() {
+        let (settings, asked) = (settings.clone(), payment.clone());
+        let session = dash
+            .stripe(move |http| stripe::session_of_payment(http, &settings, &asked))
+            .await
+            .map_err(stripe_failed)?;
+        if let Some(named) = session.and_then(|s| s.metadata.get("topup_id").cloned()) {
+            taken = refund(Some(TopupId::new(named))).await?;
+        }
+    }
+    let (what, done) = match clawback {
+        Clawback::Refund { .. } => ("refund", "refunded"),
+        Clawback::Dispute { .. } => ("dispute", "disputed"),
+    };
+    Ok(match taken {
+        Refunded::Now {
+            account_id, split, ..
+        } => {
+            if let Clawback::Dispute { dispute } = &clawback {
+                tracing::error!(
+                    event,
+                    "card payment {payment} of account {account_id} disputed ({dispute}): {} \
+                     USD taken back, {} USD could not be; its top-ups are frozen until \
+                     `postal account unfreeze {account_id}`",
+                    split.taken,
+                    split.shortfall
+                );
+            } else if split.shortfall > Micros::ZERO {
+                tracing::warn!(
+                    event,
+                    "refund of account {account_id}: {} USD could not be taken back \
+                     (spent, or held by nodes); see `postal account show {account_id}`",
+                    split.shortfall
+                );
+            }
+            format!(
+                "{what} taken back: {} USD, shortfall {} USD",
+                split.taken, split.shortfall
+            )
+        }
+        Refunded::Already => format!("{what} counted before"),
+        // Stripe delivers it again (for up to three days), after the credit.
+        Refunded::Early => {
+            tracing::warn!(event, "a {what} came before its payment's credit");
+            return Err(ApiError::unavailable(
+                &format!("The {done} payment is not credited yet; deliver the {what} again later"),
+                60,
+            ));
+        }
+        Refunded::Unknown => "ignored: no top-up paid by this payment".to_owned(),
+    })
 }
 
 /// Credits a Checkout Session Stripe's API says is paid, once.
@@ -224,17 +291,16 @@ async fn fulfil(
             session.payment_status
         ));
     }
-    if session.currency.as_deref() != Some("usd") {
-        return Ok("ignored: not USD".to_owned());
-    }
     let Some(amount) = session.amount_total.and_then(payments::from_cents) else {
         return Err(ApiError::bad_request(
             "Invalid session: no valid 'amount_total'",
         ));
     };
     let session_id = session.id.clone();
+    let currency = session.currency.clone().unwrap_or_default();
     let paid = Payment {
         payment: session.payment(),
+        currency: currency.clone(),
         session_id: session.id,
         topup_id: session.metadata.get("topup_id").map(TopupId::new),
         account_id: session.client_reference_id.map(AccountId::new),
@@ -250,6 +316,26 @@ async fn fulfil(
             topup_id, amount, ..
         } => format!("credited {amount} USD ({topup_id})"),
         Credited::Already { topup_id } => format!("credited before ({topup_id})"),
+        // Answered 200: Stripe's retries would read the same session back, and a 4xx
+        // would only have it retry for three days and then disable the endpoint. The
+        // operator settles it (refund in Stripe's Dashboard, or `postal account topup`).
+        Credited::Mismatch {
+            account_id,
+            topup_id,
+            asked,
+        } => {
+            tracing::error!(
+                session = %session_id,
+                "a paid Checkout Session of account {account_id} reports {amount} {} for \
+                 {topup_id}, which asked {asked} USD: nothing credited; settle it in \
+                 Stripe's Dashboard",
+                currency
+            );
+            format!(
+                "not credited: amount mismatch, {amount} {currency} paid for a top-up of \
+                 {asked} USD ({topup_id})"
+            )
+        }
         Credited::Unknown => {
             tracing::warn!(
                 session = %session_id,

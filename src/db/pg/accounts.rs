@@ -70,7 +70,8 @@ pub(super) async fn insert_account(
 pub async fn show(client: &Client, public_id: &AccountId) -> Result<AccountView, AccountError> {
     let row = client
         .query_opt(
-            "SELECT id, name, balance, limit_per_minute, limit_per_hour, limit_per_day
+            "SELECT id, name, balance, limit_per_minute, limit_per_hour, limit_per_day,
+                    topups_frozen
              FROM accounts WHERE public_id = $1",
             &[&public_id],
         )
@@ -100,6 +101,7 @@ pub async fn show(client: &Client, public_id: &AccountId) -> Result<AccountView,
         balance: row.try_get(2)?,
         keys,
         limits: limits_at(&row, 3),
+        topups_frozen: row.get(6),
     })
 }
 

@@ -7,7 +7,8 @@ use tokio_postgres::{Client, GenericClient};
 
 use crate::db::admin::{
     AccountError, AuditEntry, Audited, IdentityView, LinkOffer, Page, Paging, Provider,
-    SessionIdentity, SessionRow, SessionView, SignIn, SignedIn, session_identity, session_query,
+    SessionIdentity, SessionRow, SessionView, SignIn, SignedIn, Signups, session_identity,
+    session_query,
 };
 use crate::domain::admin::AuditAction;
 use crate::domain::dashboard::{self, DashboardRefused};
@@ -163,7 +164,7 @@ pub async fn take_signin(
 pub async fn sign_in(
     client: &mut Client,
     identity: &IdentityView,
-    signups_open: bool,
+    signups: &Signups,
     now: i64,
 ) -> Result<(SignedIn, Option<i64>), AccountError> {
     let tx = client.transaction().await?;
@@ -190,10 +191,34 @@ pub async fn sign_in(
             },
             None,
         ),
-        None if !signups_open => return Err(refused(DashboardRefused::SignupsClosed)),
+        None if !signups.open => return Err(refused(DashboardRefused::SignupsClosed)),
         None => {
+            // Two nodes making accounts for one address at once: the second waits, then
+            // counts the first.
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('signups ' || $1))",
+                &[&signups.from],
+            )
+            .await?;
+            let made: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM accounts WHERE created_from = $1 AND created_at >= $2",
+                    &[&signups.from, &dashboard::day_start(now)],
+                )
+                .await?
+                .get(0);
+            if made >= i64::from(signups.per_address_day) {
+                return Err(AccountError::Limited(
+                    dashboard::TOO_MANY_NEW_ACCOUNTS.to_owned(),
+                ));
+            }
             let name = identity.account_name();
             let (rowid, account_id) = insert_account(&tx, Some(name), now).await?;
+            tx.execute(
+                "UPDATE accounts SET created_from = $2 WHERE id = $1",
+                &[&rowid, &signups.from],
+            )
+            .await?;
             insert_identity(&tx, rowid, identity, now).await?;
             let version = bump(&tx).await?;
             (

@@ -55,6 +55,7 @@ pub const FILE_TABLES: &[(&str, Fate)] = &[
     ("audit_log", Fate::Moved { except: &[] }),
     ("payment_settings", Fate::Moved { except: &[] }),
     ("topups", Fate::Moved { except: &[] }),
+    ("disputes", Fate::Moved { except: &[] }),
     (
         "sessions",
         Fate::NotMoved("dashboard sessions end with the move: customers sign in again"),

@@ -298,6 +298,18 @@ ALTER TABLE signins ADD COLUMN purpose text NOT NULL DEFAULT 'signin'
     CHECK (purpose IN ('signin', 'link', 'reauth'));
 ALTER TABLE signins ADD COLUMN session_hash bytea
     CHECK (session_hash IS NULL OR length(session_hash) = 32);
+-- Disputes freeze an account's top-ups; sign-ups count their client address
+-- (schema.sql's version 13).
+ALTER TABLE accounts ADD COLUMN topups_frozen text;
+ALTER TABLE accounts ADD COLUMN created_from text;
+CREATE INDEX accounts_by_origin ON accounts (created_from, created_at);
+CREATE TABLE disputes (
+    dispute    text PRIMARY KEY,
+    topup_id   bigint NOT NULL REFERENCES topups (id),
+    owed       bigint NOT NULL CHECK (owed >= 0),
+    taken_back bigint NOT NULL CHECK (taken_back BETWEEN 0 AND owed),
+    created_at bigint NOT NULL
+);
 "#,
 ];
 

@@ -10,7 +10,7 @@ use crate::db::admin::{AccountError, Credited, Payment, PaymentSettings, Refunde
 use crate::domain::admin::BalanceChange;
 use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
-use crate::domain::payments::{self, TopupStatus};
+use crate::domain::payments::{self, Clawback, TopupStatus};
 
 use super::accounts::write_change;
 use super::changes::bump;
@@ -88,6 +88,16 @@ pub async fn new_topup(
         &[&account_id],
     )
     .await?;
+    let frozen: Option<String> = tx
+        .query_one(
+            "SELECT topups_frozen FROM accounts WHERE id = $1",
+            &[&rowid],
+        )
+        .await?
+        .get(0);
+    if frozen.is_some() {
+        return Err(AccountError::Forbidden(payments::TOPUPS_FROZEN.to_owned()));
+    }
     // Pending top-ups that can no longer be paid (`db::sqlite::payments::sweep`).
     tx.execute(
         "UPDATE topups SET status = CASE WHEN session_id IS NULL THEN 'failed' ELSE 'expired' END,
@@ -201,7 +211,7 @@ pub async fn credit(
     // paid.
     let found = tx
         .query_opt(
-            "SELECT t.id, t.public_id, t.status, a.public_id
+            "SELECT t.id, t.public_id, t.status, a.public_id, t.amount
              FROM topups t JOIN accounts a ON a.id = t.account_id
              WHERE t.session_id = $1 OR (t.public_id = $2 AND t.session_id IS NULL)
              ORDER BY t.session_id IS NULL LIMIT 1
@@ -219,6 +229,17 @@ pub async fn credit(
     }
     if status == TopupStatus::Paid {
         return Ok((Credited::Already { topup_id }, None));
+    }
+    let asked: Micros = row.try_get(4)?;
+    if !payments::pays_for(paid.amount, &paid.currency, asked) {
+        return Ok((
+            Credited::Mismatch {
+                account_id,
+                topup_id,
+                asked,
+            },
+            None,
+        ));
     }
     let (account_row, balance, leased) = lock_account(&tx, &account_id).await?;
     let change = BalanceChange::paid(
@@ -246,13 +267,14 @@ pub async fn credit(
     ))
 }
 
-/// Takes back what was refunded of `payment` beyond what was counted, never what the
-/// nodes hold nor below zero; and the version to wait for when the balance changed.
+/// Takes back what was refunded (or disputed: `db::sqlite::payments::refund`) of
+/// `payment` beyond what was counted, never what the nodes hold nor below zero; and the
+/// version to wait for when the balance changed.
 pub async fn refund(
     client: &mut Client,
     payment: &str,
     topup_id: Option<&TopupId>,
-    refunded_total: Micros,
+    clawback: &Clawback,
     now: i64,
 ) -> Result<(Refunded, Option<i64>), AccountError> {
     let tx = client.transaction().await?;
@@ -283,24 +305,52 @@ pub async fn refund(
     let (id, topup_id, account_id): (i64, TopupId, AccountId) =
         (row.get(0), row.get(1), row.get(4));
     let (credited, counted): (Micros, Micros) = (row.try_get(2)?, row.try_get(3)?);
-    let total = refunded_total.min(credited);
-    let Some(owed) = total.checked_sub(counted).filter(|o| *o > Micros::ZERO) else {
+    if let Clawback::Dispute { dispute } = clawback {
+        // The topup's row is locked: a second delivery of the dispute waits, then finds it.
+        let seen = tx
+            .query_opt("SELECT 1 FROM disputes WHERE dispute = $1", &[dispute])
+            .await?;
+        if seen.is_some() {
+            return Ok((Refunded::Already, None));
+        }
+    }
+    let total = clawback.total(credited);
+    let owed = total
+        .checked_sub(counted)
+        .unwrap_or(Micros::ZERO)
+        .max(Micros::ZERO);
+    let freezes = clawback.freezes(topup_id.as_str(), payment);
+    if owed == Micros::ZERO && freezes.is_none() {
         return Ok((Refunded::Already, None));
-    };
+    }
     let (account_row, balance, leased) = lock_account(&tx, &account_id).await?;
     let split = payments::refund_split(balance, leased, owed);
     let mut after = balance;
     let mut version = None;
     if split.taken > Micros::ZERO {
-        let change = BalanceChange::refund(payment, owed, split)?;
+        let change = BalanceChange::refund(clawback, payment, owed, split)?;
         after = write_change(&tx, account_row, (balance, leased), &change, now).await?;
         version = Some(bump(&tx).await?);
     }
     tx.execute(
-        "UPDATE topups SET refunded = $2, taken_back = taken_back + $3 WHERE id = $1",
+        "UPDATE topups SET refunded = greatest(refunded, $2), taken_back = taken_back + $3
+         WHERE id = $1",
         &[&id, &total, &split.taken],
     )
     .await?;
+    if let (Clawback::Dispute { dispute }, Some(why)) = (clawback, freezes) {
+        tx.execute(
+            "INSERT INTO disputes (dispute, topup_id, owed, taken_back, created_at)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[dispute, &id, &owed, &split.taken, &now],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE accounts SET topups_frozen = $2 WHERE id = $1",
+            &[&account_row, &why],
+        )
+        .await?;
+    }
     tx.commit().await?;
     Ok((
         Refunded::Now {
@@ -312,4 +362,27 @@ pub async fn refund(
         },
         version,
     ))
+}
+
+/// Lifts the account's freeze of top-ups: why it was frozen, or `None` when it was not.
+pub async fn unfreeze(
+    client: &mut Client,
+    account_id: &AccountId,
+) -> Result<Option<String>, AccountError> {
+    let tx = client.transaction().await?;
+    let rowid = account_rowid(&tx, account_id).await?;
+    let was: Option<String> = tx
+        .query_one(
+            "SELECT topups_frozen FROM accounts WHERE id = $1 FOR UPDATE",
+            &[&rowid],
+        )
+        .await?
+        .get(0);
+    tx.execute(
+        "UPDATE accounts SET topups_frozen = NULL WHERE id = $1",
+        &[&rowid],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(was)
 }

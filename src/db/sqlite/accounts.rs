@@ -71,7 +71,8 @@ pub fn show_row(
 ) -> Result<(i64, AccountView), AccountError> {
     let row = conn
         .query_row(
-            "SELECT id, name, balance, limit_per_minute, limit_per_hour, limit_per_day
+            "SELECT id, name, balance, limit_per_minute, limit_per_hour, limit_per_day,
+                    topups_frozen
              FROM accounts WHERE public_id = ?1",
             [public_id],
             |r| {
@@ -80,11 +81,12 @@ pub fn show_row(
                     r.get::<_, Option<String>>(1)?,
                     r.get(2)?,
                     limits_at(r, 3)?,
+                    r.get::<_, Option<String>>(6)?,
                 ))
             },
         )
         .optional()?;
-    let Some((rowid, name, balance, limits)) = row else {
+    let Some((rowid, name, balance, limits, topups_frozen)) = row else {
         return Err(AccountError::UnknownAccount(public_id.clone()));
     };
     let mut stmt = conn.prepare(
@@ -107,6 +109,7 @@ pub fn show_row(
         balance,
         keys,
         limits,
+        topups_frozen,
     };
     Ok((rowid, view))
 }

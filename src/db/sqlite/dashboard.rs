@@ -7,7 +7,8 @@ use secrecy::ExposeSecret;
 
 use crate::db::admin::{
     AccountError, AuditEntry, Audited, IdentityView, LinkOffer, Page, Paging, Provider,
-    SessionIdentity, SessionRow, SessionView, SignIn, SignedIn, session_identity, session_query,
+    SessionIdentity, SessionRow, SessionView, SignIn, SignedIn, Signups, session_identity,
+    session_query,
 };
 use crate::db::sqlite::accounts::insert_account;
 use crate::db::sqlite::decode::find_account;
@@ -164,7 +165,7 @@ pub fn take_signin(
 pub fn sign_in(
     conn: &mut Connection,
     identity: &IdentityView,
-    signups_open: bool,
+    signups: &Signups,
     now: i64,
 ) -> Result<SignedIn, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -183,10 +184,24 @@ pub fn sign_in(
             account_id,
             created: false,
         },
-        None if !signups_open => return Err(refused(DashboardRefused::SignupsClosed)),
+        None if !signups.open => return Err(refused(DashboardRefused::SignupsClosed)),
         None => {
+            let made: i64 = tx.query_row(
+                "SELECT count(*) FROM accounts WHERE created_from = ?1 AND created_at >= ?2",
+                params![signups.from, dashboard::day_start(now)],
+                |r| r.get(0),
+            )?;
+            if made >= i64::from(signups.per_address_day) {
+                return Err(AccountError::Limited(
+                    dashboard::TOO_MANY_NEW_ACCOUNTS.to_owned(),
+                ));
+            }
             let name = identity.account_name();
             let (rowid, account_id) = insert_account(&tx, Some(name), now)?;
+            tx.execute(
+                "UPDATE accounts SET created_from = ?2 WHERE id = ?1",
+                params![rowid, signups.from],
+            )?;
             insert_identity(&tx, rowid, identity, now)?;
             SignedIn {
                 account_id,

@@ -11,7 +11,7 @@ use crate::db::sqlite::decode::find_account;
 use crate::domain::admin::BalanceChange;
 use crate::domain::ids::{AccountId, TopupId};
 use crate::domain::money::Micros;
-use crate::domain::payments::{self, TopupStatus};
+use crate::domain::payments::{self, Clawback, TopupStatus};
 
 pub fn set_settings(
     conn: &mut Connection,
@@ -69,6 +69,14 @@ pub fn new_topup(
 ) -> Result<TopupId, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (rowid, _) = find_account(&tx, account_id)?;
+    let frozen: Option<String> = tx.query_row(
+        "SELECT topups_frozen FROM accounts WHERE id = ?1",
+        [rowid],
+        |r| r.get(0),
+    )?;
+    if frozen.is_some() {
+        return Err(AccountError::Forbidden(payments::TOPUPS_FROZEN.to_owned()));
+    }
     sweep(&tx, rowid, now)?;
     let pending: i64 = tx.query_row(
         "SELECT count(*) FROM topups
@@ -176,7 +184,7 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
     // the top-up the session names, which has no other session.
     let found = tx
         .query_row(
-            "SELECT t.id, t.public_id, t.status, a.id, a.public_id, a.balance
+            "SELECT t.id, t.public_id, t.status, a.id, a.public_id, a.balance, t.amount
              FROM topups t JOIN accounts a ON a.id = t.account_id
              WHERE t.session_id = ?1 OR (t.public_id = ?2 AND t.session_id IS NULL)
              ORDER BY t.session_id IS NULL LIMIT 1",
@@ -189,11 +197,12 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
                     r.get::<_, i64>(3)?,
                     r.get::<_, AccountId>(4)?,
                     r.get::<_, Micros>(5)?,
+                    r.get::<_, Micros>(6)?,
                 ))
             },
         )
         .optional()?;
-    let Some((id, topup_id, status, account_row, account_id, balance)) = found else {
+    let Some((id, topup_id, status, account_row, account_id, balance, asked)) = found else {
         return Ok(Credited::Unknown);
     };
     if paid.account_id.as_ref().is_some_and(|a| *a != account_id) {
@@ -201,6 +210,13 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
     }
     if status == TopupStatus::Paid {
         return Ok(Credited::Already { topup_id });
+    }
+    if !payments::pays_for(paid.amount, &paid.currency, asked) {
+        return Ok(Credited::Mismatch {
+            account_id,
+            topup_id,
+            asked,
+        });
     }
     let change = BalanceChange::paid(
         paid.amount,
@@ -223,13 +239,15 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
 }
 
 /// Takes back what the processor refunded of `payment` beyond what was counted before
-/// (`refunded_total` is its running total), never below a zero balance. `topup_id`: the
-/// top-up the charge's metadata names, to tell a refund that came before its credit.
+/// (a refund's running total; a dispute: all that is left, once per dispute id, and the
+/// account's top-ups frozen), never below a zero balance. `topup_id`: the top-up the
+/// charge's metadata (or its PaymentIntent's session) names, to tell one that came before
+/// its credit.
 pub fn refund(
     conn: &mut Connection,
     payment: &str,
     topup_id: Option<&TopupId>,
-    refunded_total: Micros,
+    clawback: &Clawback,
     now: i64,
 ) -> Result<Refunded, AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -265,20 +283,49 @@ pub fn refund(
             None => Refunded::Unknown,
         });
     };
-    let total = refunded_total.min(credited);
-    let Some(owed) = total.checked_sub(counted).filter(|o| *o > Micros::ZERO) else {
+    if let Clawback::Dispute { dispute } = clawback {
+        let seen = tx
+            .query_row(
+                "SELECT 1 FROM disputes WHERE dispute = ?1",
+                [dispute],
+                |_| Ok(()),
+            )
+            .optional()?;
+        if seen.is_some() {
+            return Ok(Refunded::Already);
+        }
+    }
+    let total = clawback.total(credited);
+    let owed = total
+        .checked_sub(counted)
+        .unwrap_or(Micros::ZERO)
+        .max(Micros::ZERO);
+    let freezes = clawback.freezes(topup_id.as_str(), payment);
+    if owed == Micros::ZERO && freezes.is_none() {
         return Ok(Refunded::Already);
-    };
+    }
     let split = payments::refund_split(balance, Micros::ZERO, owed);
     let mut after = balance;
     if split.taken > Micros::ZERO {
-        let change = BalanceChange::refund(payment, owed, split)?;
+        let change = BalanceChange::refund(clawback, payment, owed, split)?;
         after = write_change(&tx, account_row, balance, &change, now)?;
     }
     tx.execute(
-        "UPDATE topups SET refunded = ?2, taken_back = taken_back + ?3 WHERE id = ?1",
+        "UPDATE topups SET refunded = max(refunded, ?2), taken_back = taken_back + ?3
+         WHERE id = ?1",
         params![id, total, split.taken],
     )?;
+    if let (Clawback::Dispute { dispute }, Some(why)) = (clawback, freezes) {
+        tx.execute(
+            "INSERT INTO disputes (dispute, topup_id, owed, taken_back, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![dispute, id, owed, split.taken, now],
+        )?;
+        tx.execute(
+            "UPDATE accounts SET topups_frozen = ?2 WHERE id = ?1",
+            params![account_row, why],
+        )?;
+    }
     tx.commit()?;
     Ok(Refunded::Now {
         account_id,
@@ -287,4 +334,26 @@ pub fn refund(
         split,
         balance: after,
     })
+}
+
+/// Lifts the account's freeze of top-ups: why it was frozen, or `None` when it was not.
+pub fn unfreeze(
+    conn: &mut Connection,
+    account_id: &AccountId,
+) -> Result<Option<String>, AccountError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (rowid, _) = find_account(&tx, account_id)?;
+    let was: Option<String> = tx.query_row(
+        "SELECT topups_frozen FROM accounts WHERE id = ?1",
+        [rowid],
+        |r| r.get(0),
+    )?;
+    if was.is_some() {
+        tx.execute(
+            "UPDATE accounts SET topups_frozen = NULL WHERE id = ?1",
+            [rowid],
+        )?;
+    }
+    tx.commit()?;
+    Ok(was)
 }
