@@ -41,8 +41,10 @@ pub struct Returned<'a> {
     /// When the identity is linked (unix seconds).
     pub now: i64,
     /// Whether the sign-in asked the person to sign in again (`authorize`'s `again`): an
-    /// ID token's `auth_time`, when it has one, must then be of the sign-in's minutes.
+    /// ID token's `auth_time`, when it has one, must then be after `started_at`.
     pub again: bool,
+    /// When the sign-in started (unix seconds).
+    pub started_at: i64,
 }
 
 /// The identity `provider` vouches for: the code exchanged with the sign-in's PKCE

@@ -88,6 +88,9 @@ pub fn identity(
         email,
         name: Some(user.login),
         created_at: back.now,
+        // GitHub says nothing of when its user signed in there: its sign-in counts as
+        // now (docs/account.md: a sign-in again at GitHub is its account picker).
+        signed_in_at: Some(back.now),
     })
 }
 

@@ -151,6 +151,10 @@ impl std::fmt::Debug for Authorization {
     }
 }
 
+/// How far the provider's clock may be behind ours when its `auth_time` is compared
+/// with the start of a sign-in again.
+const CLOCK_SKEW_SECS: i64 = 60;
+
 /// The authorization URL of a sign-in with `provider`, whose callback is `redirect`.
 pub fn authorize(
     http: &ureq::Agent,
@@ -168,11 +172,17 @@ pub fn authorize(
         )
         .add_scope(Scope::new("email".to_string()))
         .set_pkce_challenge(challenge);
-    if again {
-        request = request
+    request = match again {
+        true => request
             .add_prompt(openidconnect::core::CoreAuthPrompt::Login)
-            .set_max_age(std::time::Duration::ZERO);
-    }
+            .set_max_age(std::time::Duration::ZERO),
+        // A plain sign-in may pass through the provider's own session; `max_age` (as long
+        // as a session lives) makes its ID token say when the person last signed in
+        // (`auth_time`), which tells whether the session starts recent (`RECENT_SIGNIN_SECS`).
+        false => request.set_max_age(std::time::Duration::from_secs(
+            dashboard::ABSOLUTE_SECS as u64,
+        )),
+    };
     let (url, state, nonce) = request.url();
     Ok(Authorization::new(
         url,
@@ -229,15 +239,16 @@ pub fn identity(
             ));
         }
     }
+    let signed_in_at = claims.auth_time().map(|at| at.timestamp());
     if back.again
-        && let Some(at) = claims.auth_time()
-        && at.timestamp() < back.now - dashboard::SIGNIN_SECS
+        && let Some(at) = signed_in_at
+        && at < back.started_at - CLOCK_SKEW_SECS
     {
         // Asked to sign in again (`max_age=0`), the provider says the person last signed
         // in before this sign-in started: a session it kept, not a new sign-in.
         return Err(refused(format!(
-            "asked to sign in again, the ID token's auth_time {} is older than the sign-in",
-            at.timestamp()
+            "asked to sign in again, the ID token's auth_time {at} is older than the sign-in ({})",
+            back.started_at
         )));
     }
     let email = claims
@@ -253,6 +264,7 @@ pub fn identity(
         // e-mail address any tenant may choose).
         name: None,
         created_at: back.now,
+        signed_in_at,
     })
 }
 

@@ -161,6 +161,24 @@ impl Admin {
             )
             .await?;
         }
+        if let Credited::Frozen {
+            account_id,
+            topup_id,
+            why,
+        } = &credited
+        {
+            let detail = format!(
+                "{topup_id}: Stripe Checkout {} reports {} {} paid while top-ups are frozen \
+                 ({why}); nothing credited",
+                paid.session_id, paid.amount, paid.currency
+            );
+            self.audit(
+                Audited::Account(account_id),
+                AuditAction::TopupFrozen,
+                &detail,
+            )
+            .await?;
+        }
         Ok(credited)
     }
 

@@ -57,11 +57,16 @@ impl Admin {
         identity: &SessionIdentity,
         now: i64,
     ) -> Result<(), AccountError> {
-        match &mut self.store {
+        let live = match &mut self.store {
             Store::File(conn) => sqlite::dashboard::prove_session(conn, id_hash, identity, now)?,
             Store::Ledger(client) => {
                 pg::dashboard::prove_session(client, id_hash, identity, now).await?
             }
+        };
+        if !live {
+            return Err(AccountError::Invalid(
+                "This session ended while it signed in again; sign in.".into(),
+            ));
         }
         let detail = format!(
             "signed in again with {} ({}, subject {})",

@@ -365,6 +365,8 @@ pub struct SignIn {
     /// The session that started a link or a sign-in again (its id's hash): only it
     /// completes them.
     pub session_hash: Option<[u8; 32]>,
+    /// When it started (unix seconds; `put_signin` stores its own `now`).
+    pub started_at: i64,
 }
 
 /// An identity of a provider, as it signed in (or as the account lists it).
@@ -381,6 +383,9 @@ pub struct IdentityView {
     pub name: Option<String>,
     /// Unix seconds.
     pub created_at: i64,
+    /// When the person last signed in at the provider (unix seconds), as a sign-in's ID
+    /// token says (`auth_time`); `None` when it says nothing, and in a listing.
+    pub signed_in_at: Option<i64>,
 }
 
 impl IdentityView {
@@ -498,6 +503,7 @@ impl LinkOffer {
                 email: o.email,
                 name: None,
                 created_at: o.at,
+                signed_in_at: None,
             },
             at: o.at,
         })
@@ -660,12 +666,21 @@ pub enum Credited {
     /// Credited before (a redelivery, another node): nothing changed.
     Already { topup_id: TopupId },
     /// Paid another amount or currency than the top-up asked: nothing credited, the
-    /// top-up left as it was (the operator's to settle, in Stripe's Dashboard).
+    /// top-up failed (the operator's to settle, in Stripe's Dashboard).
     Mismatch {
         account_id: AccountId,
         topup_id: TopupId,
         /// What the top-up asked, USD.
         asked: Micros,
+    },
+    /// Paid while the account's top-ups are frozen (a dispute): nothing credited, the
+    /// top-up failed (the operator's to settle: refund it in Stripe, or credit it after
+    /// `account unfreeze` with `account topup`).
+    Frozen {
+        account_id: AccountId,
+        topup_id: TopupId,
+        /// Why they are frozen.
+        why: String,
     },
     /// No top-up of this server has that session (another product on the same Stripe
     /// account), or its account differs: nothing changed.
@@ -686,7 +701,7 @@ pub enum Refunded {
     /// Counted before (a refund total, or a dispute id, seen already): nothing changed.
     Already,
     /// The payment's top-up (named by the charge's metadata, or found through its
-    /// PaymentIntent's Checkout Session) is not credited yet: the
+    /// PaymentIntent's Checkout Session) is pending or expired, not credited yet: the
     /// webhook answers 503, Stripe delivers the refund again later, after the credit.
     Early,
     /// No top-up of this server has that payment: nothing changed.

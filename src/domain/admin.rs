@@ -71,6 +71,9 @@ words! {
         /// A paid Checkout Session whose amount or currency is not its top-up's: not
         /// credited.
         TopupMismatch => "topup.mismatch",
+        /// A payment for a top-up of an account whose top-ups a dispute froze: not
+        /// credited.
+        TopupFrozen => "topup.frozen",
         KeyCreate => "key.create",
         KeyRename => "key.rename",
         KeyRoll => "key.roll",

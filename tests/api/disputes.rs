@@ -98,6 +98,8 @@ fn a_dispute_takes_back_what_is_left_of_its_credit_once_and_freezes_top_ups_unti
         "account", "adjust", &account, "--usd", "-2.5", "--reason", "spent",
     ]);
     assert_eq!(balance(&mut browser, &app), json!(0.528));
+    // A top-up started before the dispute, paid after it: see below.
+    let (late, late_session) = start(&mut browser, &app, "5.00");
 
     let disputed = stripe.post("/test/dispute", json!({"session": session}));
     let dispute = disputed["dispute"].as_str().unwrap().to_owned();
@@ -112,7 +114,7 @@ fn a_dispute_takes_back_what_is_left_of_its_credit_once_and_freezes_top_ups_unti
     );
     assert_eq!(balance(&mut browser, &app), json!(0.0));
     let shown = app.cli(&["account", "show", &account]);
-    let payment = shown["topups"][0]["payment"].as_str().unwrap().to_owned();
+    let payment = shown["topups"][1]["payment"].as_str().unwrap().to_owned();
     let (_, ledger) = browser.api(&app, "GET", "/ledger", None);
     let newest = &ledger["entries"][0];
     assert_eq!(
@@ -144,8 +146,8 @@ fn a_dispute_takes_back_what_is_left_of_its_credit_once_and_freezes_top_ups_unti
     assert_eq!(shown["topupsFrozen"], frozen_by, "{shown}");
     assert_eq!(
         (
-            &shown["topups"][0]["refunded"],
-            &shown["topups"][0]["refundShortfall"]
+            &shown["topups"][1]["refunded"],
+            &shown["topups"][1]["refundShortfall"]
         ),
         (&json!(5.0), &json!(2.472))
     );
@@ -158,7 +160,8 @@ fn a_dispute_takes_back_what_is_left_of_its_credit_once_and_freezes_top_ups_unti
              frozen; 0.528 USD taken back, 2.472 USD could not be; balance 0 USD"
         )
     );
-    assert_eq!(audit["entries"][1]["action"], "adjustment");
+    assert_eq!(audit["entries"][1]["action"], "topup.start");
+    assert_eq!(audit["entries"][2]["action"], "adjustment");
 
     // Frozen: no top-up by card; the rest works.
     let refused = browser.api(&app, "POST", "/topups", Some(json!({"amount": "5.00"})));
@@ -168,7 +171,23 @@ fn a_dispute_takes_back_what_is_left_of_its_credit_once_and_freezes_top_ups_unti
         let made = requests.as_array().unwrap().iter();
         made.filter(|r| r["method"] == "POST").count()
     };
-    assert_eq!(sessions_made(&stripe), 1);
+    assert_eq!(sessions_made(&stripe), 2);
+    // The top-up started before the freeze, paid now: not credited, failed, audited.
+    pay(&mut browser, &stripe, &late_session);
+    assert_eq!(
+        last_answer(&stripe),
+        (
+            json!(200),
+            json!({"received": true, "outcome": format!(
+                "not credited: top-ups of this account are frozen ({late})"
+            )})
+        )
+    );
+    assert_eq!(balance(&mut browser, &app), json!(0.0));
+    let (_, topups) = browser.api(&app, "GET", "/topups", None);
+    assert_eq!(topups["topups"][0]["status"], "failed");
+    let (_, audit) = browser.api(&app, "GET", "/audit", None);
+    assert_eq!(audit["entries"][0]["action"], "topup.frozen");
     assert_eq!(
         app.cli(&["account", "topup", &account, "--usd", "5"])["balance"],
         json!(5.0)
@@ -245,7 +264,18 @@ fn a_paid_session_of_another_amount_or_currency_credits_nothing_and_is_audited()
             )
         );
         let (_, topups) = browser.api(&app, "GET", "/topups", None);
-        assert_eq!(topups["topups"][0]["status"], "pending");
+        assert_eq!(topups["topups"][0]["status"], "failed");
+        // The operator refunds it in Stripe: nothing was credited, nothing is taken back,
+        // and Stripe is not asked to deliver it again.
+        let refunded = stripe.post("/test/refund", json!({"session": session, "amount": 500}));
+        assert_eq!(
+            answer(&refunded),
+            (
+                json!(200),
+                json!({"received": true, "outcome": "ignored: no top-up paid by this payment"})
+            )
+        );
+        assert_eq!(balance(&mut browser, &app), json!(0.028));
     }
     assert_eq!(app.cli(&["ledger", "verify"])["ok"], true);
 }

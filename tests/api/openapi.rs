@@ -189,6 +189,8 @@ fn the_dashboard_s_operations_document_only_the_errors_they_answer() {
             }
             // A change of keys, limits, identities or money needs a recent sign-in.
             let recent = [
+                "createKey",
+                "linkIdentity",
                 "rollKey",
                 "revokeKey",
                 "setLimits",

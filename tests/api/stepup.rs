@@ -96,6 +96,13 @@ fn a_link_asks_the_provider_to_sign_in_again_and_links_only_on_confirmation() {
         return;
     };
     let mut alice = Browser::new();
+    // A plain sign-in asks the provider to say when the person signed in there (`max_age`
+    // as long as a session lives): a pass through its own session is not a new sign-in.
+    let plain = alice.get(&format!("{}/account/signin/p1", app.address));
+    assert_eq!(
+        query_value(plain.location.as_deref().unwrap(), "max_age"),
+        "43200"
+    );
     alice.sign_in(&app, "p1", "alice");
     // A GET starts nothing: a link is a change of the page, with its CSRF token.
     assert_eq!(
@@ -172,12 +179,49 @@ fn a_link_asks_the_provider_to_sign_in_again_and_links_only_on_confirmation() {
     let (_, me) = alice.api(&app, "GET", "/me", None);
     assert_eq!(subjects(&me), ["alice"]);
 
+    // A confirmation 16 minutes after the last sign-in links nothing until the customer
+    // signs in again; the identity waits meanwhile.
+    let url = alice.start_link_at(&app.address, "p3");
+    alice.follow(&url, "alice-at-3b");
+    age_sign_ins(&app, 16 * 60);
+    let stale = alice.answer_link_at(&app.address, "link");
+    assert_eq!(stale.status, 403, "{}", stale.body);
+    assert!(
+        stale.body.contains("Sign in again to do this"),
+        "{}",
+        stale.body
+    );
+    let (_, again) = alice.api(&app, "POST", "/reauth", None);
+    alice.follow(again["url"].as_str().unwrap(), "alice");
+    let confirmed = alice.answer_link_at(&app.address, "link");
+    assert!(
+        confirmed.body.contains("Your account"),
+        "{}",
+        confirmed.body
+    );
+    let (_, me) = alice.api(&app, "GET", "/me", None);
+    assert_eq!(subjects(&me), ["alice", "alice-at-3b"]);
+    let issuer = me["identities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["subject"] == "alice-at-3b")
+        .unwrap()["issuer"]
+        .clone();
+    let unlink = json!({"issuer": issuer, "subject": "alice-at-3b"});
+    assert_eq!(
+        alice
+            .api(&app, "POST", "/identities/unlink", Some(unlink))
+            .0,
+        200
+    );
+
     // Link: linked, audited, and the identity signs in to the account.
     let linked = alice.link_at(&app.address, "p3", "alice-at-3");
     assert!(linked.body.contains("Your account"), "{}", linked.body);
     let (_, me) = alice.api(&app, "GET", "/me", None);
     assert_eq!(subjects(&me), ["alice", "alice-at-3"]);
-    assert_eq!(audited(&mut alice, &app, "identity.link").len(), 1);
+    assert_eq!(audited(&mut alice, &app, "identity.link").len(), 2);
     let mut again = Browser::new();
     again.sign_in(&app, "p3", "alice-at-3");
     assert_eq!(
@@ -290,6 +334,12 @@ fn a_change_of_keys_limits_identities_or_money_needs_a_sign_in_of_the_last_15_mi
             "/topups".to_owned(),
             Some(json!({"amount": "5.00"})),
         ),
+        ("POST", "/keys".to_owned(), Some(json!({"name": "other"}))),
+        (
+            "POST",
+            "/identities/link".to_owned(),
+            Some(json!({"provider": "p2"})),
+        ),
     ];
     for (method, path, body) in &changes {
         assert_eq!(
@@ -298,12 +348,14 @@ fn a_change_of_keys_limits_identities_or_money_needs_a_sign_in_of_the_last_15_mi
             "{method} {path}"
         );
     }
-    // Nothing changed; other changes and reads go on.
+    // Nothing changed; renaming a key and reads go on.
     let (_, me) = alice.api(&app, "GET", "/me", None);
     assert_eq!(me["limits"]["perDay"], json!(100));
     assert_eq!(subjects(&me), ["alice", "alice-at-3"]);
-    let (status, _) = alice.api(&app, "POST", "/keys", Some(json!({"name": "other"})));
-    assert_eq!(status, 201);
+    let (_, keys) = alice.api(&app, "GET", "/keys", None);
+    assert_eq!(keys["keys"].as_array().unwrap().len(), 1);
+    let (status, _) = alice.api(&app, "PATCH", &key_path, Some(json!({"name": "shop"})));
+    assert_eq!(status, 200);
 
     // A sign-in again started in this session completes in no other browser.
     let (status, started) = alice.api(&app, "POST", "/reauth", None);

@@ -186,7 +186,7 @@ const microsoft = await listen(async (req, res, url, body) => {
     const tid = login.split("@")[1];
     if (!q || !tid) return res.writeHead(400).end("no such request, or a login without @tenant");
     const code = random();
-    msCodes.set(code, { login, tid, ...q, used: false });
+    msCodes.set(code, { login, tid, ...q, used: false, authTime: Math.floor(Date.now() / 1000) });
     const back = new URL(q.redirect_uri);
     back.searchParams.set("code", code);
     back.searchParams.set("state", q.state);
@@ -217,6 +217,8 @@ const microsoft = await listen(async (req, res, url, body) => {
       preferred_username: grant.login,
       // Microsoft's e-mail claim is not verified: never shown.
       email: grant.login,
+      // When the person signed in here, as OpenID Connect requires once `max_age` is asked.
+      ...(grant.max_age !== undefined ? { auth_time: grant.authTime } : {}),
     })
       .setProtectedHeader({ alg: "RS256", kid: "ms-key" })
       .setIssuer(`${base}/${named}/v2.0`)

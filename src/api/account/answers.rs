@@ -130,6 +130,7 @@ documented! {
 documented! {
     /// `createKey`.
     NewKey: body_change!(
+        RECENT_403;
         "a field does not fit its documented type or bounds (`Invalid '<field>'`; a \
          name over 100 characters: `key name must be 1 to 100 characters`), or the CLI \
          refuses the key, in its words (`invalid origin ...`, `a publishable key needs \
@@ -275,7 +276,7 @@ documented! {
             "`provider` is missing or not a string (`Invalid 'provider'`); nothing changed."
         ),
         UNSIGNED_401,
-        REFUSED_403,
+        RECENT_403,
         (
             404,
             "No provider of that name is configured (`No such sign-in provider.`).",

@@ -79,8 +79,9 @@ macro_rules! session_extractor {
     };
 }
 
-/// A change of keys, limits, identities or money: `Changing`, by a session that signed
-/// in within the last 15 minutes (else 403, nothing changed: sign in again).
+/// A change of keys, limits, identities or money (a new key, a roll, a revoke, limits, a
+/// link, an unlink, a top-up): `Changing`, by a session that signed in within the last 15
+/// minutes (else 403, nothing changed: sign in again).
 pub(super) struct Recent(pub Session);
 
 session_extractor!(Signed, session);

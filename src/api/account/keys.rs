@@ -233,7 +233,7 @@ impl KeysApi {
     async fn create_key(
         &self,
         dash: Data<&Arc<Dashboard>>,
-        changing: Changing,
+        changing: Recent,
         body: Body<NewKeyRequest>,
     ) -> Result<Created, Failed<NewKey>> {
         let (account, actor) = (changing.0.account(), changing.0.actor());

@@ -22,7 +22,7 @@ use secrecy::ExposeSecret;
 use serde::Deserialize;
 
 use super::answers::{Failed, SignInAgain, StartLink};
-use super::extract::{Body, Changing, DashboardBody};
+use super::extract::{Body, Changing, DashboardBody, Recent};
 use super::oidc::{Started, begin, too_many_starts};
 use super::page::{escape, html, message};
 use super::{Dashboard, Session, now_unix, see_other};
@@ -66,8 +66,9 @@ pub struct StartsApi;
 
 #[OpenApi(prefix_path = "/account/api", tag = "ApiTags::Account")]
 impl StartsApi {
-    /// Starts linking an identity of another provider to the account: the provider asks
-    /// the person to sign in, then `/account/link` asks the customer to confirm the link.
+    /// Starts linking an identity of another provider to the account (a change that needs
+    /// a recent sign-in): the provider asks the person to sign in, then `/account/link`
+    /// asks the customer to confirm the link.
     #[oai(
         path = "/identities/link",
         method = "post",
@@ -77,10 +78,10 @@ impl StartsApi {
         &self,
         dash: Data<&Arc<Dashboard>>,
         req: &Request,
-        changing: Changing,
+        recent: Recent,
         body: Body<LinkRequest>,
     ) -> Result<StartedAnswer, Failed<StartLink>> {
-        let session = changing.0;
+        let session = recent.0;
         Ok(start(&dash, req, &body.0.provider, SignInPurpose::Link, &session).await?)
     }
 
@@ -205,7 +206,7 @@ pub(super) async fn confirm(
     dash: Data<&Arc<Dashboard>>,
 ) -> Response {
     let title = "Link a sign-in";
-    let session = match dash.changing_with(req, &answer.csrf).await {
+    let session = match dash.recent_with(req, &answer.csrf).await {
         Ok(session) => session,
         Err(e) => return message(e.status(), title, e.text()),
     };

@@ -272,12 +272,19 @@ impl Dashboard {
         Ok(session)
     }
 
-    /// As `changing`, for a change of keys, limits, identities or money (a roll, a revoke,
-    /// a limit change, an unlink, a top-up): the session must have signed in within
+    /// As `changing`, for a change of keys, limits, identities or money (a new key, a roll,
+    /// a revoke, a limit change, a link, an unlink, a top-up): the session must have signed
+    /// in within
     /// [`dashboard::RECENT_SIGNIN_SECS`], else 403 `SIGN_IN_AGAIN` and nothing changes
     /// (the page offers `POST /account/api/reauth`).
     async fn recent(&self, req: &Request) -> Result<Session, ApiError> {
-        let session = self.changing(req).await?;
+        let token = req.header("X-CSRF-Token").unwrap_or("").to_owned();
+        self.recent_with(req, &token).await
+    }
+
+    /// As `recent`, the CSRF token given (the link's confirmation form).
+    async fn recent_with(&self, req: &Request, token: &str) -> Result<Session, ApiError> {
+        let session = self.changing_with(req, token).await?;
         if now_unix() - session.row.authenticated_at > dashboard::RECENT_SIGNIN_SECS {
             return Err(ApiError::forbidden(SIGN_IN_AGAIN));
         }
@@ -451,6 +458,7 @@ mod tests {
                     link_account: None,
                     purpose: crate::domain::dashboard::SignInPurpose::SignIn,
                     session_hash: None,
+                    started_at: 0,
                 }
             ),
         );

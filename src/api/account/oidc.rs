@@ -243,6 +243,7 @@ pub(super) async fn begin(
         nonce,
         verifier,
     } = authorization;
+    let now = now_unix();
     let pending = SignIn {
         provider: ProviderName::new(name),
         nonce,
@@ -250,9 +251,9 @@ pub(super) async fn begin(
         link_account: session.map(|(_, s)| s.account()),
         purpose: session.map_or(SignInPurpose::SignIn, |(purpose, _)| purpose),
         session_hash: session.map(|(_, s)| s.hash),
+        started_at: now,
     };
     let state_hash = dashboard::token_hash(state.expose_secret());
-    let now = now_unix();
     dash.admin(move |mut admin| async move { admin.put_signin(&state_hash, &pending, now).await })
         .await
         .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.text()))?;
@@ -342,6 +343,7 @@ async fn finish(
         link_account,
         purpose,
         session_hash,
+        started_at: pending_started_at,
         ..
     } = pending;
     // A link or a sign-in again completes only in the session that started it, still
@@ -362,6 +364,7 @@ async fn finish(
         }
     };
     let again = own.is_some();
+    let started_at = pending_started_at;
     let identity = dash
         .outside(move || {
             let back = flow::Returned {
@@ -371,6 +374,7 @@ async fn finish(
                 nonce,
                 now,
                 again,
+                started_at,
             };
             flow::identity(&http, &provider, back)
                 .map_err(|e| signin_failure(provider.name.as_str(), e))
@@ -379,16 +383,19 @@ async fn finish(
         .map_err(|e| Failure::new(e.status(), e.text()))??;
 
     let refused = |e: crate::api::ApiError| {
-        Failure::new(
-            if e.is_server_error() {
+        let limited = e.status() == StatusCode::TOO_MANY_REQUESTS;
+        Failure {
+            status: if e.is_server_error() {
                 StatusCode::INTERNAL_SERVER_ERROR
-            } else if e.status() == StatusCode::TOO_MANY_REQUESTS {
+            } else if limited {
                 e.status()
             } else {
                 StatusCode::FORBIDDEN
             },
-            e.text(),
-        )
+            text: e.text().to_owned(),
+            // The new accounts of an address are counted per UTC day: until its end.
+            retry_after: limited.then(|| (86_400 - now.rem_euclid(86_400)) as u64),
+        }
     };
     match (purpose, own) {
         (SignInPurpose::Link, Some(session)) => {
@@ -434,10 +441,11 @@ async fn finish(
     );
     let id_hash = dashboard::token_hash(&session_id);
     dash.admin(move |mut admin| async move {
+        // Refused (closed sign-ups, too many new accounts), it ends nothing.
+        let signed_in = admin.sign_in(&identity, &signups, now).await?;
         if let Some((account, public_id)) = previous {
             admin.end_session(&account, &public_id, now).await?;
         }
-        let signed_in = admin.sign_in(&identity, &signups, now).await?;
         let row = SessionRow {
             public_id,
             account_id: signed_in.account_id,
@@ -445,7 +453,9 @@ async fn finish(
             created_at: now,
             client: client_text,
             identity: Some(SessionIdentity::of(&identity)),
-            authenticated_at: now,
+            // Recent only as far as the provider says the person signed in there lately
+            // (`auth_time`): a pass through its own session is not a new sign-in.
+            authenticated_at: identity.signed_in_at.map_or(0, |at| at.min(now)),
             link_offer: None,
         };
         admin.create_session(&id_hash, &row, &how).await?;
@@ -482,7 +492,7 @@ fn elsewhere(purpose: SignInPurpose) -> &'static str {
 }
 
 /// A session's sign-in again came back with `identity`: it must be the identity the
-/// session was opened with (for a session older than that record, one of its account's);
+/// session was opened with (`reauth` starts none for a session that has none recorded);
 /// the session's changes are then open for the next 15 minutes.
 async fn signed_in_again(
     dash: &Arc<Dashboard>,
@@ -491,23 +501,17 @@ async fn signed_in_again(
     now: i64,
 ) -> Result<Response, ApiError> {
     let (hash, account, actor) = (session.hash, session.account(), session.actor());
-    let known = session.row.identity.clone();
+    if !session
+        .row
+        .identity
+        .is_some_and(|known| known.is(&identity))
+    {
+        return Err(ApiError::forbidden(
+            "You signed in again as another identity than this session's; sign in again as \
+             the same person to make this change.",
+        ));
+    }
     dash.admin_as(actor, move |mut admin| async move {
-        let same = match &known {
-            Some(known) => known.is(&identity),
-            None => admin
-                .identities(&account)
-                .await?
-                .iter()
-                .any(|i| i.issuer == identity.issuer && i.subject == identity.subject),
-        };
-        if !same {
-            return Err(AccountError::Invalid(
-                "You signed in again as another identity than this session's; sign in again \
-                 as the same person to make this change."
-                    .into(),
-            ));
-        }
         admin
             .prove_session(&account, &hash, &SessionIdentity::of(&identity), now)
             .await

@@ -336,6 +336,19 @@ async fn fulfil(
                  {asked} USD ({topup_id})"
             )
         }
+        Credited::Frozen {
+            account_id,
+            topup_id,
+            why,
+        } => {
+            tracing::error!(
+                session = %session_id,
+                "a paid Checkout Session of account {account_id} for {topup_id} came while \
+                 its top-ups are frozen ({why}): nothing credited; refund it in Stripe's \
+                 Dashboard, or unfreeze the account and credit it with `account topup`"
+            );
+            format!("not credited: top-ups of this account are frozen ({topup_id})")
+        }
         Credited::Unknown => {
             tracing::warn!(
                 session = %session_id,

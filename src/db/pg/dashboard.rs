@@ -156,6 +156,7 @@ pub async fn take_signin(
             session_hash: r
                 .get::<_, Option<Vec<u8>>>(6)
                 .and_then(|h| h.try_into().ok()),
+            started_at: at,
         })
     }))
 }
@@ -366,6 +367,7 @@ pub async fn identities(
             email: r.get(3),
             name: None,
             created_at: r.get(4),
+            signed_in_at: None,
         })
         .collect())
 }
@@ -438,8 +440,8 @@ pub async fn prove_session(
     id_hash: &[u8; 32],
     identity: &SessionIdentity,
     now: i64,
-) -> Result<(), AccountError> {
-    client
+) -> Result<bool, AccountError> {
+    Ok(client
         .execute(
             "UPDATE sessions SET provider = $2, issuer = $3, subject = $4, authenticated_at = $5
              WHERE id_hash = $1 AND ended_at IS NULL",
@@ -451,8 +453,8 @@ pub async fn prove_session(
                 &now,
             ],
         )
-        .await?;
-    Ok(())
+        .await?
+        > 0)
 }
 
 pub async fn offer_link(

@@ -231,17 +231,40 @@ pub async fn credit(
         return Ok((Credited::Already { topup_id }, None));
     }
     let asked: Micros = row.try_get(4)?;
-    if !payments::pays_for(paid.amount, &paid.currency, asked) {
-        return Ok((
-            Credited::Mismatch {
-                account_id,
-                topup_id,
-                asked,
-            },
-            None,
-        ));
-    }
     let (account_row, balance, leased) = lock_account(&tx, &account_id).await?;
+    // Read under the account's lock: a dispute freezing it waits, or has committed.
+    let frozen: Option<String> = tx
+        .query_one(
+            "SELECT topups_frozen FROM accounts WHERE id = $1",
+            &[&account_row],
+        )
+        .await?
+        .get(0);
+    let refused = match frozen {
+        Some(why) => Some(Credited::Frozen {
+            account_id: account_id.clone(),
+            topup_id: topup_id.clone(),
+            why,
+        }),
+        None => {
+            (!payments::pays_for(paid.amount, &paid.currency, asked)).then(|| Credited::Mismatch {
+                account_id: account_id.clone(),
+                topup_id: topup_id.clone(),
+                asked,
+            })
+        }
+    };
+    if let Some(refused) = refused {
+        // Failed, with its payment: a refund of it finds nothing credited to take back.
+        tx.execute(
+            "UPDATE topups SET status = 'failed', session_id = $2, payment = $3, url = NULL
+             WHERE id = $1",
+            &[&id, &paid.session_id, &paid.payment],
+        )
+        .await?;
+        tx.commit().await?;
+        return Ok((refused, None));
+    }
     let change = BalanceChange::paid(
         paid.amount,
         payments::credit_note(&paid.session_id, paid.payment.as_deref()),
@@ -290,7 +313,7 @@ pub async fn refund(
     let Some(row) = found else {
         let uncredited = tx
             .query_opt(
-                "SELECT 1 FROM topups WHERE public_id = $1 AND status <> 'paid'",
+                "SELECT 1 FROM topups WHERE public_id = $1 AND status IN ('pending', 'expired')",
                 &[&topup_id],
             )
             .await?;

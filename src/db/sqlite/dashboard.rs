@@ -146,6 +146,7 @@ pub fn take_signin(
                         link_account: r.get(3)?,
                         purpose: r.get(5)?,
                         session_hash: r.get(6)?,
+                        started_at: r.get(4)?,
                     },
                     r.get::<_, i64>(4)?,
                 ))
@@ -326,6 +327,7 @@ pub fn identities(
                 email: r.get(3)?,
                 name: None,
                 created_at: r.get(4)?,
+                signed_in_at: None,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -400,14 +402,15 @@ pub fn session(
     Ok(Some(row))
 }
 
-/// Records that the live session `id_hash` signed in again, now, with `identity`.
+/// Records that the live session `id_hash` signed in again, now, with `identity`; whether
+/// it was still live.
 pub fn prove_session(
     conn: &mut Connection,
     id_hash: &[u8; 32],
     identity: &SessionIdentity,
     now: i64,
-) -> Result<(), AccountError> {
-    conn.execute(
+) -> Result<bool, AccountError> {
+    Ok(conn.execute(
         "UPDATE sessions SET provider = ?2, issuer = ?3, subject = ?4, authenticated_at = ?5
          WHERE id_hash = ?1 AND ended_at IS NULL",
         params![
@@ -417,8 +420,7 @@ pub fn prove_session(
             identity.subject,
             now
         ],
-    )?;
-    Ok(())
+    )? > 0)
 }
 
 /// Keeps (or with `None`, drops) the identity a link brought back on the live session

@@ -211,12 +211,34 @@ pub fn credit(conn: &mut Connection, paid: &Payment, now: i64) -> Result<Credite
     if status == TopupStatus::Paid {
         return Ok(Credited::Already { topup_id });
     }
-    if !payments::pays_for(paid.amount, &paid.currency, asked) {
-        return Ok(Credited::Mismatch {
-            account_id,
-            topup_id,
-            asked,
-        });
+    let frozen: Option<String> = tx.query_row(
+        "SELECT topups_frozen FROM accounts WHERE id = ?1",
+        [account_row],
+        |r| r.get(0),
+    )?;
+    let refused = match frozen {
+        Some(why) => Some(Credited::Frozen {
+            account_id: account_id.clone(),
+            topup_id: topup_id.clone(),
+            why,
+        }),
+        None => {
+            (!payments::pays_for(paid.amount, &paid.currency, asked)).then(|| Credited::Mismatch {
+                account_id: account_id.clone(),
+                topup_id: topup_id.clone(),
+                asked,
+            })
+        }
+    };
+    if let Some(refused) = refused {
+        // Failed, with its payment: a refund of it finds nothing credited to take back.
+        tx.execute(
+            "UPDATE topups SET status = 'failed', session_id = ?2, payment = ?3, url = NULL
+             WHERE id = ?1",
+            params![id, paid.session_id, paid.payment],
+        )?;
+        tx.commit()?;
+        return Ok(refused);
     }
     let change = BalanceChange::paid(
         paid.amount,
@@ -273,7 +295,7 @@ pub fn refund(
     let Some((id, topup_id, credited, counted, account_row, account_id, balance)) = found else {
         let uncredited = tx
             .query_row(
-                "SELECT 1 FROM topups WHERE public_id = ?1 AND status <> 'paid'",
+                "SELECT 1 FROM topups WHERE public_id = ?1 AND status IN ('pending', 'expired')",
                 [topup_id],
                 |_| Ok(()),
             )
