@@ -687,6 +687,34 @@ pub enum Credited {
     Unknown,
 }
 
+impl Credited {
+    /// Why a payment for top-up `topup_id` (which asked `asked` USD) of `account_id` is
+    /// not credited, if it is not: the account's top-ups are frozen (`frozen`: why), or it
+    /// paid another amount or currency. Both ledgers then mark the top-up failed.
+    pub(crate) fn refused(
+        account_id: &AccountId,
+        topup_id: &TopupId,
+        frozen: Option<String>,
+        paid: &Payment,
+        asked: Micros,
+    ) -> Option<Credited> {
+        let (account_id, topup_id) = (account_id.clone(), topup_id.clone());
+        match frozen {
+            Some(why) => Some(Credited::Frozen {
+                account_id,
+                topup_id,
+                why,
+            }),
+            None => (!crate::domain::payments::pays_for(paid.amount, &paid.currency, asked))
+                .then_some(Credited::Mismatch {
+                    account_id,
+                    topup_id,
+                    asked,
+                }),
+        }
+    }
+}
+
 /// What a refund did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refunded {

@@ -255,8 +255,8 @@ impl Dashboard {
     /// As `session`, for a request that changes something: its `X-CSRF-Token` must be
     /// the session's and its `Origin` the public URL's, else 403 and nothing changes.
     async fn changing(&self, req: &Request) -> Result<Session, ApiError> {
-        let token = req.header("X-CSRF-Token").unwrap_or("").to_owned();
-        self.changing_with(req, &token).await
+        self.changing_with(req, req.header("X-CSRF-Token").unwrap_or(""))
+            .await
     }
 
     /// As `changing`, the CSRF token given (a form's field, `page`'s confirmation).
@@ -278,8 +278,8 @@ impl Dashboard {
     /// [`dashboard::RECENT_SIGNIN_SECS`], else 403 `SIGN_IN_AGAIN` and nothing changes
     /// (the page offers `POST /account/api/reauth`).
     async fn recent(&self, req: &Request) -> Result<Session, ApiError> {
-        let token = req.header("X-CSRF-Token").unwrap_or("").to_owned();
-        self.recent_with(req, &token).await
+        self.recent_with(req, req.header("X-CSRF-Token").unwrap_or(""))
+            .await
     }
 
     /// As `recent`, the CSRF token given (the link's confirmation form).

@@ -240,20 +240,7 @@ pub async fn credit(
         )
         .await?
         .get(0);
-    let refused = match frozen {
-        Some(why) => Some(Credited::Frozen {
-            account_id: account_id.clone(),
-            topup_id: topup_id.clone(),
-            why,
-        }),
-        None => {
-            (!payments::pays_for(paid.amount, &paid.currency, asked)).then(|| Credited::Mismatch {
-                account_id: account_id.clone(),
-                topup_id: topup_id.clone(),
-                asked,
-            })
-        }
-    };
+    let refused = Credited::refused(&account_id, &topup_id, frozen, paid, asked);
     if let Some(refused) = refused {
         // Failed, with its payment: a refund of it finds nothing credited to take back.
         tx.execute(
