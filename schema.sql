@@ -484,4 +484,163 @@ CREATE TRIGGER payment_settings_updated AFTER UPDATE ON payment_settings
 CREATE TRIGGER payment_settings_deleted AFTER DELETE ON payment_settings
     BEGIN UPDATE books_version SET version = version + 1; END;
 
-PRAGMA user_version = 13;
+---------------------------------------------------------------------------------------
+-- Alerts (version 14; docs/alerts.md): what a customer wants to hear of, the events the
+-- database decides in the transaction that causes them (the triggers below), and the
+-- deliveries a sender makes of them after the commit (the outbox).
+---------------------------------------------------------------------------------------
+
+-- The operator's mail relay (`postal mail smtp`), one row; its password is kept here as
+-- the payment settings' secrets are.
+CREATE TABLE mail_settings (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    url        TEXT NOT NULL,                   -- 'smtp://HOST:PORT' (STARTTLS) or 'smtps://HOST:PORT'
+    sender     TEXT NOT NULL,                   -- the From mailbox: 'Postal <billing@example.com>'
+    username   TEXT,
+    password   TEXT,
+    updated_at INTEGER NOT NULL
+) STRICT;
+
+-- An account's alerts: its settings, and the state that makes each alert once. No row is
+-- the defaults: e-mail on, no threshold, no webhook. `low_armed`: `balance.low` may be
+-- sent (set again when the balance is back at or above `balance_below`); `empty_armed`:
+-- `balance.empty` may be sent (set again by any rise of the balance); `near_*`: the start
+-- of the last window of each kind `limit.near` was sent for.
+CREATE TABLE alert_settings (
+    account_id     INTEGER PRIMARY KEY REFERENCES accounts (id),
+    balance_below  INTEGER CHECK (balance_below > 0),          -- micro-USD
+    limit_percent  INTEGER CHECK (limit_percent BETWEEN 1 AND 100),
+    email          INTEGER NOT NULL DEFAULT 1 CHECK (email IN (0, 1)),
+    webhook_url    TEXT,
+    webhook_secret TEXT,                                       -- 'whsec_' + base64 of the key
+    low_armed      INTEGER NOT NULL DEFAULT 1 CHECK (low_armed IN (0, 1)),
+    empty_armed    INTEGER NOT NULL DEFAULT 1 CHECK (empty_armed IN (0, 1)),
+    near_minute    INTEGER NOT NULL DEFAULT 0,
+    near_hour      INTEGER NOT NULL DEFAULT 0,
+    near_day       INTEGER NOT NULL DEFAULT 0,
+    updated_at     INTEGER NOT NULL,
+    CHECK ((webhook_url IS NULL) = (webhook_secret IS NULL))
+) STRICT;
+
+-- An event, decided once, in the transaction of its cause. `public_id` is its stable id
+-- (the webhook's `webhook-id`). The figures are those of the moment: `balance` (the
+-- balance after), `amount` (balance.low: the threshold; topup.succeeded: the amount
+-- credited), `period`/`period_start`/`queries`/`lim` (limit.near), `subject` (key.created:
+-- the key's public id).
+CREATE TABLE alert_events (
+    id           INTEGER PRIMARY KEY,
+    public_id    TEXT NOT NULL UNIQUE,              -- 'msg_' + 24 hex
+    account_id   INTEGER NOT NULL REFERENCES accounts (id),
+    type         TEXT NOT NULL CHECK (type IN ('balance.low', 'balance.empty', 'limit.near',
+                                               'topup.succeeded', 'key.created', 'test')),
+    at           INTEGER NOT NULL,
+    balance      INTEGER,
+    amount       INTEGER,
+    period       TEXT CHECK (period IN ('minute', 'hour', 'day')),
+    period_start INTEGER,
+    queries      INTEGER,
+    lim          INTEGER,
+    subject      TEXT
+) STRICT;
+CREATE INDEX alert_events_by_account ON alert_events (account_id, id);
+
+-- One attempt to deliver an event on a channel: 'pending' until a sender tries it (a
+-- sender claims it until `claimed_until`, so a crashed sender's claim lapses), then
+-- 'delivered', 'retrying' (a next attempt is its own row) or 'failed' (the last).
+CREATE TABLE alert_deliveries (
+    id            INTEGER PRIMARY KEY,
+    event_id      INTEGER NOT NULL REFERENCES alert_events (id),
+    account_id    INTEGER NOT NULL REFERENCES accounts (id),
+    channel       TEXT NOT NULL CHECK (channel IN ('email', 'webhook')),
+    attempt       INTEGER NOT NULL CHECK (attempt >= 1),
+    status        TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'retrying', 'failed')),
+    due_at        INTEGER NOT NULL,
+    claimed_until INTEGER NOT NULL DEFAULT 0,
+    tried_at      INTEGER,
+    result        TEXT
+) STRICT;
+CREATE INDEX alert_deliveries_due ON alert_deliveries (due_at) WHERE status = 'pending';
+CREATE INDEX alert_deliveries_by_account ON alert_deliveries (account_id, id);
+
+-- Every event's deliveries, made with it: an e-mail when the account wants e-mail, the
+-- operator has a relay and the account has a verified address; a webhook when the
+-- account has a URL (never for key.created, a notice to the account's owner).
+CREATE TRIGGER alert_events_deliveries AFTER INSERT ON alert_events
+BEGIN
+    INSERT INTO alert_deliveries (event_id, account_id, channel, attempt, status, due_at)
+        SELECT new.id, new.account_id, 'email', 1, 'pending', new.at
+        WHERE coalesce((SELECT email FROM alert_settings WHERE account_id = new.account_id), 1) = 1
+          AND EXISTS (SELECT 1 FROM mail_settings)
+          AND EXISTS (SELECT 1 FROM identities WHERE account_id = new.account_id
+                      AND unlinked_at IS NULL AND email IS NOT NULL);
+    INSERT INTO alert_deliveries (event_id, account_id, channel, attempt, status, due_at)
+        SELECT new.id, new.account_id, 'webhook', 1, 'pending', new.at
+        FROM alert_settings WHERE account_id = new.account_id AND webhook_url IS NOT NULL
+          AND new.type <> 'key.created';
+END;
+
+-- balance.low when a fall of the balance crosses the threshold while armed; armed again
+-- once the balance is back at or above it; balance.empty armed again by any rise.
+CREATE TRIGGER alerts_on_balance AFTER UPDATE OF balance ON accounts
+WHEN new.balance <> old.balance
+BEGIN
+    INSERT INTO alert_events (public_id, account_id, type, at, balance, amount)
+        SELECT 'msg_' || lower(hex(randomblob(12))), new.id, 'balance.low', unixepoch(),
+               new.balance, balance_below
+        FROM alert_settings
+        WHERE account_id = new.id AND low_armed = 1 AND new.balance < balance_below
+          AND new.balance < old.balance;
+    UPDATE alert_settings SET low_armed = 0
+        WHERE account_id = new.id AND low_armed = 1 AND new.balance < balance_below
+          AND new.balance < old.balance;
+    UPDATE alert_settings SET low_armed = 1
+        WHERE account_id = new.id AND low_armed = 0 AND new.balance >= balance_below;
+    UPDATE alert_settings SET empty_armed = 1
+        WHERE account_id = new.id AND empty_armed = 0 AND new.balance > old.balance;
+END;
+
+-- limit.near once per window: a window's count reaches `limit_percent` of its limit.
+CREATE TRIGGER alerts_on_windows AFTER UPDATE OF minute_count, hour_count, day_count ON accounts
+BEGIN
+    INSERT INTO alert_events (public_id, account_id, type, at, period, period_start, queries, lim)
+        SELECT 'msg_' || lower(hex(randomblob(12))), new.id, 'limit.near', unixepoch(),
+               w.name, w.start, w.count, w.lim
+        FROM alert_settings s,
+             (SELECT 'minute' AS name, new.minute_start AS start, new.minute_count AS count,
+                     new.limit_per_minute AS lim
+              UNION ALL SELECT 'hour', new.hour_start, new.hour_count, new.limit_per_hour
+              UNION ALL SELECT 'day', new.day_start, new.day_count, new.limit_per_day) w
+        WHERE s.account_id = new.id AND s.limit_percent IS NOT NULL AND w.lim IS NOT NULL
+          AND w.count * 100 >= w.lim * s.limit_percent
+          AND w.start <> CASE w.name WHEN 'minute' THEN s.near_minute
+                                     WHEN 'hour' THEN s.near_hour ELSE s.near_day END;
+    UPDATE alert_settings SET
+        near_minute = CASE WHEN new.limit_per_minute IS NOT NULL
+            AND new.minute_count * 100 >= new.limit_per_minute * limit_percent
+            THEN new.minute_start ELSE near_minute END,
+        near_hour = CASE WHEN new.limit_per_hour IS NOT NULL
+            AND new.hour_count * 100 >= new.limit_per_hour * limit_percent
+            THEN new.hour_start ELSE near_hour END,
+        near_day = CASE WHEN new.limit_per_day IS NOT NULL
+            AND new.day_count * 100 >= new.limit_per_day * limit_percent
+            THEN new.day_start ELSE near_day END
+        WHERE account_id = new.id AND limit_percent IS NOT NULL;
+END;
+
+-- topup.succeeded: every top-up of the ledger (by card, or the operator's).
+CREATE TRIGGER alerts_on_topup AFTER INSERT ON ledger WHEN new.kind = 'topup'
+BEGIN
+    INSERT INTO alert_events (public_id, account_id, type, at, balance, amount)
+        VALUES ('msg_' || lower(hex(randomblob(12))), new.account_id, 'topup.succeeded',
+                unixepoch(), new.balance_after, new.amount);
+END;
+
+-- key.created: a notice to the account's owner.
+CREATE TRIGGER alerts_on_key AFTER INSERT ON api_keys
+BEGIN
+    INSERT INTO alert_events (public_id, account_id, type, at, subject)
+        VALUES ('msg_' || lower(hex(randomblob(12))), new.account_id, 'key.created',
+                unixepoch(), new.public_id);
+END;
+
+PRAGMA user_version = 14;

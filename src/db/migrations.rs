@@ -365,6 +365,16 @@ const MIGRATION_13: &str = "
     ) STRICT;
     PRAGMA user_version = 13;";
 
+/// Version 13 to 14: the alerts' tables and triggers, which schema.sql adds at its end
+/// (from its "Alerts" heading to the version line) and this applies as written there, so
+/// the two cannot differ.
+fn migration_14(conn: &Connection) -> Result<()> {
+    const HEADING: &str = "-- Alerts (version 14";
+    let start = SCHEMA.find(HEADING).context("schema.sql's Alerts heading")?;
+    conn.execute_batch(&SCHEMA[start..])?;
+    Ok(())
+}
+
 /// One rung of the ladder: SQL, or code where SQL alone cannot say it.
 enum Migration {
     Sql(&'static str),
@@ -386,6 +396,7 @@ const MIGRATIONS: [Migration; SCHEMA_VERSION as usize - 1] = [
     Migration::Sql(MIGRATION_11),
     Migration::Sql(MIGRATION_12),
     Migration::Sql(MIGRATION_13),
+    Migration::Code(migration_14),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {

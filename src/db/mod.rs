@@ -45,7 +45,7 @@ use rusqlite::{Connection, OpenFlags};
 
 /// The schema of a new file; its last statement sets `user_version` to [`SCHEMA_VERSION`].
 pub const SCHEMA: &str = include_str!("../../schema.sql");
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// How long a statement waits for another connection's write lock before failing. Every
 /// writer holds it for milliseconds (the import too: `dataset`); this bounds the
