@@ -96,6 +96,7 @@
 //! No room uses one to its left.
 
 pub mod accounts;
+pub mod alerts;
 pub mod alloc;
 pub mod api;
 pub mod billing;

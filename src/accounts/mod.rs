@@ -18,6 +18,8 @@
 //!   API); `stripe` (Checkout Sessions made and read back, the webhook's events verified).
 
 mod admin;
+mod alerts;
+mod mail;
 mod customers;
 pub mod flow;
 mod github;

@@ -155,6 +155,28 @@ impl Accounts {
     }
 }
 
+impl Accounts {
+    /// Starts the alerts' sender on the store's runtime (it stops with the store).
+    pub fn start_sender(&self, options: crate::alerts::sender::SenderOptions) {
+        let opener = Opener(self.source.clone());
+        self.handle
+            .spawn(crate::alerts::sender::run(opener, options));
+    }
+}
+
+/// The sender's way to the store, as the alerts' sender names its changes.
+#[derive(Clone)]
+struct Opener(Source);
+
+/// Who the sender's records are, for the audit log (it writes none).
+const SENDER: &str = "alerts (sender)";
+
+impl crate::alerts::sender::Opener for Opener {
+    async fn admin(&self) -> Result<Admin, AccountError> {
+        self.0.admin(SENDER).await
+    }
+}
+
 impl Drop for Accounts {
     fn drop(&mut self) {
         if let Some(runtime) = self.runtime.take() {

@@ -330,6 +330,7 @@ impl Billing {
                     };
                     if let Some(verdict) = asking.after(answer) {
                         self.count(&verdict);
+                        self.note_empty(caller.account_id, &verdict);
                         return verdict;
                     }
                     if asking.recall_wait {
@@ -373,6 +374,7 @@ impl Billing {
             return Ok(Ok(*charged));
         }
         self.count(&verdict);
+        self.note_empty(caller.account_id, &verdict);
         Ok(verdict)
     }
 
@@ -553,6 +555,14 @@ impl Billing {
     fn wake_writer(&self, wake: bool) {
         if wake {
             self.shared.wake.notify_all();
+        }
+    }
+
+    /// A 402 of a charge: the store hears of the account's first (`Books::note_empty`).
+    fn note_empty<T>(&self, account_id: i64, verdict: &Result<T, BillingError>) {
+        if let Err(BillingError::Refused(Refusal::InsufficientBalance)) = verdict {
+            let noted = self.books().note_empty(account_id);
+            self.wake_writer(noted);
         }
     }
 

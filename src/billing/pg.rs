@@ -244,6 +244,23 @@ impl ChargeStore for PgStore {
             );
         }
         self.latest = self.latest.max(flushed.version);
+        if !batch.empties.is_empty() && !flushed.replayed {
+            // Each in a transaction of its own, after the flush: a 402 changes no row of
+            // the flush, and one account row lock at a time cannot deadlock with another
+            // node's flush (docs/alerts.md).
+            let at = crate::db::rows::unix_secs(batch.at);
+            let noted = self.call(async |client, _| {
+                for (account, balance) in &batch.empties {
+                    let tx = client.transaction().await?;
+                    crate::db::pg::alerts::note_empty(&tx, *account, balance.get(), at).await?;
+                    tx.commit().await?;
+                }
+                Ok(())
+            });
+            if let Err(e) = noted {
+                tracing::error!("deciding balance.empty of {} account(s): {e:#}", batch.empties.len());
+            }
+        }
         Ok(Applied {
             grants: flushed
                 .grants

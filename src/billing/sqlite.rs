@@ -14,7 +14,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::store::{Applied, Batch, ChargeStore, Grant, Snapshot};
 use crate::db;
 use crate::db::rows::AnswerIndex;
-use crate::db::sqlite::{accounts, idempotency, keys, ledger};
+use crate::db::sqlite::{accounts, alerts, idempotency, keys, ledger};
 use crate::domain::idempotency::IdempotencyKey;
 use crate::domain::money::Micros;
 
@@ -96,6 +96,10 @@ impl ChargeStore for SqliteStore {
         ledger::append_charges(&tx, &batch.charges, batch.at)?;
         accounts::store_counters(&tx, &batch.counters)?;
         idempotency::store(&tx, &batch.answers)?;
+        let at = crate::db::rows::unix_secs(batch.at);
+        for (account, balance) in &batch.empties {
+            alerts::note_empty(&tx, *account, balance.get(), at)?;
+        }
         let after = books_version(&tx)?;
         tx.commit().context("committing a flush")?;
         self.outside |= before != self.known;

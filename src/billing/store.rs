@@ -49,6 +49,9 @@ pub struct Batch {
     pub admitted: Vec<WindowQueries>,
     /// With grants: the unspent room of window slices handed back.
     pub slice_returns: Vec<WindowQueries>,
+    /// Accounts answered 402 since the last flush, with the balance the books held: the
+    /// store makes `balance.empty` of each when armed (docs/alerts.md).
+    pub empties: Vec<(i64, Micros)>,
 }
 
 /// How a store leases money to the node.

@@ -75,6 +75,14 @@ pub(super) struct ServeArgs {
     #[arg(long, env = "POSTAL_MAX_NEW_ACCOUNTS_PER_IP_DAY", value_name = "N",
           default_value_t = crate::domain::dashboard::NEW_ACCOUNTS_PER_IP_DAY)]
     max_new_accounts_per_ip_day: u32,
+    /// Let customers' alert webhooks go to loopback, private and link-local addresses,
+    /// and over plain http (tests, private networks). Off: https to public addresses only,
+    /// checked when set and at each delivery (docs/alerts.md).
+    #[arg(long, env = "POSTAL_ALLOW_PRIVATE_WEBHOOKS")]
+    allow_private_webhooks: bool,
+    /// The pause before a failed alert delivery is tried again the first time (tests).
+    #[arg(long, hide = true, default_value_t = crate::alerts::sender::RETRY_BASE_MS)]
+    alert_retry_base_ms: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -163,6 +171,8 @@ pub(super) fn run(
             signups_closed: args.signups == Signups::Closed,
             requests_per_minute: Some(args.account_requests_per_minute),
             max_new_accounts_per_ip_day: Some(args.max_new_accounts_per_ip_day),
+            allow_private_webhooks: args.allow_private_webhooks,
+            alert_retry_base_ms: Some(args.alert_retry_base_ms),
         },
     };
     runtime.block_on(crate::api::serve(db_path, &args.listen, settings))?;

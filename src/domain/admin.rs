@@ -85,6 +85,12 @@ words! {
         SessionEnd => "session.end",
         /// A session's sign-in again, before a change that needs a recent one.
         SessionAgain => "session.reauth",
+        /// The account's alert settings changed (`PUT /account/api/alerts`).
+        AlertsSet => "alerts.set",
+        /// The alerts' webhook got a new signing secret.
+        AlertsSecretRoll => "alerts.roll-secret",
+        /// A test alert was sent.
+        AlertsTest => "alerts.test",
     }
 }
 

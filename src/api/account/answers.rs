@@ -308,3 +308,40 @@ documented! {
         PROVIDER_503,
     ]
 }
+
+documented! {
+    /// `accountAlerts`.
+    AlertsRead: [UNSIGNED_401, LIMITED_429, INTERNAL_500]
+}
+
+documented! {
+    /// `setAlerts`.
+    SetAlerts: body_change!(
+        "a field does not fit its documented type or bounds (`Invalid '<field>'`; \
+         `limitPercent` not 1 to 100), `balanceBelow` is not a positive USD amount \
+         (`balanceBelow must be a positive USD amount such as \"1.00\": got ...`), or \
+         `webhookUrl` is not an https URL of a public address (`webhookUrl must be an https \
+         URL`, `webhookUrl resolves to <address>, a <kind> address: alerts go only to \
+         public addresses`, `webhookUrl's host does not resolve`); nothing changed."
+    )
+}
+
+documented! {
+    /// `testAlerts`.
+    TestAlert: [UNSIGNED_401, REFUSED_403, LIMITED_429, INTERNAL_500]
+}
+
+documented! {
+    /// `rollAlertSecret`.
+    RollSecret: [
+        UNSIGNED_401,
+        REFUSED_403,
+        (
+            409,
+            "The account has no webhook (`No webhookUrl is set: set one first`); nothing \
+             changed.",
+        ),
+        LIMITED_429,
+        INTERNAL_500,
+    ]
+}

@@ -48,12 +48,13 @@ function problem(where, error) {
 
 async function render(shown) {
   me = await api("GET", "/me");
-  const [keys, usage, ledger, sessions, audit, topups] = await Promise.all([
+  const [keys, usage, ledger, sessions, audit, topups, alerts] = await Promise.all([
     api("GET", "/keys"), api("GET", "/usage?days=30"), api("GET", "/ledger"), api("GET", "/sessions"),
-    api("GET", "/audit"), api("GET", "/topups"),
+    api("GET", "/audit"), api("GET", "/topups"), api("GET", "/alerts"),
   ]);
   app.replaceChildren(...[
     overview(), fundsArea(topups), shown ? shownOnce(shown) : null, keysArea(keys.keys), limitsArea(),
+    alertsArea(alerts),
     usageArea(usage.usage, keys.keys, ""), ledgerArea(ledger), securityArea(sessions.sessions),
     auditArea(audit.entries),
   ].filter(Boolean));
@@ -210,6 +211,57 @@ function limitsArea() {
     el("p", {}, el("button", { type: "submit", id: "save-limits" }, "Save limits")), message);
   return el("section", { "aria-labelledby": "h-limits" }, el("h2", { id: "h-limits" }, "Rate limits"),
     el("p", { class: "muted" }, "Empty means no limit. A request beyond a limit gets 429 and is not charged."), form);
+}
+
+// Alerts (docs/alerts.md): what the account hears of, by e-mail and signed webhook, the
+// webhook's secret shown once, a test, and the last deliveries.
+function alertsArea(alerts) {
+  const s = alerts.settings;
+  const message = el("div");
+  const secret = (text) => message.replaceChildren(el("div", { class: "shown-once", role: "status" },
+    el("p", {}, el("strong", {}, "The webhook's signing secret. "), "It is shown only this once: keep it to verify signatures."),
+    el("p", {}, el("code", { id: "webhook-secret" }, text))));
+  const field = (id, label, attrs) => [el("label", { for: id }, label), el("input", { id, ...attrs })];
+  const mailNote = !alerts.mailAvailable ? "E-mail alerts are off on this server: its operator has set no mail relay."
+    : !alerts.emailAddress ? "No verified e-mail address: link an identity whose provider gives one." : null;
+  const form = el("form", { onsubmit: async (event) => {
+    event.preventDefault();
+    const value = (id) => { const v = document.getElementById(id).value.trim(); return v === "" ? null : v; };
+    const percent = value("alert-percent");
+    try {
+      const saved = await api("PUT", "/alerts", { balanceBelow: value("alert-balance"),
+        limitPercent: percent === null ? null : Number(percent), email: document.getElementById("alert-email").checked,
+        webhookUrl: value("alert-webhook") });
+      if (saved.webhookSecret) secret(saved.webhookSecret);
+      else message.replaceChildren(el("p", { role: "status" }, "Alerts saved."));
+    } catch (e) { problem(message, e); }
+  } },
+    field("alert-balance", "Balance below (USD)", { type: "text", inputmode: "decimal", value: s.balanceBelow ?? "", placeholder: "no alert" }),
+    field("alert-percent", "Rate-limit window used (%)", { type: "number", min: 1, max: 100, value: s.limitPercent ?? "", placeholder: "no alert" }),
+    el("label", {}, el("input", { id: "alert-email", type: "checkbox", checked: s.email }), " E-mail"),
+    mailNote ? el("p", { class: "muted", id: "mail-note" }, mailNote) : null,
+    field("alert-webhook", "Webhook URL (https)", { type: "url", value: s.webhookUrl ?? "", placeholder: "no webhook" }),
+    el("p", {}, el("button", { type: "submit", id: "save-alerts" }, "Save alerts"), " ",
+      el("button", { type: "button", class: "secondary", id: "test-alerts", onclick: async () => {
+        try {
+          const sent = await api("POST", "/alerts/test");
+          message.replaceChildren(el("p", { role: "status" }, sent.channels.length
+            ? `Test event ${sent.event} sent to ${sent.channels.join(" and ")}.` : "No channel to send to."));
+        } catch (e) { problem(message, e); }
+      } }, "Send a test"), " ",
+      s.webhookUrl ? el("button", { type: "button", class: "secondary", id: "roll-secret", onclick: async () => {
+        if (!confirm("A new signing secret? The old one signs nothing from now.")) return;
+        try { secret((await api("POST", "/alerts/roll-secret")).webhookSecret); } catch (e) { problem(message, e); }
+      } }, "New signing secret") : null),
+    message);
+  const rows = alerts.deliveries.map((d) => el("tr", {},
+    el("td", {}, d.at.replace("T", " ").replace("Z", " UTC")), el("td", {}, d.type), el("td", {}, d.channel),
+    el("td", {}, d.attempt), el("td", {}, d.status), el("td", {}, d.result || "")));
+  return el("section", { "aria-labelledby": "h-alerts" }, el("h2", { id: "h-alerts" }, "Alerts"),
+    el("p", { class: "muted" }, "Hear before the balance runs out: below a balance, near a rate limit, on top-ups, ",
+      "and of every new key (by e-mail). Webhooks are signed as Standard Webhooks specifies."), form,
+    rows.length ? el("table", { id: "deliveries" }, el("thead", {}, el("tr", {}, ["When", "Event", "Channel", "Attempt", "Status", "Result"]
+      .map((h) => el("th", {}, h)))), el("tbody", {}, rows)) : el("p", { class: "muted" }, "Nothing sent yet."));
 }
 
 // The usage of every key (`key` ""), or of one: the chart, its table and the CSV link.

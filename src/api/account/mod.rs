@@ -17,6 +17,7 @@
 //! plain http for local use. Every state-changing request carries the session's CSRF
 //! token (`X-CSRF-Token`) and an `Origin` equal to the public URL's.
 
+mod alerts;
 mod answers;
 mod audit;
 mod extract;
@@ -34,6 +35,7 @@ mod usage;
 mod visits;
 mod webhook;
 
+pub(crate) use alerts::AlertsApi;
 pub(crate) use audit::AuditApi;
 pub(crate) use keys::KeysApi;
 pub(crate) use limits::LimitsApi;
@@ -74,6 +76,12 @@ pub struct DashboardSettings {
     /// Requests a minute a client address may make under `/account`, and a session to
     /// `/account/api` (`--account-requests-per-minute`; `None`: [`REQUESTS_PER_MINUTE`]).
     pub requests_per_minute: Option<u32>,
+    /// Webhooks may go to loopback, private and link-local addresses, and over http
+    /// (`--allow-private-webhooks`: tests and private networks).
+    pub allow_private_webhooks: bool,
+    /// The first pause before a failed delivery is tried again (`None`: 5 s); tests
+    /// shorten it (`--alert-retry-base-ms`).
+    pub alert_retry_base_ms: Option<u64>,
 }
 
 /// What the dashboard's handlers share.
@@ -91,6 +99,8 @@ pub(crate) struct Dashboard {
     /// Requests a minute per client address under `/account` and per session (`visits`),
     /// and the addresses' counts: (a change?, address).
     requests_per_minute: u32,
+    /// `DashboardSettings::allow_private_webhooks`.
+    allow_private_webhooks: bool,
     visits: crate::billing::per_ip::PerMinute<(bool, std::net::IpAddr)>,
     /// The sessions' counts, by the hash of their id.
     session_calls: crate::billing::per_ip::PerMinute<[u8; 32]>,
@@ -125,6 +135,12 @@ impl Dashboard {
         settings: &DashboardSettings,
         trusted_proxies: Vec<crate::domain::cidr::Cidr>,
     ) -> Arc<Dashboard> {
+        accounts.start_sender(crate::alerts::sender::SenderOptions {
+            allow_private_webhooks: settings.allow_private_webhooks,
+            retry_base_ms: settings
+                .alert_retry_base_ms
+                .unwrap_or(crate::alerts::sender::RETRY_BASE_MS),
+        });
         Arc::new(Dashboard {
             accounts,
             public_url: public_url.trim_end_matches('/').to_owned(),
@@ -139,6 +155,7 @@ impl Dashboard {
                 .requests_per_minute
                 .unwrap_or(REQUESTS_PER_MINUTE)
                 .max(1),
+            allow_private_webhooks: settings.allow_private_webhooks,
             visits: Default::default(),
             session_calls: Default::default(),
             billing,

@@ -73,4 +73,5 @@ routes!(
     crate::api::account::AuditApi,
     crate::api::account::SignOutApi,
     crate::api::account::TopupsApi,
+    crate::api::account::AlertsApi,
 );

@@ -42,6 +42,9 @@ pub(super) struct Books {
     grant_requests: Vec<GrantRequest>,
     /// Other calls of requests to the store, made by the writer (`Billing::on_writer`).
     store_calls: Vec<StoreCall>,
+    /// Accounts answered 402 since the books last loaded (`note_empty`): the store hears
+    /// of an account's first 402 only, until a change (a top-up) reloads the books.
+    noted_empty: FastSet<i64>,
 }
 
 /// What a node of a cluster holds of the ledger beside the books.
@@ -568,7 +571,24 @@ impl Books {
     /// Takes the store's accounts and keys. A known account keeps its window counters
     /// (the server is their only writer) and its balance becomes the stored one minus
     /// what is charged and not yet flushed.
+    /// The account was answered 402: the next flush tells the store, which decides
+    /// `balance.empty` (once until the balance rises, across nodes); a later 402 is not
+    /// told again until the books load again.
+    /// Whether it was new (the writer is woken for it).
+    pub(in crate::billing) fn note_empty(&mut self, account_id: i64) -> bool {
+        if !self.noted_empty.insert(account_id) {
+            return false;
+        }
+        let balance = self
+            .accounts
+            .get(&account_id)
+            .map_or(Micros::ZERO, |a| a.balance);
+        self.pending.empties.push((account_id, balance));
+        true
+    }
+
     pub(super) fn replace(&mut self, snapshot: Snapshot) {
+        self.noted_empty.clear();
         let mut accounts =
             FastMap::with_capacity_and_hasher(snapshot.accounts.len(), Default::default());
         let unflushed_all = self.unflushed_all();
@@ -677,6 +697,7 @@ impl Books {
             .collect();
         let answers = pending.answers;
         let released = pending.released;
+        let empties = pending.empties;
         let mut admitted: Vec<WindowQueries> = pending
             .windows
             .into_iter()
@@ -712,6 +733,7 @@ impl Books {
             topups,
             admitted,
             slice_returns,
+            empties,
         }
     }
 
@@ -738,6 +760,7 @@ impl Books {
         let now = BootTime::now();
         !self.pending.answers.is_empty()
             || !self.pending.released.is_empty()
+            || !self.pending.empties.is_empty()
             || self.aged(now).next().is_some()
             || self.leases().any(|lease| {
                 lease.to_return(now, self.stop) || lease.top_up(now, self.stop).is_some()
@@ -767,6 +790,7 @@ impl Books {
             .counters
             .extend(batch.counters.into_iter().map(|(id, _)| id));
         self.pending.answers.extend(batch.answers);
+        self.pending.empties.extend(batch.empties);
         self.pending.released.extend(batch.released);
         for q in batch.admitted {
             *self

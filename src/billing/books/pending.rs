@@ -20,6 +20,9 @@ pub(super) struct Pending {
     pub(super) released: Vec<ReleasedClaim>,
     /// With grants: when each account's oldest charge here was made (`Books::flush_due`).
     pub(super) since: FastMap<i64, BootTime>,
+    /// Accounts answered 402 (with the balance the books held), for the store to decide
+    /// `balance.empty` (docs/alerts.md); every flush takes them all.
+    pub(super) empties: Vec<(i64, Micros)>,
 }
 
 impl Pending {
@@ -29,6 +32,7 @@ impl Pending {
             && self.answers.is_empty()
             && self.released.is_empty()
             && self.windows.is_empty()
+            && self.empties.is_empty()
     }
 
     /// Per account, the amount charged and not yet flushed (one pass over the rows).
@@ -62,12 +66,13 @@ impl Pending {
         self.add(caller, held.endpoint, held.queries, held.amount);
     }
 
-    /// Takes out what is pending of the accounts `due` (everything of the answers and
-    /// released claims, whose accounts are always due); the rest stays.
+    /// Takes out what is pending of the accounts `due` (everything of the answers,
+    /// released claims and 402s, whose accounts are always due); the rest stays.
     pub(super) fn take_of(&mut self, due: &FastSet<i64>) -> Pending {
         let mut taken = Pending {
             answers: std::mem::take(&mut self.answers),
             released: std::mem::take(&mut self.released),
+            empties: std::mem::take(&mut self.empties),
             ..Pending::default()
         };
         self.rows.retain(|&(id, key, endpoint), &mut row| {

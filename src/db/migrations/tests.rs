@@ -154,6 +154,69 @@ const WITHOUT_13: &str = "ALTER TABLE sessions DROP COLUMN provider; ALTER TABLE
     DROP TABLE disputes; DROP INDEX accounts_by_origin;
     ALTER TABLE accounts DROP COLUMN topups_frozen; ALTER TABLE accounts DROP COLUMN created_from;";
 
+/// What turns a version 14 file into a version 13 file.
+const WITHOUT_14: &str = "DROP TRIGGER alert_events_deliveries; DROP TRIGGER alerts_on_balance;
+    DROP TRIGGER alerts_on_windows; DROP TRIGGER alerts_on_topup; DROP TRIGGER alerts_on_key;
+    DROP TABLE alert_deliveries; DROP TABLE alert_events; DROP TABLE alert_settings;
+    DROP TABLE mail_settings;";
+
+#[test]
+fn a_version_13_file_gets_the_alerts_of_a_new_file_and_decides_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v13.db");
+    open(&path)
+        .unwrap()
+        .execute_batch(&format!(
+            "{WITHOUT_14} PRAGMA user_version = 13;
+             INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_1', 5, 0);"
+        ))
+        .unwrap();
+    let conn = open(&path).unwrap();
+    assert_eq!(version(&conn), SCHEMA_VERSION);
+    let fresh = open(&dir.path().join("fresh.db")).unwrap();
+    let objects = "SELECT type, name, tbl_name, sql FROM sqlite_schema
+                   WHERE name LIKE 'alert%' OR name LIKE 'mail%' ORDER BY name";
+    let schema = |conn: &Connection| -> Vec<(String, String, String, Option<String>)> {
+        rows(conn, objects, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+    };
+    assert_eq!(schema(&conn), schema(&fresh));
+    assert_eq!(schema(&conn).len(), 12);
+    // Its triggers decide: a threshold crossed by a charge is one event, the next charge
+    // below it none, and a webhook gets a delivery of it.
+    conn.execute_batch(
+        "INSERT INTO alert_settings (account_id, balance_below, webhook_url, webhook_secret,
+                                     updated_at)
+             VALUES (1, 4, 'https://example.com/hook', 'whsec_x', 0);
+         UPDATE accounts SET balance = 3 WHERE id = 1;
+         UPDATE accounts SET balance = 2 WHERE id = 1;",
+    )
+    .unwrap();
+    let events = rows(
+        &conn,
+        "SELECT e.type, e.balance, e.amount, d.channel, d.status FROM alert_events e
+         JOIN alert_deliveries d ON d.event_id = e.id",
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        },
+    );
+    assert_eq!(
+        events,
+        [(
+            "balance.low".to_owned(),
+            3,
+            4,
+            "webhook".to_owned(),
+            "pending".to_owned()
+        )]
+    );
+}
+
 /// What turns a version 12 file into a version 11 file.
 const WITHOUT_12: &str = "DROP TRIGGER accounts_inserted; DROP TRIGGER accounts_updated; DROP TRIGGER accounts_deleted; DROP TRIGGER api_keys_inserted; DROP TRIGGER api_keys_updated; DROP TRIGGER api_keys_deleted; DROP TRIGGER oidc_providers_inserted; DROP TRIGGER oidc_providers_updated; DROP TRIGGER oidc_providers_deleted; DROP TRIGGER payment_settings_inserted; DROP TRIGGER payment_settings_updated; DROP TRIGGER payment_settings_deleted;
     DROP TABLE books_version; DROP INDEX ledger_by_account;";
@@ -184,7 +247,7 @@ fn a_version_6_file_gets_the_dashboard_tables_and_key_names_of_a_new_file() {
     let old = reopened(
         &dir.path().join("old.db"),
         &format!(
-            "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
+            "{WITHOUT_14} {WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} PRAGMA user_version = 6;"
         ),
     );
     let new = open(&dir.path().join("new.db")).unwrap();
@@ -214,7 +277,7 @@ fn a_version_7_file_gets_the_payment_tables_of_a_new_file() {
     let old = reopened(
         &dir.path().join("old.db"),
         &format!(
-            "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"
+            "{WITHOUT_14} {WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} PRAGMA user_version = 7;"
         ),
     );
     let new = open(&dir.path().join("new.db")).unwrap();
@@ -254,7 +317,7 @@ fn a_version_10_file_gets_its_charges_summed_per_day_under_key_0_and_a_new_files
     let conn = reopened(
         &dir.path().join("v10.db"),
         &format!(
-            "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} PRAGMA user_version = 10;
+            "{WITHOUT_14} {WITHOUT_13} {WITHOUT_12} {WITHOUT_11} PRAGMA user_version = 10;
              INSERT INTO accounts (id, public_id, balance, created_at)
                  VALUES (1, 'acct_a', 1000, 0), (2, 'acct_b', 1000, 0);
              INSERT INTO ledger (account_id, at, kind, amount, balance_after, query_count,
@@ -321,7 +384,7 @@ fn a_version_11_file_counts_the_changes_of_what_the_server_holds_and_nothing_els
     let path = dir.path().join("v11.db");
     let conn = reopened(
         &path,
-        &format!("{WITHOUT_13} {WITHOUT_12} PRAGMA user_version = 11;"),
+        &format!("{WITHOUT_14} {WITHOUT_13} {WITHOUT_12} PRAGMA user_version = 11;"),
     );
     assert_eq!(version(&conn), SCHEMA_VERSION);
     let count = || -> i64 {
@@ -367,7 +430,7 @@ fn a_version_12_file_keeps_its_sessions_asking_them_to_sign_in_again_before_a_ch
     open(&path)
         .unwrap()
         .execute_batch(&format!(
-            "{WITHOUT_13} PRAGMA user_version = 12;
+            "{WITHOUT_14} {WITHOUT_13} PRAGMA user_version = 12;
              INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_1', 0, 0);
              INSERT INTO sessions (id_hash, public_id, account_id, csrf, created_at, seen_at)
                  VALUES (zeroblob(32), 'ses_1', 1, 'c', 100, 100);
@@ -436,7 +499,7 @@ fn a_version_9_file_keeps_its_providers_as_openid_ones_open_to_anyone() {
     let conn = reopened(
         &dir.path().join("v9.db"),
         &format!(
-            "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} PRAGMA user_version = 9;
+            "{WITHOUT_14} {WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} PRAGMA user_version = 9;
              INSERT INTO oidc_providers (name, issuer, client_id, client_secret, created_at)
                  VALUES ('p1', 'https://id.example', 'postal', 'secret', 0);"
         ),
@@ -470,7 +533,7 @@ fn a_version_8_file_keeps_its_publishable_keys_unbounded_with_the_budget_columns
     let conn = reopened(
         &dir.path().join("v8.db"),
         &format!(
-            "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
+            "{WITHOUT_14} {WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} PRAGMA user_version = 8;
              INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);
              INSERT INTO api_keys (public_id, key_hash, account_id, created_at, kind, origins,
                                    per_ip_minute)
@@ -514,7 +577,7 @@ fn a_version_5_file_gets_the_idempotent_answers_table_of_a_new_file() {
     let conn = reopened(
         &dir.path().join("p.db"),
         &format!(
-            "{WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
+            "{WITHOUT_14} {WITHOUT_13} {WITHOUT_12} {WITHOUT_11} {WITHOUT_10} {WITHOUT_9} {WITHOUT_8} {WITHOUT_7} DROP TABLE idempotent_answers; PRAGMA user_version = 5;
              INSERT INTO accounts (id, public_id, balance, created_at) VALUES (1, 'acct_x', 5, 0);"
         ),
     );

@@ -14,6 +14,7 @@
 //! multi-account flushes deadlock (design study, §4.2).
 
 pub(crate) mod accounts;
+pub(crate) mod alerts;
 pub(crate) mod changes;
 mod connection;
 pub(crate) mod dashboard;

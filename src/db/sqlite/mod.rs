@@ -4,6 +4,7 @@
 //! dialect only; the shapes they share are `db::admin`'s and `db::rows`'.
 
 pub mod accounts;
+pub(crate) mod alerts;
 pub(crate) mod dashboard;
 pub(crate) mod decode;
 pub(crate) mod idempotency;

@@ -48,7 +48,7 @@ pub fn account_lines(conn: &mut Connection, now: i64) -> Result<Vec<AccountLine>
     Ok(lines)
 }
 
-fn account_rowid(conn: &Connection, public_id: &AccountId) -> Result<i64, AccountError> {
+pub(super) fn account_rowid(conn: &Connection, public_id: &AccountId) -> Result<i64, AccountError> {
     conn.query_row(
         "SELECT id FROM accounts WHERE public_id = ?1",
         [public_id],

@@ -1,0 +1,8 @@
+//! Alerts (issue 51, docs/alerts.md): the events a customer hears of, by e-mail and by
+//! signed webhook, decided by the database in the transaction of their cause and sent
+//! after its commit by the sender.
+
+pub mod events;
+pub mod mail;
+pub mod sender;
+pub mod webhook;
