@@ -30,7 +30,7 @@ const POLL: Duration = Duration::from_millis(500);
 const IN_FLIGHT: usize = 8;
 /// How long a claim holds an attempt: longer than any attempt takes (10 s, or the
 /// relay's timeouts).
-const LEASE_SECS: i64 = 120;
+const LEASE_SECS: i64 = 60;
 
 /// How the sender runs (`postal serve --allow-private-webhooks`).
 #[derive(Debug, Clone, Copy)]

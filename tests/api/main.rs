@@ -8,6 +8,8 @@ mod helpers;
 mod account;
 /// The account dashboard, continued: providers, cluster, rolls, Chromium, timeouts.
 mod account_flows;
+/// Alerts by e-mail and signed webhook (issue 51).
+mod alerts;
 
 /// The callback's error: the state first, a fixed text per code, no description shown.
 mod callback;

@@ -19,7 +19,7 @@ pub(crate) fn cli(target: &[&str], args: &[&str]) -> Value {
 }
 
 /// `postal TARGET... args...`: its answer as printed.
-fn cli_text(target: &[&str], args: &[&str]) -> String {
+pub(crate) fn cli_text(target: &[&str], args: &[&str]) -> String {
     let out = Command::new(POSTAL)
         .args(target)
         .args(args)

@@ -216,6 +216,13 @@ pub async fn claim(
     limit: u32,
     lease: i64,
 ) -> Result<Vec<Due>, AccountError> {
+    let any: bool = client
+        .query_one(&dollars(crate::db::sqlite::alerts::ANY_DUE), &[&now])
+        .await?
+        .get(0);
+    if !any {
+        return Ok(Vec::new());
+    }
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CLAIM_LOCK])
         .await?;
