@@ -90,6 +90,9 @@
 //!   type, the app and its state) beside them; the operator's routes (`/healthz`,
 //!   `/readyz`, `/metrics`) and request telemetry; the dashboard's pages and
 //!   `/account/api` in `api::account` (HTTP only: its words and work are `accounts`').
+//! - [`alerts`]: what warns customers before their balance runs out (issue 51):
+//!   `alerts::webhook` signs an alert as Standard Webhooks do and sends it, only to
+//!   public addresses, checked again at connect time.
 //! - [`alloc`]: the allocator of every binary (mimalloc, measured) and handing a load's
 //!   freed memory back to the OS (a leaf: any room may use it).
 //!

@@ -8,6 +8,8 @@
 //! - [`client`]: a blocking HTTP client that says `(status, body)`;
 //! - [`pg`]: a PostgreSQL of the test's own, from a data directory made once per run;
 //! - [`load`]: billed clients hammering a server until told to stop;
+//! - [`webhooks`]: a customer's webhook receiver, recording and scripted, and the check
+//!   of its requests' signatures with the official `standardwebhooks` package;
 //! - [`require`]: tests that need a tool the machine lacks skip with one line (and fail
 //!   in CI, `POSTAL_REQUIRE_TOOLS`).
 //!
@@ -19,6 +21,7 @@ pub mod load;
 pub mod pg;
 pub mod serve;
 pub mod template;
+pub mod webhooks;
 
 use std::path::{Path, PathBuf};
 

@@ -93,5 +93,8 @@ mod swagger_ui;
 mod tossing;
 /// Usage per key: the keys list, usage, CSV and CLI per key, restart, two nodes.
 mod usage_per_key;
+/// Alerts' webhooks, one delivery: signed as `standardwebhooks` verifies, 2xx only, no
+/// redirects, 10 s, only public addresses.
+mod webhooks;
 /// The checkout widget in headless Chromium, on pages of other origins.
 mod widget;
