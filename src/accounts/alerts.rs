@@ -53,8 +53,12 @@ impl Admin {
                 ""
             }
         );
-        self.audit(Audited::Account(account_id), AuditAction::AlertsSet, &detail)
-            .await?;
+        self.audit(
+            Audited::Account(account_id),
+            AuditAction::AlertsSet,
+            &detail,
+        )
+        .await?;
         Ok(shown)
     }
 
@@ -93,8 +97,12 @@ impl Admin {
             true => format!("{event}, to no channel"),
             false => format!("{event}, to {}", channels.join(" and ")),
         };
-        self.audit(Audited::Account(account_id), AuditAction::AlertsTest, &detail)
-            .await?;
+        self.audit(
+            Audited::Account(account_id),
+            AuditAction::AlertsTest,
+            &detail,
+        )
+        .await?;
         Ok((event, channels))
     }
 

@@ -19,11 +19,11 @@
 
 mod admin;
 mod alerts;
-mod mail;
 mod customers;
 pub mod flow;
 mod github;
 mod keys;
+mod mail;
 pub mod oidc;
 mod payments;
 mod sessions;

@@ -245,7 +245,9 @@ impl Event {
 /// is the last. `base_secs` is 5 but for tests (`serve --alert-retry-base-ms`).
 pub fn next_attempt(event_at: i64, attempt: u32, now: i64, base_ms: u64) -> Option<i64> {
     let factor = 4u64.saturating_pow(attempt.saturating_sub(1));
-    let pause_ms = base_ms.saturating_mul(factor).min(RETRY_MAX_SECS as u64 * 1000);
+    let pause_ms = base_ms
+        .saturating_mul(factor)
+        .min(RETRY_MAX_SECS as u64 * 1000);
     let due = now + (pause_ms.div_ceil(1000) as i64).max(1);
     (due <= event_at + RETRY_FOR_SECS).then_some(due)
 }
@@ -306,10 +308,7 @@ mod tests {
             now = due;
             attempt += 1;
         }
-        assert_eq!(
-            pauses,
-            [5, 20, 80, 320, 1280, 5120, 20480, 21600, 21600]
-        );
+        assert_eq!(pauses, [5, 20, 80, 320, 1280, 5120, 20480, 21600, 21600]);
         assert!(now <= at + RETRY_FOR_SECS && now + 21600 > at + RETRY_FOR_SECS);
     }
 }

@@ -129,7 +129,11 @@ fn attempt(due: &Due, mail: Option<&MailSettings>, options: SenderOptions) -> (b
     match due.channel.as_str() {
         "webhook" => {
             let Some((url, secret)) = &due.webhook else {
-                return (false, "the account has no webhook any more".to_owned(), false);
+                return (
+                    false,
+                    "the account has no webhook any more".to_owned(),
+                    false,
+                );
             };
             let body = due.event.body(&due.account);
             let outcome = webhook::deliver(

@@ -258,7 +258,10 @@ impl ChargeStore for PgStore {
                 Ok(())
             });
             if let Err(e) = noted {
-                tracing::error!("deciding balance.empty of {} account(s): {e:#}", batch.empties.len());
+                tracing::error!(
+                    "deciding balance.empty of {} account(s): {e:#}",
+                    batch.empties.len()
+                );
             }
         }
         Ok(Applied {

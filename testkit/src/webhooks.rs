@@ -70,7 +70,30 @@ impl Receiver {
     /// As [`Receiver::start`], each answer sent `delay` after its request arrived (the
     /// request is recorded at once).
     pub fn start_slow(statuses: &[u16], delay: Duration) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("binding the receiver");
+        Receiver::serve(
+            TcpListener::bind("127.0.0.1:0").expect("binding the receiver"),
+            statuses,
+            delay,
+        )
+    }
+
+    /// As [`Receiver::start`], on a port of 127.0.0.1 a receiver had before (a server
+    /// sends to it again once it is back).
+    pub fn start_on(port: u16, statuses: &[u16]) -> Receiver {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match TcpListener::bind(("127.0.0.1", port)) {
+                Ok(listener) => return Receiver::serve(listener, statuses, Duration::ZERO),
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("binding the receiver to port {port} again: {e}"),
+            }
+        }
+    }
+
+    fn serve(listener: TcpListener, statuses: &[u16], delay: Duration) -> Receiver {
         let addr = listener.local_addr().expect("the receiver's address");
         let shared = Arc::new(Shared {
             log: Mutex::default(),

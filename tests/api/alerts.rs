@@ -37,7 +37,14 @@ fn set_relay(target: &[&str], sink: &SmtpSink) {
     let url = format!("smtp://127.0.0.1:{}", sink.port());
     crate::migrate::cli_text(
         target,
-        &["mail", "smtp", "--url", &url, "--from", "Postal <billing@postal.test>"],
+        &[
+            "mail",
+            "smtp",
+            "--url",
+            &url,
+            "--from",
+            "Postal <billing@postal.test>",
+        ],
     );
 }
 
@@ -73,7 +80,9 @@ fn set_balance(target: &[&str], account: &str, micros: i64) {
         let usd = crate::helpers::micros_to_usd(delta);
         crate::migrate::cli(
             target,
-            &["account", "adjust", account, "--usd", &usd, "--reason", "test"],
+            &[
+                "account", "adjust", account, "--usd", &usd, "--reason", "test",
+            ],
         );
     }
 }
@@ -101,7 +110,10 @@ fn alerts_when(
         if ready(&alerts) {
             return alerts;
         }
-        assert!(Instant::now() < deadline, "not ready in {secs} s: {alerts:#}");
+        assert!(
+            Instant::now() < deadline,
+            "not ready in {secs} s: {alerts:#}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -152,15 +164,25 @@ fn settings_default_to_email_only_and_bad_ones_change_nothing() {
             json!({"balanceBelow": "0", "email": true}),
             "balanceBelow must be a positive USD amount such as \"1.00\": got \"0\"",
         ),
-        (json!({"limitPercent": 0, "email": true}), "Invalid 'limitPercent'"),
-        (json!({"limitPercent": 101, "email": true}), "Invalid 'limitPercent'"),
+        (
+            json!({"limitPercent": 0, "email": true}),
+            "Invalid 'limitPercent'",
+        ),
+        (
+            json!({"limitPercent": 101, "email": true}),
+            "Invalid 'limitPercent'",
+        ),
         (json!({"balanceBelow": "1.00"}), "Invalid 'email'"),
         (
             json!({"email": true, "webhookUrl": "ftp://example.com/x"}),
             "webhookUrl must be an https URL",
         ),
     ] {
-        assert_eq!(put(&mut browser, body.clone()), (400, json!({"error": error})), "{body}");
+        assert_eq!(
+            put(&mut browser, body.clone()),
+            (400, json!({"error": error})),
+            "{body}"
+        );
     }
     // Nothing changed; without a webhook there is no secret to roll.
     assert_eq!(browser.api(&app, "GET", "/alerts", None).1, alerts);
@@ -238,7 +260,11 @@ fn a_crossing_is_one_email_and_one_signed_webhook_and_a_top_up_arms_it_again() {
     let mails = sink.wait_for(3, Duration::from_secs(15));
     let webhooks = receiver.wait_for(2, Duration::from_secs(15));
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(sink.messages().len(), 3, "key.created, balance.low, balance.empty");
+    assert_eq!(
+        sink.messages().len(),
+        3,
+        "key.created, balance.low, balance.empty"
+    );
     assert_eq!(receiver.requests().len(), 2, "balance.low, balance.empty");
     let low = &bodies(&receiver)[0];
     assert_eq!(low["type"], "balance.low");
@@ -276,7 +302,10 @@ fn a_crossing_is_one_email_and_one_signed_webhook_and_a_top_up_arms_it_again() {
     let alerts = alerts_when(&mut browser, &app.address, 5, |a| {
         attempts(a, "balance.empty").len() == 2
     });
-    let id = receiver.requests()[0].header("webhook-id").unwrap().to_owned();
+    let id = receiver.requests()[0]
+        .header("webhook-id")
+        .unwrap()
+        .to_owned();
     assert!(
         alerts["deliveries"]
             .as_array()
@@ -287,7 +316,12 @@ fn a_crossing_is_one_email_and_one_signed_webhook_and_a_top_up_arms_it_again() {
     assert_eq!(
         attempts(&alerts, "balance.low"),
         [
-            ("email".into(), 1, "delivered".into(), attempts(&alerts, "balance.low")[0].3.clone()),
+            (
+                "email".into(),
+                1,
+                "delivered".into(),
+                attempts(&alerts, "balance.low")[0].3.clone()
+            ),
             ("webhook".into(), 1, "delivered".into(), "HTTP 200".into()),
         ]
     );
@@ -331,12 +365,17 @@ fn a_failing_receiver_gets_the_same_event_again_until_it_answers_2xx() {
     assert_eq!(status, 200);
     assert_eq!(tested["channels"], json!(["webhook"]));
     let requests = receiver.wait_for(3, Duration::from_secs(20));
-    let ids: Vec<&str> = requests.iter().map(|r| r.header("webhook-id").unwrap()).collect();
+    let ids: Vec<&str> = requests
+        .iter()
+        .map(|r| r.header("webhook-id").unwrap())
+        .collect();
     assert_eq!(ids, [tested["event"].as_str().unwrap(); 3]);
     assert!(requests.windows(2).all(|w| w[0].body == w[1].body));
     verify_with_standardwebhooks(&secret, &requests).unwrap();
     let alerts = alerts_when(&mut browser, &app.address, 5, |a| {
-        attempts(a, "test").last().is_some_and(|t| t.2 == "delivered")
+        attempts(a, "test")
+            .last()
+            .is_some_and(|t| t.2 == "delivered")
     });
     assert_eq!(
         attempts(&alerts, "test"),
@@ -391,7 +430,11 @@ fn a_window_near_its_limit_alerts_once() {
     assert_eq!(received[0]["type"], "limit.near");
     assert_eq!(
         (&data["window"], &data["limit"], &data["percent"]),
-        (&json!("minute"), &json!(10), &json!(data["queries"].as_u64().unwrap() * 10))
+        (
+            &json!("minute"),
+            &json!(10),
+            &json!(data["queries"].as_u64().unwrap() * 10)
+        )
     );
     assert!(data["queries"].as_u64().unwrap() >= 8);
 }
@@ -436,7 +479,12 @@ fn private_webhook_addresses_are_refused_without_the_flag() {
 fn a_crossing_before_a_kill_is_delivered_once_after_the_restart() {
     let dir = testkit::tempdir();
     let db = testkit::template::copy(crate::helpers::template(), &dir.path().join("k.db"));
-    let flags = ["--allow-private-webhooks", "--alert-retry-base-ms", "200", "--durable-charges"];
+    let flags = [
+        "--allow-private-webhooks",
+        "--alert-retry-base-ms",
+        "200",
+        "--durable-charges",
+    ];
     let mut server = testkit::Serve::start(env!("CARGO_BIN_EXE_postal"), &db, &flags);
     let address = format!("http://{}", server.host_port());
     let db_text = db.to_string_lossy().into_owned();
@@ -491,7 +539,11 @@ fn two_nodes_spending_one_account_across_the_threshold_make_one_event() {
         let node = if i % 2 == 0 { &nodes.a } else { &nodes.b };
         statuses.push(lookup_at(node, &key));
     }
-    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 40, "{statuses:?}");
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        40,
+        "{statuses:?}"
+    );
     receiver.wait_for(2, Duration::from_secs(20));
     std::thread::sleep(Duration::from_secs(3));
     let mut kinds: Vec<String> = bodies(&receiver)

@@ -177,7 +177,9 @@ fn a_version_13_file_gets_the_alerts_of_a_new_file_and_decides_them() {
     let objects = "SELECT type, name, tbl_name, sql FROM sqlite_schema
                    WHERE name LIKE 'alert%' OR name LIKE 'mail%' ORDER BY name";
     let schema = |conn: &Connection| -> Vec<(String, String, String, Option<String>)> {
-        rows(conn, objects, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        rows(conn, objects, |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
     };
     assert_eq!(schema(&conn), schema(&fresh));
     assert_eq!(schema(&conn).len(), 12);

@@ -100,10 +100,7 @@ pub async fn set_alerts(
     let (secret, shown) = match (&settings.webhook_url, old_url == settings.webhook_url) {
         (None, _) => (None, None),
         (Some(_), true) => (old_secret, None),
-        (Some(_), false) => (
-            Some(fresh_secret.to_owned()),
-            Some(fresh_secret.to_owned()),
-        ),
+        (Some(_), false) => (Some(fresh_secret.to_owned()), Some(fresh_secret.to_owned())),
     };
     tx.execute(
         "INSERT INTO alert_settings (account_id, balance_below, limit_percent, email,
@@ -204,7 +201,10 @@ pub async fn note_empty(
         .await?;
     if disarmed.is_some() {
         client
-            .query_one(NEW_EVENT, &[&account, &"balance.empty", &now, &Some(balance)])
+            .query_one(
+                NEW_EVENT,
+                &[&account, &"balance.empty", &now, &Some(balance)],
+            )
             .await?;
     }
     Ok(())

@@ -101,10 +101,7 @@ pub fn set_alerts(
     let (secret, shown) = match (&settings.webhook_url, old_url == settings.webhook_url) {
         (None, _) => (None, None),
         (Some(_), true) => (old_secret, None),
-        (Some(_), false) => (
-            Some(fresh_secret.to_owned()),
-            Some(fresh_secret.to_owned()),
-        ),
+        (Some(_), false) => (Some(fresh_secret.to_owned()), Some(fresh_secret.to_owned())),
     };
     tx.execute(
         "INSERT INTO alert_settings (account_id, balance_below, limit_percent, email,
@@ -166,11 +163,10 @@ pub fn test_event(
 ) -> Result<(String, Vec<String>), AccountError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let rowid = account_rowid(&tx, account_id)?;
-    let (event, public_id): (i64, String) = tx.query_row(
-        NEW_EVENT,
-        params![rowid, "test", now, None::<i64>],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
+    let (event, public_id): (i64, String) =
+        tx.query_row(NEW_EVENT, params![rowid, "test", now, None::<i64>], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
     let channels = tx
         .prepare("SELECT channel FROM alert_deliveries WHERE event_id = ?1 ORDER BY channel")?
         .query_map([event], |r| r.get(0))?
