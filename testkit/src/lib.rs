@@ -8,6 +8,7 @@
 //! - [`client`]: a blocking HTTP client that says `(status, body)`;
 //! - [`pg`]: a PostgreSQL of the test's own, from a data directory made once per run;
 //! - [`load`]: billed clients hammering a server until told to stop;
+//! - [`smtp`]: a stand-in SMTP relay that keeps the messages it takes;
 //! - [`require`]: tests that need a tool the machine lacks skip with one line (and fail
 //!   in CI, `POSTAL_REQUIRE_TOOLS`).
 //!
@@ -18,6 +19,7 @@ pub mod client;
 pub mod load;
 pub mod pg;
 pub mod serve;
+pub mod smtp;
 pub mod template;
 
 use std::path::{Path, PathBuf};
