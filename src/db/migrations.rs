@@ -370,7 +370,9 @@ const MIGRATION_13: &str = "
 /// the two cannot differ.
 fn migration_14(conn: &Connection) -> Result<()> {
     const HEADING: &str = "-- Alerts (version 14";
-    let start = SCHEMA.find(HEADING).context("schema.sql's Alerts heading")?;
+    let start = SCHEMA
+        .find(HEADING)
+        .context("schema.sql's Alerts heading")?;
     conn.execute_batch(&SCHEMA[start..])?;
     Ok(())
 }
