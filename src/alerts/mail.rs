@@ -362,6 +362,12 @@ mod tests {
     }
 
     #[test]
+    fn a_mailer_can_be_shared_with_blocking_threads() {
+        fn shared<T: Send + Sync + 'static>() {}
+        shared::<Mailer>();
+    }
+
+    #[test]
     fn a_user_needs_a_password_and_the_debug_form_hides_it() {
         let mut settings = MailSettings {
             url: "smtp://localhost:2525".into(),
