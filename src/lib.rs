@@ -56,8 +56,8 @@
 //! Modules (rooms), each using only the ones to its right:
 //!
 //! ```text
-//! cli (src/cli, src/bin) -> api -> accounts -> { billing, index } -> db -> domain
-//!                  import ------------------------------------------^
+//! cli (src/cli, src/bin) -> api -> accounts -> { billing, index, alerts } -> db -> domain
+//!                  import --------------------------------------------------^
 //! ```
 //!
 //! - [`domain`]: the rules, no I/O: country codes, postal-code normalisation, text
@@ -81,6 +81,8 @@
 //!   store the server opens once (`accounts::Accounts`: pooled connections, threads of
 //!   its own), and the clients of the sign-in providers (`accounts::flow` over
 //!   `accounts::oidc` and `accounts::github`) and of Stripe (`accounts::stripe`).
+//! - [`alerts`]: what customers are told of their account (docs/alerts.md): the
+//!   operator's mail relay (`alerts::mail`: settings checked, messages sent with lettre).
 //! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt, the
 //!   gazetteer) and their sources (file, zip, directory, URL), the diff of an import
 //!   against the live data (changes, retired codes, the shrink guard) and the operator's

@@ -8,7 +8,8 @@
 //! - `admin`: the interface, where a change acts and how the server hears of it, and the
 //!   audit log; its operations by area: `customers` (accounts, balances, limits,
 //!   reports), `keys`, `signin` (providers, sign-ins in flight, identities), `sessions`,
-//!   `payments` (the operator's settings, top-ups, what the processor's webhook confirms).
+//!   `payments` (the operator's settings, top-ups, what the processor's webhook confirms),
+//!   `mail` (the operator's mail relay).
 //! - `store`: what the server opens once at start ([`Accounts`]): the pool of connections
 //!   and the threads the customer's side runs on, apart from the API's.
 //! - The clients of the outside services, each call blocking on the store's threads for
@@ -38,6 +39,6 @@ pub use store::{Accounts, Failed};
 // The shapes an admin operation takes and answers (stored by `db`'s twins), as the
 // dashboard names them.
 pub use crate::db::admin::{
-    AccountError, Credited, IdentityView, KeyLine, LinkOffer, Payment, PaymentSettings, Provider,
-    Refunded, SessionIdentity, SessionRow, SignIn, Signups, TopupView,
+    AccountError, Credited, IdentityView, KeyLine, LinkOffer, MailSettings, Payment,
+    PaymentSettings, Provider, Refunded, SessionIdentity, SessionRow, SignIn, Signups, TopupView,
 };

@@ -1,8 +1,7 @@
-//! Alerts (issue 51, docs/alerts.md): the events a customer hears of, by e-mail and by
-//! signed webhook, decided by the database in the transaction of their cause and sent
-//! after its commit by the sender (`sender`, over `webhook` and `mail`).
+//! Alerts' outside services (issue 51, docs/alerts.md), as `accounts::stripe` is
+//! Stripe's: the operator's mail relay (`mail`) and customers' webhooks (`webhook`). What
+//! an event is and says is `domain::alerts`; the sender that delivers the outbox is
+//! `accounts::sender`.
 
-pub mod events;
 pub mod mail;
-pub mod sender;
 pub mod webhook;

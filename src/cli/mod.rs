@@ -9,6 +9,7 @@ mod dataset;
 mod key;
 mod ledger;
 mod log_writer;
+mod mail;
 mod payments;
 mod provider;
 mod serve;
@@ -81,6 +82,9 @@ enum Command {
     /// Top-ups by card in the account dashboard (Stripe Checkout).
     #[command(subcommand)]
     Payments(payments::PaymentsCommand),
+    /// The SMTP relay customers' e-mail alerts are sent through.
+    #[command(subcommand)]
+    Mail(mail::MailCommand),
     /// Billed queries and USD per day, account and endpoint.
     Usage(usage::UsageArgs),
     /// Write a consistent copy of the database to DEST, while the server runs; the copy
@@ -205,6 +209,7 @@ fn run(cli: Cli) -> anyhow::Result<Verdict> {
         Command::Ledger(command) => ledger::run(db, ledger.as_ref(), command),
         Command::Provider(command) => provider::run(db, ledger.as_ref(), command),
         Command::Payments(command) => payments::run(db, ledger.as_ref(), command),
+        Command::Mail(command) => mail::run(db, ledger.as_ref(), command),
         Command::Usage(args) => usage::run(db, ledger.as_ref(), args),
         Command::Backup(args) => backup::backup(db, args),
         Command::Restore(args) => backup::restore(db, args),

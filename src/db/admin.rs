@@ -608,6 +608,33 @@ pub struct PaymentSettings {
     pub max_topup: Micros,
 }
 
+/// The operator's mail relay (`postal mail smtp`, docs/alerts.md) as stored: checked, and
+/// made into a transport, by `alerts::mail`. Its `Debug` shows whether a password is set,
+/// never the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MailSettings {
+    /// `smtp://HOST[:PORT]` (STARTTLS) or `smtps://HOST[:PORT]` (implicit TLS).
+    pub url: String,
+    /// The From mailbox: `Postal <billing@example.com>`.
+    pub sender: String,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// When the operator set them, Unix seconds.
+    pub updated_at: i64,
+}
+
+impl std::fmt::Debug for MailSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MailSettings")
+            .field("url", &self.url)
+            .field("sender", &self.sender)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "(set)"))
+            .field("updated_at", &self.updated_at)
+            .finish()
+    }
+}
+
 /// A top-up as the customer and the operator see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopupView {

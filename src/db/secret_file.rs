@@ -1,6 +1,7 @@
 //! Secrets the operator keeps in private files: the ledger's password
-//! (`--ledger-password-file`), a provider's client secret (`--client-secret-file`) and
-//! Stripe's secrets (`--secret-key-file`, `--webhook-secret-file`), all read by [`read`].
+//! (`--ledger-password-file`), a provider's client secret (`--client-secret-file`),
+//! Stripe's secrets (`--secret-key-file`, `--webhook-secret-file`) and the mail relay's
+//! password (`postal mail smtp --password-file`), all read by [`read`].
 
 use std::path::Path;
 

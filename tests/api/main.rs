@@ -61,6 +61,8 @@ mod hot;
 mod http;
 /// `Idempotency-Key` on the bulk operations: replays uncharged, reused keys refused.
 mod idempotency;
+/// `postal mail`: the operator's SMTP relay, `mail test` through a local sink.
+mod mail;
 /// `postal ledger migrate`: a file deployment's customers of every kind on a cluster's node.
 mod migrate;
 /// What is charged and when; 402 and 429.

@@ -23,6 +23,7 @@ pub mod from_file;
 pub(crate) mod idempotency;
 pub(crate) mod keys;
 pub(crate) mod ledger;
+pub(crate) mod mail;
 pub mod node;
 pub(crate) mod payments;
 pub(crate) mod reports;

@@ -10,5 +10,6 @@ pub(crate) mod decode;
 pub(crate) mod idempotency;
 pub mod keys;
 pub(crate) mod ledger;
+pub(crate) mod mail;
 pub(crate) mod payments;
 pub(crate) mod reports;
