@@ -81,8 +81,12 @@
 //!   store the server opens once (`accounts::Accounts`: pooled connections, threads of
 //!   its own), and the clients of the sign-in providers (`accounts::flow` over
 //!   `accounts::oidc` and `accounts::github`) and of Stripe (`accounts::stripe`).
-//! - [`alerts`]: what customers are told of their account (docs/alerts.md): the
-//!   operator's mail relay (`alerts::mail`: settings checked, messages sent with lettre).
+//! - [`alerts`]: the outside services of alerts (docs/alerts.md), as `accounts::stripe`
+//!   is Stripe's: the operator's mail relay (`alerts::mail`: settings checked, messages
+//!   sent with lettre) and customers' webhooks (`alerts::webhook`: signed as Standard
+//!   Webhooks do, sent only to public addresses, checked again at connect time). What an
+//!   event says is `domain::alerts`; the database decides events (schema.sql's triggers)
+//!   and `accounts::sender` delivers them.
 //! - [`import`]: the GeoNames file formats (postal-code files, countryInfo.txt, the
 //!   gazetteer) and their sources (file, zip, directory, URL), the diff of an import
 //!   against the live data (changes, retired codes, the shrink guard) and the operator's
@@ -92,9 +96,6 @@
 //!   type, the app and its state) beside them; the operator's routes (`/healthz`,
 //!   `/readyz`, `/metrics`) and request telemetry; the dashboard's pages and
 //!   `/account/api` in `api::account` (HTTP only: its words and work are `accounts`').
-//! - [`alerts`]: what warns customers before their balance runs out (issue 51):
-//!   `alerts::webhook` signs an alert as Standard Webhooks do and sends it, only to
-//!   public addresses, checked again at connect time.
 //! - [`alloc`]: the allocator of every binary (mimalloc, measured) and handing a load's
 //!   freed memory back to the OS (a leaf: any room may use it).
 //!

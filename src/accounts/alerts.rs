@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use crate::alerts::events::{AlertSettings, AlertsView, Due, Finished};
+use crate::domain::alerts::{AlertSettings, AlertsView, Due, Finished};
 use crate::db::admin::{AccountError, Audited};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;

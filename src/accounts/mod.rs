@@ -29,6 +29,7 @@ pub mod oidc;
 mod payments;
 mod sessions;
 mod signin;
+pub mod sender;
 mod store;
 pub mod stripe;
 

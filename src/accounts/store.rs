@@ -157,10 +157,10 @@ impl Accounts {
 
 impl Accounts {
     /// Starts the alerts' sender on the store's runtime (it stops with the store).
-    pub fn start_sender(&self, options: crate::alerts::sender::SenderOptions) {
+    pub fn start_sender(&self, options: crate::accounts::sender::SenderOptions) {
         let opener = Opener(self.source.clone());
         self.handle
-            .spawn(crate::alerts::sender::run(opener, options));
+            .spawn(crate::accounts::sender::run(opener, options));
     }
 }
 
@@ -171,7 +171,7 @@ struct Opener(Source);
 /// Who the sender's records are, for the audit log (it writes none).
 const SENDER: &str = "alerts (sender)";
 
-impl crate::alerts::sender::Opener for Opener {
+impl crate::accounts::sender::Opener for Opener {
     async fn admin(&self) -> Result<Admin, AccountError> {
         self.0.admin(SENDER).await
     }

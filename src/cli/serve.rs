@@ -81,7 +81,7 @@ pub(super) struct ServeArgs {
     #[arg(long, env = "POSTAL_ALLOW_PRIVATE_WEBHOOKS")]
     allow_private_webhooks: bool,
     /// The pause before a failed alert delivery is tried again the first time (tests).
-    #[arg(long, hide = true, default_value_t = crate::alerts::sender::RETRY_BASE_MS)]
+    #[arg(long, hide = true, default_value_t = crate::accounts::sender::RETRY_BASE_MS)]
     alert_retry_base_ms: u64,
 }
 

@@ -4,6 +4,7 @@
 mod words;
 
 pub mod admin;
+pub mod alerts;
 pub mod api_key;
 pub mod charge;
 pub(crate) mod cidr;

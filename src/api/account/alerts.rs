@@ -11,7 +11,7 @@ use super::Dashboard;
 use super::answers::{AlertsRead, Failed, RollSecret, SetAlerts, TestAlert};
 use super::extract::{Body, Changing, DashboardBody, Signed};
 use super::shared::{refused, rfc3339};
-use crate::alerts::events::{AlertSettings, AlertsView, DeliveryLine};
+use crate::domain::alerts::{AlertSettings, AlertsView, DeliveryLine};
 use crate::alerts::webhook;
 use crate::api::{ApiError, ApiTags};
 use crate::domain::money::Micros;

@@ -135,11 +135,11 @@ impl Dashboard {
         settings: &DashboardSettings,
         trusted_proxies: Vec<crate::domain::cidr::Cidr>,
     ) -> Arc<Dashboard> {
-        accounts.start_sender(crate::alerts::sender::SenderOptions {
+        accounts.start_sender(crate::accounts::sender::SenderOptions {
             allow_private_webhooks: settings.allow_private_webhooks,
             retry_base_ms: settings
                 .alert_retry_base_ms
-                .unwrap_or(crate::alerts::sender::RETRY_BASE_MS),
+                .unwrap_or(crate::accounts::sender::RETRY_BASE_MS),
         });
         Arc::new(Dashboard {
             accounts,

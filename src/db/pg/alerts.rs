@@ -5,7 +5,7 @@
 
 use tokio_postgres::{Client, GenericClient, Row};
 
-use crate::alerts::events::{
+use crate::domain::alerts::{
     AlertSettings, AlertsView, DELIVERIES_SHOWN, DeliveryLine, Due, Event, Finished,
 };
 use crate::db::admin::AccountError;

@@ -4,7 +4,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use crate::alerts::events::{
+use crate::domain::alerts::{
     AlertSettings, AlertsView, DELIVERIES_SHOWN, DeliveryLine, Due, Event, Finished,
 };
 use crate::db::admin::AccountError;

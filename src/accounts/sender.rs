@@ -15,9 +15,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::events::{Due, Finished, next_attempt};
-use super::mail::{MailSettings, Mailer};
-use super::webhook;
+use crate::domain::alerts::{Due, Finished, next_attempt};
+use crate::alerts::mail::{MailSettings, Mailer};
+use crate::alerts::webhook;
 use crate::accounts::Admin;
 use crate::db::admin::AccountError;
 use crate::domain::date::unix_secs;
