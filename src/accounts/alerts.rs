@@ -3,10 +3,10 @@
 
 use std::time::SystemTime;
 
-use crate::domain::alerts::{AlertSettings, AlertsView, Due, Finished};
 use crate::db::admin::{AccountError, Audited};
 use crate::db::{pg, sqlite};
 use crate::domain::admin::AuditAction;
+use crate::domain::alerts::{AlertSettings, AlertsView, Due, Finished};
 use crate::domain::date::unix_secs;
 use crate::domain::ids::AccountId;
 

@@ -27,9 +27,9 @@ mod keys;
 mod mail;
 pub mod oidc;
 mod payments;
+pub mod sender;
 mod sessions;
 mod signin;
-pub mod sender;
 mod store;
 pub mod stripe;
 

@@ -15,11 +15,11 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::domain::alerts::{Due, Finished, next_attempt};
+use crate::accounts::Admin;
 use crate::alerts::mail::{MailSettings, Mailer};
 use crate::alerts::webhook;
-use crate::accounts::Admin;
 use crate::db::admin::AccountError;
+use crate::domain::alerts::{Due, Finished, next_attempt};
 use crate::domain::date::unix_secs;
 
 /// The first pause before a failed delivery is tried again, in milliseconds.

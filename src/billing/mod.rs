@@ -268,6 +268,7 @@ impl Billing {
         let verdict = books.check(caller, queries, SystemTime::now());
         drop(books);
         self.count(&verdict);
+        self.note_empty(caller.account_id, &verdict);
         verdict.map(|(_, status)| status)
     }
 

@@ -11,9 +11,9 @@ use super::Dashboard;
 use super::answers::{AlertsRead, Failed, RollSecret, SetAlerts, TestAlert};
 use super::extract::{Body, Changing, DashboardBody, Signed};
 use super::shared::{refused, rfc3339};
-use crate::domain::alerts::{AlertSettings, AlertsView, DeliveryLine};
 use crate::alerts::webhook;
 use crate::api::{ApiError, ApiTags};
+use crate::domain::alerts::{AlertSettings, AlertsView, DeliveryLine};
 use crate::domain::money::Micros;
 
 /// What the account hears of, and where.

@@ -5,11 +5,11 @@
 
 use tokio_postgres::{Client, GenericClient, Row};
 
+use crate::db::admin::AccountError;
+use crate::db::sqlite::alerts::{IN_FLIGHT_PER_ACCOUNT, NO_WEBHOOK};
 use crate::domain::alerts::{
     AlertSettings, AlertsView, DELIVERIES_SHOWN, DeliveryLine, Due, Event, Finished,
 };
-use crate::db::admin::AccountError;
-use crate::db::sqlite::alerts::{IN_FLIGHT_PER_ACCOUNT, NO_WEBHOOK};
 use crate::domain::ids::AccountId;
 use crate::domain::money::Micros;
 

@@ -4,10 +4,10 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
+use crate::db::admin::AccountError;
 use crate::domain::alerts::{
     AlertSettings, AlertsView, DELIVERIES_SHOWN, DeliveryLine, Due, Event, Finished,
 };
-use crate::db::admin::AccountError;
 use crate::domain::ids::AccountId;
 use crate::domain::money::Micros;
 
