@@ -210,5 +210,5 @@ fn the_dashboard_s_operations_document_only_the_errors_they_answer() {
             }
         }
     }
-    assert_eq!(seen, 18);
+    assert_eq!(seen, 22);
 }
