@@ -307,6 +307,20 @@ fn a_crossing_is_one_email_and_one_signed_webhook_and_a_top_up_arms_it_again() {
         .iter()
         .find(|m| m.header("Subject").unwrap() == "Postal: your balance is low")
         .unwrap();
+    if std::env::var_os("POSTAL_SHOW_ALERTS").is_some() {
+        // What a crossing sends, as received (issue 51's closing note).
+        for r in receiver.requests() {
+            let headers: Vec<String> = r.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+            let body = String::from_utf8_lossy(&r.body);
+            eprintln!(
+                "{} {}\n{}\n\n{body}\n",
+                r.method,
+                r.path,
+                headers.join("\n")
+            );
+        }
+        eprintln!("{}", low_mail.data);
+    }
     let text = low_mail.body().replace("=\r\n", "").replace("\r\n", " ");
     assert!(
         text.contains(&format!(
