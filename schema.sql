@@ -580,9 +580,12 @@ BEGIN
 END;
 
 -- balance.low when a fall of the balance crosses the threshold while armed; armed again
--- once the balance is back at or above it; balance.empty armed again by any rise.
+-- once the balance is back at or above it; balance.empty armed again by any rise. Only
+-- for an account with settings (no row: nothing is armed off, nothing to decide), so a
+-- flush of the others pays one index probe per row.
 CREATE TRIGGER alerts_on_balance AFTER UPDATE OF balance ON accounts
 WHEN new.balance <> old.balance
+     AND EXISTS (SELECT 1 FROM alert_settings WHERE account_id = new.id)
 BEGIN
     INSERT INTO alert_events (public_id, account_id, type, at, balance, amount)
         SELECT 'msg_' || lower(hex(randomblob(12))), new.id, 'balance.low', unixepoch(),
@@ -601,6 +604,8 @@ END;
 
 -- limit.near once per window: a window's count reaches `limit_percent` of its limit.
 CREATE TRIGGER alerts_on_windows AFTER UPDATE OF minute_count, hour_count, day_count ON accounts
+WHEN EXISTS (SELECT 1 FROM alert_settings
+             WHERE account_id = new.id AND limit_percent IS NOT NULL)
 BEGIN
     INSERT INTO alert_events (public_id, account_id, type, at, period, period_start, queries, lim)
         SELECT 'msg_' || lower(hex(randomblob(12))), new.id, 'limit.near', unixepoch(),

@@ -46,7 +46,10 @@ impl Admin {
                 .limit_percent
                 .map_or("off".to_owned(), |p| format!("{p}%")),
             if settings.email { "on" } else { "off" },
-            settings.webhook_url.as_deref().unwrap_or("off"),
+            settings
+                .webhook_url
+                .as_deref()
+                .map_or("off".to_owned(), url_host),
             if shown.is_some() {
                 " (a new signing secret)"
             } else {
@@ -131,4 +134,20 @@ impl Admin {
             Store::Ledger(client) => pg::alerts::finish(client, delivery_id, finished, now).await,
         }
     }
+
+    /// Forgets the attempts and events older than `before` (unix seconds) that are done.
+    pub async fn purge_alerts(&mut self, before: i64) -> Result<u64, AccountError> {
+        match &mut self.store {
+            Store::File(conn) => sqlite::alerts::purge(conn, before),
+            Store::Ledger(client) => pg::alerts::purge(client, before).await,
+        }
+    }
+}
+
+/// A webhook URL as the audit log names it: its scheme and host (a path or query may hold
+/// a token of the receiver's).
+fn url_host(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    format!("{scheme}://{host}/…")
 }

@@ -28,9 +28,11 @@ pub const RETRY_BASE_MS: u64 = 5_000;
 const POLL: Duration = Duration::from_millis(500);
 /// Attempts in flight at once, on this node (each a blocking thread for up to 10 s).
 const IN_FLIGHT: usize = 8;
-/// How long a claim holds an attempt: longer than any attempt takes (10 s, or the
-/// relay's timeouts).
-const LEASE_SECS: i64 = 60;
+/// How long a claim holds an attempt: longer than any attempt takes. A webhook takes 10 s
+/// at most; an e-mail 10 s per step of its conversation with the relay (connect,
+/// greeting, EHLO, STARTTLS, EHLO, AUTH, MAIL, RCPT, DATA, the end: about 100 s at
+/// worst). A claim that lapsed under a slower attempt sends it again: at least once.
+const LEASE_SECS: i64 = 300;
 
 /// How the sender runs (`postal serve --allow-private-webhooks`).
 #[derive(Debug, Clone, Copy)]
@@ -44,10 +46,27 @@ pub(crate) trait Opener: Clone + Send + Sync + 'static {
     fn admin(&self) -> impl Future<Output = Result<Admin, AccountError>> + Send;
 }
 
+/// How long sent attempts and their events are kept (the dashboard shows the last 50).
+const KEEP_SECS: i64 = 30 * 24 * 3600;
+/// How often they are purged.
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
 /// Runs until the store's runtime stops.
 pub(crate) async fn run(store: impl Opener, options: SenderOptions) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut next_purge = tokio::time::Instant::now();
     loop {
+        if tokio::time::Instant::now() >= next_purge {
+            next_purge += PURGE_EVERY;
+            let before = unix_secs(SystemTime::now()) - KEEP_SECS;
+            let purged = match store.admin().await {
+                Ok(mut admin) => admin.purge_alerts(before).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = purged {
+                tracing::error!("purging old alert deliveries: {e:#}");
+            }
+        }
         let free = slots.available_permits();
         if free > 0 {
             match claim(&store, free as u32).await {

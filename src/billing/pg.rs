@@ -244,24 +244,20 @@ impl ChargeStore for PgStore {
             );
         }
         self.latest = self.latest.max(flushed.version);
-        if !batch.empties.is_empty() && !flushed.replayed {
-            // Each in a transaction of its own, after the flush: a 402 changes no row of
-            // the flush, and one account row lock at a time cannot deadlock with another
-            // node's flush (docs/alerts.md).
+        if !batch.empties.is_empty() {
+            // After the flush (a replayed one too: the arming makes a note once), each in
+            // a transaction of its own: a 402 changes no row of the flush. Each locks its
+            // account row before its settings, in the flush's order (accounts, then the
+            // triggers' settings), so it cannot deadlock with another node's flush; an
+            // error loses that account's `balance.empty`, never a charge.
             let at = crate::db::rows::unix_secs(batch.at);
-            let noted = self.call(async |client, _| {
-                for (account, balance) in &batch.empties {
-                    let tx = client.transaction().await?;
-                    crate::db::pg::alerts::note_empty(&tx, *account, balance.get(), at).await?;
-                    tx.commit().await?;
+            for (account, balance) in &batch.empties {
+                let noted = self.call(async |client, _| {
+                    crate::db::pg::alerts::note_empty(client, *account, balance.get(), at).await
+                });
+                if let Err(e) = noted {
+                    tracing::error!("deciding balance.empty of account {account}: {e:#}");
                 }
-                Ok(())
-            });
-            if let Err(e) = noted {
-                tracing::error!(
-                    "deciding balance.empty of {} account(s): {e:#}",
-                    batch.empties.len()
-                );
             }
         }
         Ok(Applied {

@@ -365,15 +365,19 @@ const MIGRATION_13: &str = "
     ) STRICT;
     PRAGMA user_version = 13;";
 
-/// Version 13 to 14: the alerts' tables and triggers, which schema.sql adds at its end
-/// (from its "Alerts" heading to the version line) and this applies as written there, so
-/// the two cannot differ.
+/// Version 13 to 14: the alerts' tables and triggers, which schema.sql adds after its
+/// "Alerts" heading up to its line setting version 14, applied as written there, so the
+/// two cannot differ. (A later version adds its part after that line.)
 fn migration_14(conn: &Connection) -> Result<()> {
     const HEADING: &str = "-- Alerts (version 14";
+    const END: &str = "PRAGMA user_version = 14;";
     let start = SCHEMA
         .find(HEADING)
         .context("schema.sql's Alerts heading")?;
-    conn.execute_batch(&SCHEMA[start..])?;
+    let end = SCHEMA[start..]
+        .find(END)
+        .context("schema.sql's version 14 line")?;
+    conn.execute_batch(&SCHEMA[start..start + end + END.len()])?;
     Ok(())
 }
 

@@ -537,10 +537,17 @@ fn a_crossing_before_a_kill_is_delivered_once_after_the_restart() {
     let secret = saved["webhookSecret"].as_str().unwrap().to_owned();
     set_balance(&target, &account, 4 * LOOKUP);
     assert_eq!(lookup_at(&address, &key), 200);
+    assert_eq!(lookup_at(&address, &key), 200);
+    // Its first attempt failed (nothing listens): no claim is held when it is killed.
+    alerts_when(&mut browser, &address, 10, |a| {
+        attempts(a, "balance.low")
+            .first()
+            .is_some_and(|first| first.2 == "retrying")
+    });
     server.stop("KILL");
     let receiver = Receiver::start_on(port, &[]);
     let _restarted = testkit::Serve::start(env!("CARGO_BIN_EXE_postal"), &db, &flags);
-    let requests = receiver.wait_for(1, Duration::from_secs(90));
+    let requests = receiver.wait_for(1, Duration::from_secs(20));
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(receiver.requests().len(), 1);
     assert_eq!(bodies(&receiver)[0]["type"], "balance.low");
@@ -564,6 +571,27 @@ fn two_nodes_spending_one_account_across_the_threshold_make_one_event() {
         "/alerts",
         Some(json!({"balanceBelow": "0.0005", "email": false, "webhookUrl": receiver.url()})),
     );
+    // A day's limit near i64::MAX with a percent set: the window trigger must not
+    // overflow (a failing trigger would fail every flush of the node).
+    crate::migrate::cli_text(
+        &target,
+        &[
+            "account",
+            "limits",
+            &account,
+            "--per-day",
+            "9000000000000000000",
+        ],
+    );
+    browser.api_at(
+        &nodes.a,
+        "PUT",
+        "/alerts",
+        Some(
+            json!({"balanceBelow": "0.0005", "limitPercent": 50, "email": false,
+                    "webhookUrl": receiver.url()}),
+        ),
+    );
     // 40 lookups' worth; the threshold is crossed after about 22, on whichever node.
     set_balance(&target, &account, 40 * LOOKUP);
     let mut statuses = Vec::new();
@@ -584,4 +612,43 @@ fn two_nodes_spending_one_account_across_the_threshold_make_one_event() {
         .collect();
     kinds.sort();
     assert_eq!(kinds, ["balance.empty", "balance.low"]);
+}
+
+/// At most 4 deliveries of one account in flight: six test events to a receiver that
+/// answers each after 2 s reach it 4 at once, the other 2 only as those end.
+#[test]
+fn an_account_has_at_most_four_deliveries_in_flight() {
+    let app = app();
+    let Some(_providers) = providers(&app) else {
+        return;
+    };
+    let receiver = Receiver::start_slow(&[], Duration::from_secs(2));
+    let mut browser = Browser::new();
+    browser.sign_in(&app, "p1", "busy");
+    browser.api(
+        &app,
+        "PUT",
+        "/alerts",
+        Some(json!({"email": false, "webhookUrl": receiver.url()})),
+    );
+    for _ in 0..6 {
+        assert_eq!(browser.api(&app, "POST", "/alerts/test", None).0, 200);
+    }
+    let requests = receiver.wait_for(6, Duration::from_secs(20));
+    let first = requests[0].at;
+    let after = |r: &testkit::webhooks::Received| r.at.duration_since(first).unwrap();
+    assert!(
+        requests[..4]
+            .iter()
+            .all(|r| after(r) < Duration::from_millis(1500)),
+        "{:?}",
+        requests.iter().map(after).collect::<Vec<_>>()
+    );
+    assert!(
+        requests[4..]
+            .iter()
+            .all(|r| after(r) >= Duration::from_millis(1500)),
+        "{:?}",
+        requests.iter().map(after).collect::<Vec<_>>()
+    );
 }

@@ -568,25 +568,27 @@ impl Books {
         }
     }
 
-    /// Takes the store's accounts and keys. A known account keeps its window counters
-    /// (the server is their only writer) and its balance becomes the stored one minus
-    /// what is charged and not yet flushed.
-    /// The account was answered 402: the next flush tells the store, which decides
-    /// `balance.empty` (once until the balance rises, across nodes); a later 402 is not
-    /// told again until the books load again.
-    /// Whether it was new (the writer is woken for it).
+    /// The account was answered 402 with less than one query's price left (a bulk
+    /// request too big for a balance that still pays for lookups, or a node whose grants
+    /// other nodes keep, is no empty balance): the next flush tells the store, which
+    /// decides `balance.empty` (once until the balance rises, across nodes); a later 402
+    /// is not told again until the books load again. Whether it was new (the writer is
+    /// woken for it).
     pub(in crate::billing) fn note_empty(&mut self, account_id: i64) -> bool {
-        if !self.noted_empty.insert(account_id) {
-            return false;
-        }
         let balance = self
             .accounts
             .get(&account_id)
             .map_or(Micros::ZERO, |a| a.balance);
+        if balance >= PRICE_PER_QUERY || !self.noted_empty.insert(account_id) {
+            return false;
+        }
         self.pending.empties.push((account_id, balance));
         true
     }
 
+    /// Takes the store's accounts and keys. A known account keeps its window counters
+    /// (the server is their only writer) and its balance becomes the stored one minus
+    /// what is charged and not yet flushed.
     pub(super) fn replace(&mut self, snapshot: Snapshot) {
         self.noted_empty.clear();
         let mut accounts =

@@ -3,7 +3,7 @@
 //! taken one at a time across the nodes (an advisory lock), so an account's deliveries
 //! in flight are bounded across them.
 
-use tokio_postgres::{Client, GenericClient, Row};
+use tokio_postgres::{Client, Row};
 
 use crate::db::admin::AccountError;
 use crate::db::sqlite::alerts::{IN_FLIGHT_PER_ACCOUNT, NO_WEBHOOK};
@@ -11,7 +11,7 @@ use crate::domain::alerts::{
     AlertSettings, AlertsView, DELIVERIES_SHOWN, DeliveryLine, Due, Event, Finished,
 };
 use crate::domain::ids::AccountId;
-use crate::domain::money::Micros;
+use crate::domain::money::{Micros, PRICE_PER_QUERY};
 
 use super::reports::account_rowid;
 
@@ -181,15 +181,28 @@ pub async fn test_event(
     Ok((public_id, channels))
 }
 
-/// In a flush's transaction: `balance.empty` of the account when it is armed (the twin
-/// of `db::sqlite::alerts::note_empty`; the row's lock makes it once across nodes).
+/// After a flush: `balance.empty` of the account when it is armed and the ledger's
+/// balance is below a query's price (the twin of `db::sqlite::alerts::note_empty`), in a
+/// transaction that locks the account row first, as a flush does before its triggers
+/// lock the settings.
 pub async fn note_empty(
-    client: &impl GenericClient,
+    client: &mut Client,
     account: i64,
     balance: i64,
     now: i64,
-) -> Result<(), tokio_postgres::Error> {
-    let disarmed = client
+) -> anyhow::Result<()> {
+    let tx = client.transaction().await?;
+    let stored: Option<i64> = tx
+        .query_opt(
+            "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE",
+            &[&account],
+        )
+        .await?
+        .map(|r| r.get(0));
+    if stored.is_none_or(|b| b >= PRICE_PER_QUERY.get()) {
+        return Ok(());
+    }
+    let disarmed = tx
         .query_opt(
             "INSERT INTO alert_settings (account_id, empty_armed, updated_at)
              VALUES ($1, false, $2)
@@ -200,13 +213,13 @@ pub async fn note_empty(
         )
         .await?;
     if disarmed.is_some() {
-        client
-            .query_one(
-                NEW_EVENT,
-                &[&account, &"balance.empty", &now, &Some(balance)],
-            )
-            .await?;
+        tx.query_one(
+            NEW_EVENT,
+            &[&account, &"balance.empty", &now, &Some(balance)],
+        )
+        .await?;
     }
+    tx.commit().await?;
     Ok(())
 }
 
@@ -216,21 +229,18 @@ pub async fn claim(
     limit: u32,
     lease: i64,
 ) -> Result<Vec<Due>, AccountError> {
-    let any: bool = client
-        .query_one(&dollars(crate::db::sqlite::alerts::ANY_DUE), &[&now])
-        .await?
-        .get(0);
-    if !any {
+    let claimable = dollars(crate::db::sqlite::alerts::CLAIMABLE);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+        [&now, &i64::from(limit), &IN_FLIGHT_PER_ACCOUNT];
+    // A read first (most looks find nothing to claim), then again under the lock.
+    if client.query(&claimable, &params).await?.is_empty() {
         return Ok(Vec::new());
     }
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CLAIM_LOCK])
         .await?;
     let ids: Vec<i64> = tx
-        .query(
-            &dollars(crate::db::sqlite::alerts::CLAIMABLE),
-            &[&now, &i64::from(limit), &IN_FLIGHT_PER_ACCOUNT],
-        )
+        .query(&claimable, &params)
         .await?
         .iter()
         .map(|r| r.get(0))
@@ -308,4 +318,14 @@ pub async fn finish(
     }
     tx.commit().await?;
     Ok(())
+}
+
+pub async fn purge(client: &mut Client, before: i64) -> Result<u64, AccountError> {
+    let tx = client.transaction().await?;
+    let mut deleted = 0;
+    for sql in crate::db::sqlite::alerts::PURGE {
+        deleted += tx.execute(&dollars(sql), &[&before]).await?;
+    }
+    tx.commit().await?;
+    Ok(deleted)
 }

@@ -434,7 +434,8 @@ BEGIN
         INTO lim, percent
         FROM accounts a JOIN alert_settings s ON s.account_id = a.id
         WHERE a.id = NEW.account_id;
-    IF lim IS NULL OR percent IS NULL OR NEW.count * 100 < lim * percent THEN
+    IF lim IS NULL OR percent IS NULL
+       OR NEW.count::numeric * 100 < lim::numeric * percent THEN
         RETURN NULL;
     END IF;
     UPDATE alert_settings SET

@@ -202,19 +202,19 @@ pub fn claim(
     limit: u32,
     lease: i64,
 ) -> Result<Vec<Due>, AccountError> {
-    // A read first (through the partial index of pending rows): a sender looks twice a
-    // second, and most looks find nothing, which takes no write lock from the flushes.
-    let any: bool = conn
-        .prepare_cached(ANY_DUE)?
-        .query_row([now], |r| r.get(0))?;
-    if !any {
+    // A read first: a sender looks twice a second and most looks find nothing it may
+    // claim (nothing due, or an account's 4 in flight), which takes no write lock from
+    // the flushes. Then again under the lock.
+    let claimable = |conn: &Connection| -> rusqlite::Result<Vec<i64>> {
+        conn.prepare_cached(CLAIMABLE)?
+            .query_map(params![now, limit, IN_FLIGHT_PER_ACCOUNT], |r| r.get(0))?
+            .collect()
+    };
+    if claimable(conn)?.is_empty() {
         return Ok(Vec::new());
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let ids: Vec<i64> = tx
-        .prepare_cached(CLAIMABLE)?
-        .query_map(params![now, limit, IN_FLIGHT_PER_ACCOUNT], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+    let ids = claimable(&tx)?;
     let mut due = Vec::with_capacity(ids.len());
     for id in ids {
         tx.prepare_cached("UPDATE alert_deliveries SET claimed_until = ?2 WHERE id = ?1")?
@@ -224,11 +224,6 @@ pub fn claim(
     tx.commit()?;
     Ok(due)
 }
-
-/// Is any delivery due at ?1 and held by no sender?
-pub(crate) const ANY_DUE: &str = "
-    SELECT EXISTS (SELECT 1 FROM alert_deliveries
-                   WHERE status = 'pending' AND due_at <= ?1 AND claimed_until <= ?1)";
 
 /// The deliveries due at ?1 that no sender holds, oldest first, an account's only while it
 /// has fewer than ?3 held; at most ?2. (The twin of `db::pg::alerts`'s.)
@@ -311,4 +306,23 @@ pub fn finish(
     }
     tx.commit()?;
     Ok(())
+}
+
+/// Forgets what was sent before ?1 (unix seconds): attempts no longer pending, and events
+/// none of whose attempts is left. (The twin of `db::pg::alerts`'s.)
+pub(crate) const PURGE: [&str; 2] = [
+    "DELETE FROM alert_deliveries WHERE status <> 'pending' AND coalesce(tried_at, due_at) < ?1",
+    "DELETE FROM alert_events WHERE at < ?1
+         AND NOT EXISTS (SELECT 1 FROM alert_deliveries d WHERE d.event_id = alert_events.id)",
+];
+
+/// Deletes the attempts and events older than `before`; how many rows went.
+pub fn purge(conn: &mut Connection, before: i64) -> Result<u64, AccountError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut deleted = 0;
+    for sql in PURGE {
+        deleted += tx.execute(sql, [before])? as u64;
+    }
+    tx.commit()?;
+    Ok(deleted)
 }
