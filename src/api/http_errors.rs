@@ -130,9 +130,9 @@ mod tests {
     fn api_paths_allow_post_the_form_reads_get_too_and_the_operator_routes_get() {
         let allowed = super::allowed_methods();
         // 7 paths of the contract, 6 of geography, suggest, places, verify, verify-bulk,
-        // dataset; 5 GET routes and the versioned widget; the dashboard's 15 API paths, 6
+        // dataset; 5 GET routes and the versioned widget; the dashboard's 18 API paths, 6
         // pages and Stripe's webhook.
-        assert_eq!(allowed.len(), 46, "{allowed:?}");
+        assert_eq!(allowed.len(), 49, "{allowed:?}");
         for path in [
             "/api/validate-bulk",
             "/api/nearest",
@@ -158,6 +158,8 @@ mod tests {
         assert_eq!(allowed("/account/api/keys"), Some("GET, POST"));
         assert_eq!(allowed("/account/api/keys/key_1"), Some("DELETE, PATCH"));
         assert_eq!(allowed("/account/api/keys/key_1/roll"), Some("POST"));
+        assert_eq!(allowed("/account/api/alerts"), Some("GET, PUT"));
+        assert_eq!(allowed("/account/api/alerts/test"), Some("POST"));
         assert_eq!(allowed("/account/signin/google"), Some("GET"));
         assert_eq!(allowed("/account/api/keys/key_1/other"), None);
         assert_eq!(allowed("/account/api/keys/"), None);

@@ -11,6 +11,7 @@
 //! - [`webhooks`]: a customer's webhook receiver, recording and scripted, and the check
 //!   of its requests' signatures with the official `standardwebhooks` package;
 //! - [`smtp`]: a stand-in SMTP relay that keeps the messages it takes;
+//! - [`python`]: Python with a pinned PyPI package, in a venv made once;
 //! - [`require`]: tests that need a tool the machine lacks skip with one line (and fail
 //!   in CI, `POSTAL_REQUIRE_TOOLS`).
 //!
@@ -20,6 +21,7 @@
 pub mod client;
 pub mod load;
 pub mod pg;
+pub mod python;
 pub mod serve;
 pub mod smtp;
 pub mod template;

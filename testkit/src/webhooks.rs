@@ -13,7 +13,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The `standardwebhooks` release the receiver's check runs (PyPI).
-const STANDARDWEBHOOKS: &str = "standardwebhooks==1.1.0";
 
 /// The largest request head or body the receiver reads: anything larger is a bug.
 const MAX_REQUEST_BYTES: usize = 1 << 20;
@@ -298,45 +297,7 @@ pub fn verify_with_standardwebhooks(secret: &str, requests: &[Received]) -> Resu
     }
 }
 
-/// Python with `standardwebhooks`, in a venv under `target/` made once per run (a file
-/// lock, because every test binary may ask at once).
+/// Python with `standardwebhooks` (`crate::python`).
 fn python() -> Option<PathBuf> {
-    if !crate::require("python3", "python3 with venv and pip") {
-        return None;
-    }
-    let venv = crate::repo().join("target/webhooks-venv");
-    let python = venv.join("bin/python");
-    static INSTALL: std::sync::Once = std::sync::Once::new();
-    INSTALL.call_once(|| {
-        std::fs::create_dir_all(crate::repo().join("target")).expect("creating target/");
-        let lock = std::fs::File::create(crate::repo().join("target/webhooks-venv.lock"))
-            .expect("the venv's lock file");
-        lock.lock().expect("locking target/webhooks-venv.lock");
-        let version = STANDARDWEBHOOKS.trim_start_matches("standardwebhooks==");
-        let has_library = Command::new(&python)
-            .args([
-                "-c",
-                &format!(
-                    "import standardwebhooks, importlib.metadata as m, sys; \
-                     sys.exit(m.version('standardwebhooks') != '{version}')"
-                ),
-            ])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !has_library {
-            let made = Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status()
-                .expect("python3 -m venv");
-            assert!(made.success(), "python3 -m venv {}", venv.display());
-            let installed = Command::new(venv.join("bin/pip"))
-                .args(["install", "--quiet", STANDARDWEBHOOKS])
-                .status()
-                .expect("pip install standardwebhooks");
-            assert!(installed.success(), "pip install {STANDARDWEBHOOKS}");
-        }
-    });
-    Some(python)
+    crate::python::with_package("webhooks-venv", "standardwebhooks", "1.1.0")
 }

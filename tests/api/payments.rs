@@ -15,7 +15,7 @@ use crate::account_flows::browser_sign_in;
 use crate::helpers::spawn_app;
 
 const STRIPE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/stripe");
-const STRIPE_LIBRARY: &str = "stripe==16.1.0";
+const STRIPE_VERSION: &str = "16.1.0";
 const SECRET_KEY: &str = "sk_test_postal_stand_in";
 const WEBHOOK_SECRET: &str = "whsec_postal_stand_in";
 
@@ -33,37 +33,9 @@ impl Drop for Stripe {
     }
 }
 
-/// Python with the `stripe` library, in a venv under `target/` made once per run.
+/// Python with the `stripe` library (`testkit::python`).
 fn python() -> Option<PathBuf> {
-    if !testkit::require("python3", "python3 with venv and pip") {
-        return None;
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/stripe-venv");
-    let python = venv.join("bin/python");
-    static INSTALL: std::sync::Once = std::sync::Once::new();
-    INSTALL.call_once(|| {
-        let has_library = Command::new(&python)
-            .args([
-                "-c",
-                "import stripe, sys; sys.exit(stripe.VERSION != '16.1.0')",
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !has_library {
-            let made = Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status()
-                .expect("python3 -m venv");
-            assert!(made.success(), "python3 -m venv {}", venv.display());
-            let installed = Command::new(venv.join("bin/pip"))
-                .args(["install", "--quiet", STRIPE_LIBRARY])
-                .status()
-                .expect("pip install stripe");
-            assert!(installed.success(), "pip install {STRIPE_LIBRARY}");
-        }
-    });
-    Some(python)
+    testkit::python::with_package("stripe-venv", "stripe", STRIPE_VERSION)
 }
 
 impl Stripe {
