@@ -12,8 +12,6 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-/// The `standardwebhooks` release the receiver's check runs (PyPI).
-
 /// The largest request head or body the receiver reads: anything larger is a bug.
 const MAX_REQUEST_BYTES: usize = 1 << 20;
 
