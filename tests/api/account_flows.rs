@@ -492,6 +492,28 @@ fn in_a_browser_a_customer_signs_in_makes_a_key_limits_and_revokes_it() {
             "Limits saved; in force from the next request."
         );
 
+        // Alerts (issue 51): a threshold saved from the page, and a webhook URL the server
+        // refuses shown with the server's words.
+        let type_into = async |css: &str, text: &str| {
+            let field = client.find(Locator::Css(css)).await.unwrap();
+            field.clear().await.unwrap();
+            field.send_keys(text).await.unwrap();
+        };
+        type_into("#alert-balance", "2.50").await;
+        click("//*[@id='save-alerts']").await;
+        assert_eq!(
+            text_of("#h-alerts ~ form [role=status]").await,
+            "Alerts saved."
+        );
+        type_into("#alert-webhook", "https://127.0.0.1/hook").await;
+        click("//*[@id='save-alerts']").await;
+        assert!(
+            text_of("#h-alerts ~ form [role=alert]")
+                .await
+                .starts_with("webhookUrl resolves to 127.0.0.1"),
+        );
+        std::fs::write(shot("alerts"), client.screenshot().await.unwrap()).unwrap();
+
         client
             .find(Locator::Css("#signout"))
             .await
