@@ -52,6 +52,8 @@ pub struct Accounts {
     outside_calls: Arc<Semaphore>,
     /// This server's books, which count the store's calls (`/metrics`).
     books: Billing,
+    /// Wakes the alerts' sender (`wake_sender`).
+    sender_wake: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Clone)]
@@ -113,6 +115,7 @@ impl Accounts {
             store_calls: Arc::new(Semaphore::new(STORE_CALLS)),
             outside_calls: Arc::new(Semaphore::new(OUTSIDE_CALLS)),
             books,
+            sender_wake: Arc::default(),
         })
     }
 
@@ -159,8 +162,16 @@ impl Accounts {
     /// Starts the alerts' sender on the store's runtime (it stops with the store).
     pub fn start_sender(&self, options: crate::accounts::sender::SenderOptions) {
         let opener = Opener(self.source.clone());
-        self.handle
-            .spawn(crate::accounts::sender::run(opener, options));
+        self.handle.spawn(crate::accounts::sender::run(
+            opener,
+            options,
+            self.sender_wake.clone(),
+        ));
+    }
+
+    /// Makes the sender look for due deliveries now (a change that may have made some).
+    pub fn wake_sender(&self) {
+        self.sender_wake.notify_one();
     }
 }
 

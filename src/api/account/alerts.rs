@@ -218,6 +218,7 @@ impl AlertsApi {
                 admin.test_alert(&account).await
             })
             .await?;
+        dash.accounts.wake_sender();
         Ok(Json(TestAnswer { event, channels }))
     }
 
