@@ -26,8 +26,7 @@ use crate::domain::date::unix_secs;
 pub const RETRY_BASE_MS: u64 = 5_000;
 /// How often the sender looks for due attempts: twice a second while it has work, every
 /// 2 s when its last look found nothing (an idle server pays 2 reads of an empty index a
-/// second less); at once when woken (a test alert sent, a setting saved, an attempt
-/// ended).
+/// second less); at once when woken (a test alert sent, an attempt ended).
 const POLL_BUSY: Duration = Duration::from_millis(500);
 const POLL_IDLE: Duration = Duration::from_secs(2);
 /// Attempts in flight at once, on this node (each a blocking thread for up to 10 s).
@@ -91,10 +90,8 @@ pub(crate) async fn run(store: impl Opener, options: SenderOptions, wake: Arc<No
                 Err(e) => tracing::error!("claiming alert deliveries: {e:#}"),
             }
         }
-        let pause = match claimed || slots.available_permits() < IN_FLIGHT {
-            true => POLL_BUSY,
-            false => POLL_IDLE,
-        };
+        let busy = claimed || slots.available_permits() < IN_FLIGHT;
+        let pause = if busy { POLL_BUSY } else { POLL_IDLE };
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = wake.notified() => {}
