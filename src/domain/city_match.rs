@@ -43,10 +43,12 @@ impl Language {
         }
     }
 
-    /// A folded name with every aliased word in its short form: `saint louis` -> `st louis`.
+    /// A folded name with every aliased word in its short form (`saint louis` -> `st
+    /// louis`) and its numbers as [`numbered`] writes them (`paris 02` -> `paris 2`).
     pub fn norm(&self, folded: &str) -> String {
-        let mut out = String::with_capacity(folded.len());
-        for word in folded.split(' ').filter(|w| !w.is_empty()) {
+        let numbers = numbered(folded);
+        let mut out = String::with_capacity(numbers.len());
+        for word in numbers.split(' ').filter(|w| !w.is_empty()) {
             if !out.is_empty() {
                 out.push(' ');
             }
@@ -78,6 +80,56 @@ impl Language {
     }
 }
 
+/// Ordinal endings a number takes in a name (`1er`, `15e`, `15eme`, `2nd`, `3rd`, `4th`).
+const ORDINALS: &[&str] = &["e", "er", "re", "eme", "ieme", "st", "nd", "rd", "th"];
+
+/// Words that say a number is a city's district, dropped after one (`Paris 15e
+/// Arrondissement` is `Paris 15`).
+const DISTRICT_WORDS: &[&str] = &["arrondissement", "arr", "arrt"];
+
+/// A folded name with its numbers written one way (issue 52): without leading zeros or an
+/// ordinal ending, and without the word `arrondissement` after one. The data writes `Paris
+/// 02` and `Marseille 05`, people `Paris 2`, `Marseille 5e`, the gazetteer `Paris 15e
+/// Arrondissement`: all are the district's number. A number is never a typo of another
+/// (`fuzzy`), so `Paris 2` is not `Paris 20`.
+pub fn numbered(folded: &str) -> String {
+    let mut out = String::with_capacity(folded.len());
+    let mut after_number = false;
+    for word in folded.split(' ').filter(|w| !w.is_empty()) {
+        if after_number && DISTRICT_WORDS.contains(&word) {
+            continue;
+        }
+        let digits = word.bytes().take_while(u8::is_ascii_digit).count();
+        let ending = &word[digits..];
+        after_number = digits > 0 && (ending.is_empty() || ORDINALS.contains(&ending));
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        if after_number {
+            let number = word[..digits].trim_start_matches('0');
+            out.push_str(if number.is_empty() { "0" } else { number });
+        } else {
+            out.push_str(word);
+        }
+    }
+    out
+}
+
+/// Whether two skeletons hold the same numbers in the same order (`paris2` and `paris20`
+/// do not; `lyon9` and `lyon9` do): a typo never changes a number.
+pub fn same_numbers(a: &[u8], b: &[u8]) -> bool {
+    fn runs(s: &[u8]) -> impl Iterator<Item = &[u8]> {
+        s.split(|c| !c.is_ascii_digit())
+            .filter(|run| !run.is_empty())
+            .map(|run| {
+                let start = run.iter().position(|c| *c != b'0').unwrap_or(run.len() - 1);
+                &run[start..]
+            })
+    }
+    let digits = |s: &[u8]| s.iter().any(u8::is_ascii_digit);
+    (!digits(a) && !digits(b)) || runs(a).eq(runs(b))
+}
+
 /// A name without its spaces: `los angeles` and `losangeles` meet.
 pub fn skeleton(norm: &str) -> String {
     norm.chars().filter(|c| *c != ' ').collect()
@@ -94,6 +146,30 @@ pub fn skeleton_cmp(norm: &str, skeleton: &str) -> Ordering {
 pub fn max_edits(query_len: usize, name_len: usize) -> usize {
     query_len.max(name_len) / 4
 }
+
+/// Whether `edits` between two skeletons are few for the part where they differ, not only
+/// for the whole (issue 52): what both begin and end with is no typo, so the edits must fit
+/// [`max_edits`] of what is left, or what is left is a short stretch typed otherwise or
+/// left out (at most [`SHORT_STRETCH`] letters: `Pargny-et-Filain` is the data's `Pargny
+/// Filain`, `Cassano all'Ionio` its `Cassano Allo Jonio`). So `Calliano Monferrato` is not
+/// `Tagliolo Monferrato` (four edits in seven letters), nor `Gravedona ed Uniti` `Grandola
+/// Ed Uniti`; `Frankfrut am Mian` is Frankfurt am Main.
+pub fn edits_fit_the_difference(a: &[u8], b: &[u8], edits: usize) -> bool {
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let (a, b) = (&a[prefix..], &b[prefix..]);
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let differing = a.len().max(b.len()) - suffix;
+    differing <= SHORT_STRETCH || edits <= max_edits(differing, differing).max(1)
+}
+
+/// The longest difference between a query and a name that may be typed otherwise whole
+/// (`edits_fit_the_difference`).
+const SHORT_STRETCH: usize = 3;
 
 /// Optimal-string-alignment distance (edits: insert, delete, substitute, swap two
 /// neighbours) between two byte strings, or `None` when it is more than `max`. Banded, so
@@ -243,7 +319,7 @@ pub fn admin_core(country: &str, name: &str) -> String {
     if let Some((head, _)) = core.split_once(',') {
         core = head.trim();
     }
-    if let Some(head) = core.strip_suffix(')').and_then(|c| c.rsplit_once(" (")) {
+    if let Some(head) = core.strip_suffix(')').and_then(|c| c.rsplit_once('(')) {
         core = head.0.trim();
     }
     core = match country {
@@ -322,6 +398,47 @@ pub fn city_levels(country: &str) -> &'static [u8] {
     }
 }
 
+/// TR's metropolitan municipalities (law 6360 of 2012, and Ordu's of 2013): the city is
+/// the whole province, as the province's name (folded, its `admin_core`) writes it.
+const TR_METROPOLITAN: &[&str] = &[
+    "adana",
+    "ankara",
+    "antalya",
+    "aydin",
+    "balikesir",
+    "bursa",
+    "denizli",
+    "diyarbakir",
+    "erzurum",
+    "eskisehir",
+    "gaziantep",
+    "hatay",
+    "istanbul",
+    "izmir",
+    "kahramanmaras",
+    "kayseri",
+    "kocaeli",
+    "konya",
+    "malatya",
+    "manisa",
+    "mardin",
+    "mersin",
+    "mugla",
+    "ordu",
+    "sakarya",
+    "samsun",
+    "sanliurfa",
+    "tekirdag",
+    "trabzon",
+    "van",
+];
+
+/// Whether a first-level unit is a city by law, whole (`folded_core`: its `admin_core`,
+/// folded): TR's metropolitan municipalities (`Kocaeli`, whose capital is İzmit).
+pub fn whole_province_city(country: &str, folded_core: &str) -> bool {
+    country == "TR" && TR_METROPOLITAN.contains(&folded_core)
+}
+
 fn strip_last_word<'a>(name: &'a str, words: &[&str]) -> &'a str {
     match name.rsplit_once(' ') {
         Some((rest, last)) if !rest.trim().is_empty() && words.contains(&last) => rest,
@@ -398,6 +515,62 @@ mod tests {
             "saint augustin",
             "not a German word"
         );
+    }
+
+    #[test]
+    fn a_districts_number_reads_one_way_however_it_is_written() {
+        for written in [
+            "paris 02",
+            "paris 2",
+            "paris 2e",
+            "paris 2eme",
+            "paris 2e arrondissement",
+            "paris 02 arr",
+        ] {
+            assert_eq!(numbered(written), "paris 2", "{written}");
+        }
+        assert_eq!(numbered("paris 1er arrondissement"), "paris 1");
+        assert_eq!(numbered("marseille 15e"), "marseille 15");
+        assert_eq!(
+            numbered("arrondissement de vaugirard"),
+            "arrondissement de vaugirard"
+        );
+        assert_eq!(numbered("ulica 3 maja 00"), "ulica 3 maja 0");
+        assert_eq!(numbered("eme 2x"), "eme 2x", "not an ordinal ending");
+        let fr = language(&["saint"], &['é']);
+        assert_eq!(fr.norm("saint etienne 01"), "st etienne 1");
+    }
+
+    #[test]
+    fn typos_fit_the_part_of_a_name_that_differs() {
+        let fits = |a: &str, b: &str| {
+            let edits = edits_within(a.as_bytes(), b.as_bytes(), 9).unwrap();
+            edits_fit_the_difference(a.as_bytes(), b.as_bytes(), edits)
+        };
+        assert!(fits("pittsburg", "pittsburgh"));
+        assert!(fits("sanfransisco", "sanfrancisco"));
+        assert!(fits("frankfrutammian", "frankfurtammain"));
+        assert!(fits("calianomonferato", "callianomonferrato"));
+        assert!(!fits("callianomonferrato", "tagliolomonferrato"));
+        assert!(!fits("gravedonaeduniti", "grandolaeduniti"));
+        assert!(fits("conta", "monta"), "one edit is always a typo");
+        assert!(
+            fits("pargnyetfilain", "pargnyfilain"),
+            "a short word left out"
+        );
+        assert!(fits("cassanoallionio", "cassanoallojonio"));
+    }
+
+    #[test]
+    fn a_typo_never_changes_a_number() {
+        assert!(same_numbers(b"paris2", b"paris2"));
+        assert!(same_numbers(b"paris2", b"paris02"));
+        assert!(!same_numbers(b"paris2", b"paris20"));
+        assert!(!same_numbers(b"paris2", b"paris12"));
+        assert!(!same_numbers(b"marseille5", b"marseille7"));
+        assert!(!same_numbers(b"paris", b"paris1"));
+        assert!(same_numbers(b"pariss", b"paris"));
+        assert!(same_numbers(b"praha1", b"praha1"));
     }
 
     #[test]

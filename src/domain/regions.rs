@@ -13,8 +13,9 @@ use super::text::fold;
 /// JP: each prefecture as Japan writes it (kanji) and without its suffix (`Aichi`, and
 /// `Gunma`, which GeoNames spells `Gumma`); the data's own `Aichi Ken` already matches.
 /// MX: SEPOMEX's names (`Ciudad de México`) and the short forms of the long official names.
-/// DE, PL, IT, ES, NL, CH, BE, AT: the official names, in each official language, and the
-/// English ones, where the dataset writes another (docs/city.md, "State names").
+/// DE, PL, IT, ES, NL, CH, BE, AT, FR: the official names, in each official language (the
+/// bilingual forms with `/` as the countries write them), and the English ones, where the
+/// dataset writes another (docs/city.md, "State names").
 pub const REGION_NAMES: &[(&str, &str, &str)] = &[
     ("JP", "北海道", "Hokkaido"),
     ("JP", "青森県", "Aomori Ken"),
@@ -164,6 +165,18 @@ pub const REGION_NAMES: &[(&str, &str, &str)] = &[
     ("IT", "Tuscany", "Toscana"),
     ("IT", "Aosta Valley", "Valle D'Aosta"),
     ("IT", "Trentino-South Tyrol", "Trentino-Alto Adige"),
+    // IT: the two bilingual regions as ISTAT writes them, and each of their other
+    // languages' names (issue 52); Friuli's in Slovene and Friulian.
+    ("IT", "Valle d'Aosta/Vallée d'Aoste", "Valle D'Aosta"),
+    ("IT", "Vallée d'Aoste", "Valle D'Aosta"),
+    ("IT", "Trentino-Alto Adige/Südtirol", "Trentino-Alto Adige"),
+    ("IT", "Trentino-Südtirol", "Trentino-Alto Adige"),
+    (
+        "IT",
+        "Furlanija - Julijska krajina",
+        "Friuli-Venezia Giulia",
+    ),
+    ("IT", "Friûl-Vignesie Julie", "Friuli-Venezia Giulia"),
     // ES: the official names (the dataset writes them without accents or articles) and
     // the English ones.
     ("ES", "Andalusia", "Andalucia"),
@@ -182,6 +195,18 @@ pub const REGION_NAMES: &[(&str, &str, &str)] = &[
     ("ES", "Navarre", "Navarra"),
     ("ES", "Basque Country", "Pais Vasco"),
     ("ES", "Euskadi", "Pais Vasco"),
+    ("ES", "País Vasco/Euskadi", "Pais Vasco"),
+    ("ES", "Principado de Asturias", "Asturias"),
+    ("ES", "Islas Baleares", "Baleares"),
+    ("ES", "Comunidad Foral de Navarra", "Navarra"),
+    ("ES", "Nafarroa", "Navarra"),
+    ("ES", "Galiza", "Galicia"),
+    // FR: the regions' other official and English names (the dataset writes INSEE's).
+    ("FR", "Région Sud", "Provence-Alpes-Côte d'Azur"),
+    ("FR", "Brittany", "Bretagne"),
+    ("FR", "Normandy", "Normandie"),
+    ("FR", "Corsica", "Corse"),
+    ("FR", "Burgundy-Franche-Comté", "Bourgogne-Franche-Comté"),
     // NL: the provinces as the Netherlands names them (the dataset writes English).
     ("NL", "Gelderland", "Guelders"),
     ("NL", "Noord-Brabant", "North Brabant"),
@@ -236,6 +261,27 @@ pub const REGION_NAMES: &[(&str, &str, &str)] = &[
     ("BE", "Flanders", "Vlaanderen"),
     ("BE", "Flandre", "Vlaanderen"),
     ("BE", "Wallonia", "Wallonie"),
+    // BE: the regions' own official names, in Dutch, French and German, and the
+    // bilingual form (issue 52).
+    ("BE", "Vlaams Gewest", "Vlaanderen"),
+    ("BE", "Région flamande", "Vlaanderen"),
+    ("BE", "Flämische Region", "Vlaanderen"),
+    ("BE", "Flandern", "Vlaanderen"),
+    ("BE", "Flemish Region", "Vlaanderen"),
+    ("BE", "Région wallonne", "Wallonie"),
+    ("BE", "Waals Gewest", "Wallonie"),
+    ("BE", "Wallonische Region", "Wallonie"),
+    ("BE", "Wallonië", "Wallonie"),
+    ("BE", "Wallonien", "Wallonie"),
+    ("BE", "Walloon Region", "Wallonie"),
+    ("BE", "Région de Bruxelles-Capitale", "Bruxelles-Capitale"),
+    ("BE", "Brussels Hoofdstedelijk Gewest", "Bruxelles-Capitale"),
+    ("BE", "Region Brüssel-Hauptstadt", "Bruxelles-Capitale"),
+    (
+        "BE",
+        "Région de Bruxelles-Capitale/Brussels Hoofdstedelijk Gewest",
+        "Bruxelles-Capitale",
+    ),
     // AT: the Länder in English.
     ("AT", "Carinthia", "Kärnten"),
     ("AT", "Lower Austria", "Niederösterreich"),
@@ -296,6 +342,21 @@ mod tests {
         assert_eq!(data_name("PL", &fold("Mazowieckie")), "mazovia");
         assert_eq!(data_name("CH", &fold("Genf")), "geneve");
         assert_eq!(data_name("BE", &fold("Flanders")), "vlaanderen");
+        // Official names as the countries write them (issue 52).
+        assert_eq!(data_name("BE", &fold("Vlaams Gewest")), "vlaanderen");
+        assert_eq!(data_name("BE", &fold("Région wallonne")), "wallonie");
+        assert_eq!(
+            data_name("BE", &fold("Région de Bruxelles-Capitale")),
+            "bruxelles capitale"
+        );
+        assert_eq!(
+            data_name("IT", &fold("Trentino-Alto Adige/Südtirol")),
+            "trentino alto adige"
+        );
+        assert_eq!(
+            data_name("IT", &fold("Valle d'Aosta/Vallée d'Aoste")),
+            "valle daosta"
+        );
         let mut others: Vec<&str> = other_names("PL", "lesser poland").collect();
         others.sort_unstable();
         assert_eq!(others, ["malopolskie"]);

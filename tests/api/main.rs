@@ -30,6 +30,7 @@ mod city_full;
 /// /api/city v3 on the sample with the gazetteer: admin cities, other languages, forms.
 mod city_v3;
 mod city_v4;
+mod city_v5;
 /// gzip of answers over 1 KiB, read off the wire.
 mod compression;
 /// The dashboard under load on a cluster node: lookups and /readyz unharmed.

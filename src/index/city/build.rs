@@ -16,7 +16,7 @@ use super::{CountryCities, Kind, Place, Region, Span, encode};
 use crate::db::postal::PlaceRow;
 use crate::domain::CountryCode;
 use crate::domain::city_match::{
-    ABBREVIATIONS, DOMINANT, Language, admin_core, city_levels, skeleton, trigrams,
+    ABBREVIATIONS, DOMINANT, Language, admin_core, city_levels, numbered, skeleton, trigrams,
 };
 use crate::domain::geo::haversine_km;
 use crate::domain::postal_code::canonical;
@@ -299,7 +299,7 @@ impl Builder {
             places.len() - 1
         });
         self.places[at].codes.push(code);
-        if matches!(self.country.as_str(), "JP" | "MX") {
+        if matches!(self.country.as_str(), "JP" | "MX" | "TR") {
             self.add_to_municipalities(row, region, code);
         }
         let names = [row.admin_name1, row.admin_name2, row.admin_name3];
@@ -339,7 +339,7 @@ impl Builder {
             }
             // A municipality is joined by its name without the suffix too (`Kyoto`).
             if p.kind == Kind::Municipality {
-                let core = fold(&admin_core(self.country.as_str(), &p.name));
+                let core = numbered(&fold(&admin_core(self.country.as_str(), &p.name)));
                 if core != p.folded {
                     by_name.entry(core).or_default().push(Unit::Place(i));
                 }
@@ -403,7 +403,7 @@ impl Builder {
             let mut candidates: Vec<Unit> = city
                 .names
                 .iter()
-                .filter_map(|n| by_name.get(n))
+                .filter_map(|n| by_name.get(&numbered(n)))
                 .flatten()
                 .copied()
                 .collect();
@@ -842,11 +842,16 @@ enum Unit {
 }
 
 /// The folded names a unit answers to when a gazetteer city is joined: its name, and each
-/// half of a bilingual one (`Donostia / San Sebastián`).
+/// half of a bilingual one (`Donostia / San Sebastián`), their numbers written one way
+/// (`numbered`: the gazetteer's `Paris 15e` is the data's `Paris 15`).
 fn keys(folded: &str, name: &str) -> Vec<String> {
-    let mut keys = vec![folded.to_string()];
+    let mut keys = vec![numbered(folded)];
     if name.contains('/') {
-        keys.extend(name.split('/').map(fold).filter(|h| !h.is_empty()));
+        keys.extend(
+            name.split('/')
+                .map(|h| numbered(&fold(h)))
+                .filter(|h| !h.is_empty()),
+        );
     }
     keys
 }

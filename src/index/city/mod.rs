@@ -14,6 +14,7 @@
 
 mod build;
 mod codes;
+mod fuzzy;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -27,13 +28,19 @@ use rusqlite::Connection;
 use crate::db;
 use crate::domain::CountryCode;
 use crate::domain::city_match::{
-    DOMINANT, Language, PLACEHOLDERS, Rank, edits_within, inner_trigrams, max_edits, skeleton,
-    skeleton_cmp, strip_trailing, trigrams,
+    DOMINANT, Language, PLACEHOLDERS, Rank, inner_trigrams, numbered, skeleton, skeleton_cmp,
+    strip_trailing,
 };
 use crate::domain::regions;
 use crate::domain::text::written_in_latin;
 use build::{Builder, GazetteerCity};
 use codes::{CodeShape, code_text};
+
+/// A typo is taken for a place with this many postal codes, or a town of this many
+/// people, wherever it lies; a smaller place only in the region the query names (issue
+/// 52: a name the data lacks is not a hamlet one letter from it anywhere in the country).
+const TYPO_TOWN_CODES: usize = 2;
+const TYPO_TOWN_PEOPLE: u64 = 1_000;
 
 /// Longest folded query that is matched fuzzily (the longest place name of the data has
 /// 192 characters); longer ones match exactly or not at all.
@@ -218,6 +225,11 @@ struct Filter<'q> {
 }
 
 impl Filter<'_> {
+    /// The query says where the place lies (`state`, `ST` or a region in its words).
+    fn locates(&self) -> bool {
+        self.state.is_some() || self.st.is_some() || self.named.is_some()
+    }
+
     fn admits(&self, r: &Region) -> bool {
         let state_ok = self
             .state
@@ -473,13 +485,24 @@ impl CountryCities {
                 }
             }
         }
-        // 3. typos: fewest edits, then most postal codes.
+        // 3. typos: fewest edits, then most postal codes; a town, or a place where the
+        // query says (issue 52: `La Hague`, which the data writes by its old communes, is
+        // not the hamlet `Lahage` 700 km away).
         attempts
             .iter()
             .flat_map(|(forms, filter)| forms.iter().map(move |f| (f, *filter)))
-            .filter_map(|(form, filter)| self.fuzzy(&form.skeleton, filter))
+            .filter_map(|(form, filter)| {
+                self.fuzzy(&form.skeleton, filter)
+                    .filter(|rank| filter.locates() || Self::a_town(rank))
+            })
             .min()
             .map(|rank| rank.order)
+    }
+
+    /// A place a typo may be taken for wherever the query is: one of [`TYPO_TOWN_CODES`]
+    /// postal codes or a gazetteer town of [`TYPO_TOWN_PEOPLE`].
+    fn a_town(rank: &Rank) -> bool {
+        rank.codes >= TYPO_TOWN_CODES || rank.population >= TYPO_TOWN_PEOPLE
     }
 
     /// The readings of a folded query: as typed (aliases applied), and with typed
@@ -511,11 +534,22 @@ impl CountryCities {
             return None;
         }
         let prefix = format!("{first} ");
+        // A number is a district's, never cut short (`Paris 2` is not `Paris 20`).
+        let number = |w: &str| w.bytes().any(|b| b.is_ascii_digit());
         let fits = |id: &u32| {
             let name: Vec<&str> = self.folded(*id).split(' ').collect();
             name.len() == words.len()
-                && words.iter().zip(&name).all(|(w, n)| n.starts_with(w))
-                && words.iter().zip(&name).any(|(w, n)| w.len() < n.len())
+                && words.iter().zip(&name).all(|(w, n)| {
+                    if number(w) || number(n) {
+                        numbered(w) == numbered(n)
+                    } else {
+                        n.starts_with(w)
+                    }
+                })
+                && words
+                    .iter()
+                    .zip(&name)
+                    .any(|(w, n)| !number(w) && w.len() < n.len())
         };
         self.best(self.prefix_range(&prefix).filter(fits), filter)
     }
@@ -550,129 +584,6 @@ impl CountryCities {
         self.by_norm[lo..if valid { hi } else { lo }]
             .iter()
             .copied()
-    }
-
-    /// The closest admitted place by edit distance on skeletons, among the places sharing
-    /// the most padded trigrams with the query.
-    fn fuzzy(&self, query: &str, filter: &Filter<'_>) -> Option<Rank> {
-        if query.len() < 3 {
-            return None;
-        }
-        // Every candidate is at most `longest_typo_name` long: when that is more edits
-        // away than a name of that length may be, none can be (the check `edits_within`
-        // starts with), and the trigram count is not made (a query of 200 characters of
-        // common trigrams, 'Frankfurt am Main' x 11, cost 50 µs here).
-        let longest = self.longest_typo_name;
-        if query.len() > longest && query.len() - longest > max_edits(query.len(), longest) {
-            return None;
-        }
-        let mut grams: Vec<u32> = trigrams(query).collect();
-        grams.sort_unstable();
-        grams.dedup();
-        SCRATCH.with(|scratch| {
-            let scratch = &mut *scratch.borrow_mut();
-            let Scratch {
-                counts,
-                touched,
-                by_count,
-            } = scratch;
-            if counts.len() < self.places.len() {
-                counts.resize(self.places.len(), 0);
-            }
-            touched.clear();
-            for gram in &grams {
-                if let Some(list) = self.postings.get(gram) {
-                    for id in decode(list) {
-                        let c = &mut counts[id as usize];
-                        if *c == 0 {
-                            touched.push(id);
-                        }
-                        *c = c.saturating_add(1);
-                    }
-                }
-            }
-            // Candidates by shared count, highest first (a counting sort).
-            let top = grams.len().min(255);
-            by_count.iter_mut().for_each(Vec::clear);
-            if by_count.len() < top + 1 {
-                by_count.resize_with(top + 1, Vec::new);
-            }
-            for id in touched.iter() {
-                let c = usize::from(counts[*id as usize]).min(top);
-                by_count[c].push(*id);
-                counts[*id as usize] = 0;
-            }
-            // Each edit changes at most three windows, so a name `d` edits away shares at
-            // least `distinct - 3d` of the query's distinct trigrams.
-            let n = grams.len();
-            let mut best: Option<Rank> = None;
-            // The best of the cities' other names, and the most people of a place of the
-            // data's own name among the closest ones (edits, people).
-            let mut best_alias: Option<Rank> = None;
-            let mut people: Option<(usize, u64)> = None;
-            let mut checked = 0;
-            let mut buffer = Vec::with_capacity(64);
-            for (shared, ids) in by_count[..=top].iter().enumerate().rev() {
-                // Each edit removes at most three trigrams: fewer shared ones mean more
-                // edits than the best so far, so nothing further can win.
-                let least_edits = (n.saturating_sub(shared)).div_ceil(3);
-                if best.is_some_and(|b| least_edits > b.edits) || checked >= FUZZY_CANDIDATES {
-                    break;
-                }
-                for id in ids {
-                    let place = &self.places[*id as usize];
-                    if !filter.admits(&self.regions[place.region as usize]) {
-                        continue;
-                    }
-                    buffer.clear();
-                    buffer.extend(place.norm.of(&self.text).bytes().filter(|b| *b != b' '));
-                    let limit = max_edits(query.len(), buffer.len());
-                    let limit = best.map_or(limit, |b| limit.min(b.edits));
-                    checked += 1;
-                    if let Some(edits) = edits_within(query.as_bytes(), &buffer, limit) {
-                        let rank = Rank {
-                            edits,
-                            alias: place.is_alias(),
-                            population: u64::from(place.population),
-                            codes: place.codes.len as usize,
-                            name_len: buffer.len(),
-                            order: *id,
-                        };
-                        if rank.alias {
-                            if best_alias.is_none_or(|b| rank < b) {
-                                best_alias = Some(rank);
-                            }
-                        } else {
-                            people = match people {
-                                Some((e, p)) if e == edits => Some((e, p.max(rank.population))),
-                                Some((e, _)) if e < edits => people,
-                                _ => Some((edits, rank.population)),
-                            };
-                        }
-                        if best.is_none_or(|b| rank < b) {
-                            best = Some(rank);
-                        }
-                    }
-                }
-            }
-            // The data's own names first among names equally close, unless another name
-            // is a city of [`LARGE_CITY`] people and the gazetteer knows no place of those
-            // names (`Corunna`: A Coruña's `Coruna`, 245,468 people, not the hamlet
-            // `Coruña`; `Aflredo Chaves` stays the town Alfredo Chaves, not Veranópolis,
-            // once so named; `Pnelem` the villages Pelem, not Kertosono, 60,782 people,
-            // also called Pelem; `Gdualur` the towns Gudalur, not Cuddalore).
-            match (best, best_alias) {
-                (Some(b), Some(a)) if !b.alias && a.edits == b.edits => {
-                    let known = people.is_some_and(|(_, p)| p > 0);
-                    Some(if !known && a.population >= LARGE_CITY {
-                        a
-                    } else {
-                        b
-                    })
-                }
-                _ => best,
-            }
-        })
     }
 
     /// Places whose folded name contains `text` (3 characters or more): the data's own

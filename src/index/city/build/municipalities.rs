@@ -1,4 +1,4 @@
-//! The post's municipalities as the cities of JP and MX (issue 34; docs/city.md, "Japan's
+//! The municipalities as the cities of JP, MX and TR (issues 34, 52; docs/city.md, "Japan's
 //! municipalities", "Mexico's municipios and ciudades"): which municipality a record
 //! belongs to, the municipalities as places with their names, and their population.
 
@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::{Builder, Kind, PlaceBuild};
 use crate::db::postal::PlaceRow;
-use crate::domain::city_match::admin_core;
+use crate::domain::city_match::{admin_core, whole_province_city};
 use crate::domain::text::fold;
 
 /// The kanji names of Japan's municipalities, by the unit of the admin columns that holds
@@ -72,6 +72,15 @@ impl Builder {
             for unit in [(a2, String::new()), (String::new(), a3)] {
                 self.add_to_municipality(&a1, unit, region, code);
             }
+            return;
+        }
+        if self.country.as_str() == "TR" {
+            // Every district (ilçe), and a metropolitan province whole (issue 52).
+            let core = fold(&admin_core("TR", &a1));
+            if whole_province_city("TR", &core) {
+                self.add_to_municipality(&a1, (String::new(), a1.clone()), region, code);
+            }
+            self.add_to_municipality(&a1, (a2, String::new()), region, code);
             return;
         }
         let office = !row.place_name.is_ascii();

@@ -1,0 +1,177 @@
+//! City search v5 (issue 52) on the whole `allCountries.zip` with `cities500.zip`: a city
+//! district by its number however it is written, never a radius of other districts nor
+//! another number; a name the data lacks is no hamlet a letter from it; TR's districts and
+//! metropolitan provinces are the cities, before villages of their names; regions by
+//! their official names as their countries write them. Expected code sets are read from
+//! the database file with SQL.
+
+use serde_json::json;
+
+use crate::city_v3::{assert_same, city, codes_where};
+use crate::helpers::{TestApp, full_template, spawn_app_on};
+
+#[test]
+fn districts_far_villages_tr_municipalities_and_official_regions_on_the_whole_dataset() {
+    let _heavy = crate::helpers::loads_the_full_dataset();
+    let app = spawn_app_on(full_template());
+    let (account, key) = app.create_account();
+    app.cli(&["account", "topup", &account, "--usd", "5.00"]);
+    a_district_answers_its_own_codes_however_its_number_is_written(&app, &key);
+    a_name_the_data_lacks_is_no_far_hamlet(&app, &key);
+    tr_districts_and_metropolitan_provinces_are_the_cities(&app, &key);
+    regions_by_their_official_names(&app, &key);
+}
+
+/// Paris, Lyon and Marseille's arrondissements, which the data writes `Paris 02`, asked as
+/// people and the gazetteer write them: the arrondissement's codes, never the codes
+/// around its point (`Paris 13e Arrondissement` answered 252 codes of 19 arrondissements
+/// and two suburbs) nor another number (`Paris 2` answered Paris 20, `Paris 2e
+/// Arrondissement` the 12th's radius).
+fn a_district_answers_its_own_codes_however_its_number_is_written(app: &TestApp, key: &str) {
+    for (city_name, count) in [("Paris", 20), ("Lyon", 9), ("Marseille", 16)] {
+        for n in 1..=count {
+            let data = format!("{city_name} {n:02}");
+            let expected = codes_where(&app.db, "FR", "place_name = ?2", &[&data]);
+            assert!(!expected.is_empty(), "{data}: the data changed");
+            let ordinal = if n == 1 {
+                "1er".to_string()
+            } else {
+                format!("{n}e")
+            };
+            for query in [
+                data.clone(),
+                format!("{city_name} {n}"),
+                format!("{city_name} {ordinal}"),
+                format!("{city_name} {ordinal} Arrondissement"),
+                format!("{city_name} {ordinal} arr."),
+            ] {
+                let (status, codes, c, s, _) =
+                    city(app, key, json!({"city": query, "country": "FR"}));
+                assert_eq!(status, 200, "{query}");
+                assert_same(&codes, &expected, &query);
+                if query == data {
+                    assert_eq!((c, s), (None, None), "{query}: the data's own name");
+                } else {
+                    assert_eq!(c.as_deref(), Some(data.as_str()), "{query}");
+                }
+            }
+        }
+    }
+    // A typo of the city's name still finds it, with a number kept: `Marseile 5e`.
+    let expected = codes_where(&app.db, "FR", "place_name = 'Marseille 05'", &[]);
+    let (status, codes, c, ..) = city(app, key, json!({"city": "Marseile 5e", "country": "FR"}));
+    assert_eq!((status, c.as_deref()), (200, Some("Marseille 05")));
+    assert_same(&codes, &expected, "Marseile 5e");
+}
+
+/// `La Hague`, a commune the data writes by its old communes, answered `Lahage`, a hamlet
+/// of one code 700 km away: a typo is taken for a place of one code, not a town, only
+/// where the query says it lies.
+fn a_name_the_data_lacks_is_no_far_hamlet(app: &TestApp, key: &str) {
+    let (status, codes, ..) = city(app, key, json!({"city": "La Hague", "country": "FR"}));
+    assert_eq!((status, codes.len()), (404, 0), "La Hague");
+    let lahage = codes_where(&app.db, "FR", "place_name = 'Lahage'", &[]);
+    assert_eq!(lahage, ["31370"], "the data changed");
+    let (status, codes, c, ..) = city(app, key, json!({"city": "Lahage", "country": "FR"}));
+    assert_eq!((status, c), (200, None), "its own name");
+    assert_same(&codes, &lahage, "Lahage");
+    // In the region the query names, the hamlet is what a typo may mean.
+    let (status, codes, c, ..) = city(
+        app,
+        key,
+        json!({"city": "Lahague", "state": "Occitanie", "country": "FR"}),
+    );
+    assert_eq!((status, c.as_deref()), (200, Some("Lahage")));
+    assert_same(&codes, &lahage, "Lahague in Occitanie");
+    // A town a letter away is found anywhere, as before.
+    let (status, _, c, ..) = city(app, key, json!({"city": "Marseile", "country": "FR"}));
+    assert_eq!((status, c.as_deref()), (200, Some("Marseille")));
+}
+
+/// TR writes its cities only in the admin columns (the place names are mahalle and
+/// villages): every district is a city, and a metropolitan province (law 6360) is one whole,
+/// before the villages of their names (`Kadıköy` answered 33 codes of villages across the
+/// country, `Kocaeli` a village of Balıkesir).
+fn tr_districts_and_metropolitan_provinces_are_the_cities(app: &TestApp, key: &str) {
+    let kadikoy = codes_where(
+        &app.db,
+        "TR",
+        "admin_name1 = 'İstanbul' AND admin_name2 = 'Kadiköy'",
+        &[],
+    );
+    assert!(kadikoy.len() > 10, "the data changed: {kadikoy:?}");
+    let (status, codes, c, s, _) = city(app, key, json!({"city": "Kadıköy", "country": "TR"}));
+    assert_eq!(
+        (status, c.as_deref(), s.as_deref()),
+        (200, Some("Kadiköy"), Some("İstanbul"))
+    );
+    assert_same(&codes, &kadikoy, "Kadıköy");
+    let kocaeli = codes_where(&app.db, "TR", "admin_name1 = 'Kocaeli'", &[]);
+    let (status, codes, c, ..) = city(app, key, json!({"city": "Kocaeli", "country": "TR"}));
+    assert_eq!((status, c.as_deref()), (200, Some("Kocaeli")));
+    assert_same(&codes, &kocaeli, "Kocaeli");
+    // The village is found in its own province.
+    let village = codes_where(
+        &app.db,
+        "TR",
+        "place_name = 'Kocaeli' AND admin_name1 = 'Balikesir'",
+        &[],
+    );
+    assert_eq!(village.len(), 1, "the data changed");
+    let (status, codes, c, ..) = city(
+        app,
+        key,
+        json!({"city": "Kocaeli", "state": "Balikesir", "country": "TR"}),
+    );
+    assert_eq!((status, c), (200, None));
+    assert_same(&codes, &village, "Kocaeli in Balıkesir");
+    // A province that is no metropolitan municipality is not a city: its central district
+    // of the same name is (Çorum).
+    let corum = codes_where(
+        &app.db,
+        "TR",
+        "admin_name1 = 'Çorum' AND admin_name2 = 'Çorum'",
+        &[],
+    );
+    let (status, codes, ..) = city(app, key, json!({"city": "Çorum", "country": "TR"}));
+    assert_eq!(status, 200);
+    assert_same(&codes, &corum, "Çorum");
+}
+
+/// A `state` as the country writes its region officially, bilingual forms and all
+/// (`Trentino-Alto Adige/Südtirol` is ISTAT's; `Vlaams Gewest`, `Région wallonne`, `Région
+/// de Bruxelles-Capitale` the Belgian regions' own), answers as the data's name does.
+fn regions_by_their_official_names(app: &TestApp, key: &str) {
+    let cases = [
+        (
+            "IT",
+            "Trento",
+            "Trentino-Alto Adige/Südtirol",
+            "Trentino-Alto Adige",
+        ),
+        (
+            "IT",
+            "Aosta",
+            "Valle d'Aosta/Vallée d'Aoste",
+            "Valle D'Aosta",
+        ),
+        ("BE", "Gent", "Vlaams Gewest", "Vlaanderen"),
+        ("BE", "Namur", "Région wallonne", "Wallonie"),
+        (
+            "BE",
+            "Ixelles",
+            "Région de Bruxelles-Capitale",
+            "Bruxelles-Capitale",
+        ),
+        ("FR", "Rennes", "Brittany", "Bretagne"),
+    ];
+    for (country, name, official, data) in cases {
+        let body = |state: &str| json!({"city": name, "state": state, "country": country});
+        let (status, codes, ..) = city(app, key, body(data));
+        assert_eq!(status, 200, "{name}, {data}");
+        assert!(!codes.is_empty());
+        let (status, official_codes, ..) = city(app, key, body(official));
+        assert_eq!(status, 200, "{name}, {official}");
+        assert_same(&official_codes, &codes, official);
+    }
+}
