@@ -149,9 +149,10 @@ pub fn max_edits(query_len: usize, name_len: usize) -> usize {
 
 /// Whether `edits` between two skeletons are few for the part where they differ, not only
 /// for the whole (issue 52): what both begin and end with is no typo, so the edits must fit
-/// [`max_edits`] of what is left, or what is left is a short stretch typed otherwise or
-/// left out (at most [`SHORT_STRETCH`] letters: `Pargny-et-Filain` is the data's `Pargny
-/// Filain`, `Cassano all'Ionio` its `Cassano Allo Jonio`). So `Calliano Monferrato` is not
+/// [`max_edits`] of what is left, or what is left is a short stretch typed otherwise (at
+/// most [`SHORT_STRETCH`] letters: `Cassano all'Ionio` is the data's `Cassano Allo Jonio`)
+/// or a stretch one side leaves out (`Pargny-et-Filain` is `Pargny Filain`, `Rodolfo
+/// Sánchez Taboada (Maneadero)` is `Rodolfo Sánchez T. (Maneadero)`). So `Calliano Monferrato` is not
 /// `Tagliolo Monferrato` (four edits in seven letters), nor `Gravedona ed Uniti` `Grandola
 /// Ed Uniti`; `Frankfrut am Mian` is Frankfurt am Main.
 pub fn edits_fit_the_difference(a: &[u8], b: &[u8], edits: usize) -> bool {
@@ -163,8 +164,11 @@ pub fn edits_fit_the_difference(a: &[u8], b: &[u8], edits: usize) -> bool {
         .zip(b.iter().rev())
         .take_while(|(x, y)| x == y)
         .count();
-    let differing = a.len().max(b.len()) - suffix;
-    differing <= SHORT_STRETCH || edits <= max_edits(differing, differing).max(1)
+    let (left, right) = (a.len() - suffix, b.len() - suffix);
+    let differing = left.max(right);
+    differing <= SHORT_STRETCH
+        || left.min(right) == 0
+        || edits <= max_edits(differing, differing).max(1)
 }
 
 /// The longest difference between a query and a name that may be typed otherwise whole
@@ -559,6 +563,10 @@ mod tests {
             "a short word left out"
         );
         assert!(fits("cassanoallionio", "cassanoallojonio"));
+        assert!(fits(
+            "rodolfosancheztaboadamaneadero",
+            "rodolfosancheztmaneadero"
+        ));
     }
 
     #[test]

@@ -271,7 +271,6 @@ pub const REGION_NAMES: &[(&str, &str, &str)] = &[
     ("BE", "Région wallonne", "Wallonie"),
     ("BE", "Waals Gewest", "Wallonie"),
     ("BE", "Wallonische Region", "Wallonie"),
-    ("BE", "Wallonië", "Wallonie"),
     ("BE", "Wallonien", "Wallonie"),
     ("BE", "Walloon Region", "Wallonie"),
     ("BE", "Région de Bruxelles-Capitale", "Bruxelles-Capitale"),

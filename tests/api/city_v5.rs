@@ -64,9 +64,9 @@ fn a_district_answers_its_own_codes_however_its_number_is_written(app: &TestApp,
     assert_same(&codes, &expected, "Marseile 5e");
 }
 
-/// `La Hague`, a commune the data writes by its old communes, answered `Lahage`, a hamlet
-/// of one code 700 km away: a typo is taken for a place of one code, not a town, only
-/// where the query says it lies.
+/// `La Hague`, a commune the data writes by its old communes (`Beaumont-Hague`...), answered
+/// `Lahage`, a hamlet of one code 700 km away: a typo is not taken for a hamlet far from
+/// every place the query's words name.
 fn a_name_the_data_lacks_is_no_far_hamlet(app: &TestApp, key: &str) {
     let (status, codes, ..) = city(app, key, json!({"city": "La Hague", "country": "FR"}));
     assert_eq!((status, codes.len()), (404, 0), "La Hague");
@@ -75,7 +75,11 @@ fn a_name_the_data_lacks_is_no_far_hamlet(app: &TestApp, key: &str) {
     let (status, codes, c, ..) = city(app, key, json!({"city": "Lahage", "country": "FR"}));
     assert_eq!((status, c), (200, None), "its own name");
     assert_same(&codes, &lahage, "Lahage");
-    // In the region the query names, the hamlet is what a typo may mean.
+    // A typo no other name holds still finds the hamlet, and so does one in the region
+    // the query names.
+    let (status, codes, c, ..) = city(app, key, json!({"city": "Lahagr", "country": "FR"}));
+    assert_eq!((status, c.as_deref()), (200, Some("Lahage")));
+    assert_same(&codes, &lahage, "Lahagr");
     let (status, codes, c, ..) = city(
         app,
         key,

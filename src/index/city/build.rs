@@ -635,6 +635,12 @@ impl Builder {
             code_starts.push(codes_text.len() as u32);
             codes_text.push_str(&code);
         }
+        let mut code_points = vec![(f32::NAN, f32::NAN); renumber.len()];
+        for (old, point) in self.points.iter().enumerate() {
+            if let Some(point) = point {
+                code_points[renumber[old] as usize] = *point;
+            }
+        }
         let mut office_cities: Vec<(u32, Box<str>)> = std::mem::take(&mut self.office_cities)
             .into_iter()
             .map(|(code, city)| (renumber[code as usize], city.into()))
@@ -797,6 +803,7 @@ impl Builder {
             code_shape,
             codes_text,
             code_starts,
+            code_points,
             place_codes,
             postings,
         }

@@ -5,8 +5,69 @@ use super::{CountryCities, FUZZY_CANDIDATES, Filter, LARGE_CITY, SCRATCH, Scratc
 use crate::domain::city_match::{
     Rank, edits_fit_the_difference, edits_within, max_edits, same_numbers, trigrams,
 };
+use crate::domain::geo::haversine_km;
+
+/// A typo may be taken for a place of this many postal codes, or a town of this many
+/// people, wherever it lies (`typo_elsewhere`).
+const TYPO_TOWN_CODES: usize = 2;
+const TYPO_TOWN_PEOPLE: u64 = 1_000;
+/// A query's word names places near a hamlet when one of them lies this close to it.
+const SAID_NEAR_KM: f64 = 50.0;
+/// The places a query's word names that are looked at; a word in more names says little
+/// about where the place is.
+const SAID_PLACES: usize = 2_000;
 
 impl CountryCities {
+    /// Whether a typo's answer `rank` (for the folded query) is a hamlet far from what the
+    /// query says (issue 52): a place of one postal code, and no town, where the query
+    /// names no region, while a word of the query (4 letters or more) that the hamlet's
+    /// name lacks (in full or cut short) is a word of the names of places that all lie more than [`SAID_NEAR_KM`]
+    /// from it. `La Hague`, a commune the data writes by its old communes
+    /// (`Beaumont-Hague`, in Normandy), is not the hamlet `Lahage` 700 km away; a typo no
+    /// other name holds as a word (`Lahagr`; PH `Acaca`, which `Acacia` holds) still finds
+    /// its place.
+    pub(super) fn typo_elsewhere(&self, folded: &str, rank: &Rank, filter: &Filter<'_>) -> bool {
+        if filter.locates() || rank.codes >= TYPO_TOWN_CODES || rank.population >= TYPO_TOWN_PEOPLE
+        {
+            return false;
+        }
+        let Some(here) = self.place_point(rank.order) else {
+            return false;
+        };
+        let has_word = |id: u32, word: &str| self.folded(id).split(' ').any(|w| w == word);
+        // A word the hamlet's name writes in full or cut short (`Taboada`: `T.`).
+        let written = |word: &str| {
+            self.folded(rank.order)
+                .split(' ')
+                .any(|w| !w.is_empty() && word.starts_with(w))
+        };
+        folded
+            .split(' ')
+            .filter(|word| word.len() >= 4 && !written(word))
+            .any(|word| {
+                let mut named = self.containing(word);
+                named.retain(|id| has_word(*id, word));
+                !named.is_empty()
+                    && named.len() <= SAID_PLACES
+                    && named.iter().all(|id| {
+                        self.place_point(*id).is_none_or(|(lat, lon)| {
+                            haversine_km(lat, lon, here.0, here.1) > SAID_NEAR_KM
+                        })
+                    })
+            })
+    }
+
+    /// The point of a place's first postal code.
+    fn place_point(&self, id: u32) -> Option<(f64, f64)> {
+        let span = self.places[id as usize].codes;
+        let code = *self
+            .place_codes
+            .get(span.start as usize)
+            .filter(|_| span.len > 0)?;
+        let (lat, lon) = self.code_points[code as usize];
+        (!lat.is_nan()).then(|| (f64::from(lat), f64::from(lon)))
+    }
+
     /// The closest admitted place by edit distance on skeletons, among the places sharing
     /// the most padded trigrams with the query.
     pub(super) fn fuzzy(&self, query: &str, filter: &Filter<'_>) -> Option<Rank> {

@@ -36,12 +36,6 @@ use crate::domain::text::written_in_latin;
 use build::{Builder, GazetteerCity};
 use codes::{CodeShape, code_text};
 
-/// A typo is taken for a place with this many postal codes, or a town of this many
-/// people, wherever it lies; a smaller place only in the region the query names (issue
-/// 52: a name the data lacks is not a hamlet one letter from it anywhere in the country).
-const TYPO_TOWN_CODES: usize = 2;
-const TYPO_TOWN_PEOPLE: u64 = 1_000;
-
 /// Longest folded query that is matched fuzzily (the longest place name of the data has
 /// 192 characters); longer ones match exactly or not at all.
 pub(super) const FUZZY_MAX_CHARS: usize = 200;
@@ -204,6 +198,8 @@ struct CountryCities {
     /// The country's canonical postal codes, ascending, in one arena.
     codes_text: String,
     code_starts: Vec<u32>,
+    /// Each code's point (its first record with coordinates; NaN: none), by code id.
+    code_points: Vec<(f32, f32)>,
     /// What every code of the country looks like, to pass over most word windows of a
     /// query without a search (`is_code`).
     code_shape: CodeShape,
@@ -485,24 +481,17 @@ impl CountryCities {
                 }
             }
         }
-        // 3. typos: fewest edits, then most postal codes; a town, or a place where the
-        // query says (issue 52: `La Hague`, which the data writes by its old communes, is
-        // not the hamlet `Lahage` 700 km away).
+        // 3. typos: fewest edits, then most postal codes; never a hamlet far from the
+        // places the query's words name (`typo_elsewhere`).
         attempts
             .iter()
             .flat_map(|(forms, filter)| forms.iter().map(move |f| (f, *filter)))
             .filter_map(|(form, filter)| {
                 self.fuzzy(&form.skeleton, filter)
-                    .filter(|rank| filter.locates() || Self::a_town(rank))
+                    .filter(|rank| !self.typo_elsewhere(folded, rank, filter))
             })
             .min()
             .map(|rank| rank.order)
-    }
-
-    /// A place a typo may be taken for wherever the query is: one of [`TYPO_TOWN_CODES`]
-    /// postal codes or a gazetteer town of [`TYPO_TOWN_PEOPLE`].
-    fn a_town(rank: &Rank) -> bool {
-        rank.codes >= TYPO_TOWN_CODES || rank.population >= TYPO_TOWN_PEOPLE
     }
 
     /// The readings of a folded query: as typed (aliases applied), and with typed

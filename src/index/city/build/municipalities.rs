@@ -165,8 +165,9 @@ impl Builder {
         }
     }
 
-    /// JP and MX: the post's municipalities are the cities (issue 34; docs/city.md, "Japan's
-    /// municipalities", "Mexico's municipios and ciudades"). Each becomes a place of
+    /// JP, MX and TR: the municipalities are the cities (issues 34, 52; docs/city.md,
+    /// "Japan's municipalities", "Mexico's municipios and ciudades", "City search v5":
+    /// TR's districts and metropolitan provinces). Each becomes a place of
     /// its own (`Kind::Municipality`) with every code its admin columns give it, and the
     /// code of a place named like it in its prefecture that carries no admin columns (the
     /// ward's own general code: `Fushimi Ku` 612-0000), when no other unit shares that
