@@ -21,11 +21,11 @@ impl CountryCities {
     /// Whether a typo's answer `rank` (for the folded query) is a hamlet far from what the
     /// query says (issue 52): a place of one postal code, and no town, where the query
     /// names no region, while a word of the query (4 letters or more) that the hamlet's
-    /// name lacks (in full or cut short) is a word of the names of places that all lie more than [`SAID_NEAR_KM`]
-    /// from it. `La Hague`, a commune the data writes by its old communes
-    /// (`Beaumont-Hague`, in Normandy), is not the hamlet `Lahage` 700 km away; a typo no
-    /// other name holds as a word (`Lahagr`; PH `Acaca`, which `Acacia` holds) still finds
-    /// its place.
+    /// name lacks (in full or cut short) is a word of the names of places that all lie
+    /// more than [`SAID_NEAR_KM`] from it. `La Hague`, a commune the data writes by its
+    /// old communes (`Beaumont-Hague`, in Normandy), is not the hamlet `Lahage` 700 km
+    /// away; a typo no other name holds as a word still finds its place (`Lahagr`; PH
+    /// `Acaca` is Acacia, though `Bacacay` holds it inside a word).
     pub(super) fn typo_elsewhere(&self, folded: &str, rank: &Rank, filter: &Filter<'_>) -> bool {
         if filter.locates() || rank.codes >= TYPO_TOWN_CODES || rank.population >= TYPO_TOWN_PEOPLE
         {
