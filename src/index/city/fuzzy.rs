@@ -1,16 +1,17 @@
 //! Typos (`/api/city`'s last step): the closest place by edit distance on skeletons,
 //! among the places sharing the most padded trigrams with the query (docs/city.md).
 
-use super::{CountryCities, FUZZY_CANDIDATES, Filter, LARGE_CITY, SCRATCH, Scratch, decode};
+use super::{
+    CountryCities, FUZZY_CANDIDATES, Filter, LARGE_CITY, SCRATCH, Scratch, TOWN_POPULATION, decode,
+};
 use crate::domain::city_match::{
     Rank, edits_fit_the_difference, edits_within, max_edits, same_numbers, trigrams,
 };
 use crate::domain::geo::haversine_km;
 
-/// A typo may be taken for a place of this many postal codes, or a town of this many
-/// people, wherever it lies (`typo_elsewhere`).
+/// A typo may be taken for a place of this many postal codes, or a town of
+/// [`TOWN_POPULATION`] people, wherever it lies (`typo_elsewhere`).
 const TYPO_TOWN_CODES: usize = 2;
-const TYPO_TOWN_PEOPLE: u64 = 1_000;
 /// A query's word names places near a hamlet when one of them lies this close to it.
 const SAID_NEAR_KM: f64 = 50.0;
 /// The places a query's word names that are looked at; a word in more names says little
@@ -27,8 +28,7 @@ impl CountryCities {
     /// away; a typo no other name holds as a word still finds its place (`Lahagr`; PH
     /// `Acaca` is Acacia, though `Bacacay` holds it inside a word).
     pub(super) fn typo_elsewhere(&self, folded: &str, rank: &Rank, filter: &Filter<'_>) -> bool {
-        if filter.locates() || rank.codes >= TYPO_TOWN_CODES || rank.population >= TYPO_TOWN_PEOPLE
-        {
+        if filter.locates() || rank.codes >= TYPO_TOWN_CODES || rank.population >= TOWN_POPULATION {
             return false;
         }
         let Some(here) = self.place_point(rank.order) else {

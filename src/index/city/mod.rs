@@ -36,6 +36,10 @@ use crate::domain::text::written_in_latin;
 use build::{Builder, GazetteerCity};
 use codes::{CodeShape, code_text};
 
+/// A town: a gazetteer place of this many people (a district holding one is no city,
+/// `build::districts`; a typo may be taken for one anywhere, `fuzzy`).
+const TOWN_POPULATION: u64 = 1_000;
+
 /// Longest folded query that is matched fuzzily (the longest place name of the data has
 /// 192 characters); longer ones match exactly or not at all.
 pub(super) const FUZZY_MAX_CHARS: usize = 200;

@@ -3,14 +3,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::super::TOWN_POPULATION;
 use super::{Builder, GazetteerCity, JOIN_NEAR_KM, Kind, MIN_DISTRICTS, PlaceBuild};
 use crate::domain::city_match::admin_core;
 use crate::domain::geo::haversine_km;
 use crate::domain::text::fold;
-
-/// The fewest people that make a gazetteer place a town of its own inside an admin unit
-/// (`holding_other_towns`).
-const TOWN_POPULATION: u64 = 1_000;
 
 impl Builder {
     /// Districts: places named `<city> <n>` (n of one or two digits) with at least
