@@ -1,9 +1,9 @@
 //! City search v5 (issue 52) on the whole `allCountries.zip` with `cities500.zip`: a city
 //! district by its number however it is written, never a radius of other districts nor
 //! another number; a name the data lacks is no hamlet a letter from it; TR's districts and
-//! metropolitan provinces are the cities, before villages of their names; regions by
-//! their official names as their countries write them. Expected code sets are read from
-//! the database file with SQL.
+//! metropolitan provinces, CO's municipios and PH's cities are the cities, before villages
+//! of their names; regions by their official names as their countries write them.
+//! Expected code sets are read from the database file with SQL.
 
 use serde_json::json;
 
@@ -19,6 +19,7 @@ fn districts_far_villages_tr_municipalities_and_official_regions_on_the_whole_da
     a_district_answers_its_own_codes_however_its_number_is_written(&app, &key);
     a_name_the_data_lacks_is_no_far_hamlet(&app, &key);
     tr_districts_and_metropolitan_provinces_are_the_cities(&app, &key);
+    co_municipios_and_ph_cities_are_the_cities(&app, &key);
     regions_by_their_official_names(&app, &key);
 }
 
@@ -140,6 +141,61 @@ fn tr_districts_and_metropolitan_provinces_are_the_cities(app: &TestApp, key: &s
     let (status, codes, ..) = city(app, key, json!({"city": "Çorum", "country": "TR"}));
     assert_eq!(status, 200);
     assert_same(&codes, &corum, "Çorum");
+}
+
+/// CO's municipios (admin name2) and PH's cities (admin name3, Metro Manila's) are the
+/// cities as TR's districts are: a name answers one whole municipio, the one a person
+/// means first, not every place of its name across the country (`Argelia` answered 7
+/// codes of three departments), and a municipio named as its department answers the
+/// municipio (`Boyacá` in Boyacá answered the department's 59 codes); `Pasig` answered 51
+/// codes around its point and `City of Makati` was 404.
+fn co_municipios_and_ph_cities_are_the_cities(app: &TestApp, key: &str) {
+    let municipio = |a1: &str, a2: &str| {
+        let codes = codes_where(
+            &app.db,
+            "CO",
+            "admin_name1 = ?2 AND admin_name2 = ?3",
+            &[a1, a2],
+        );
+        assert!(!codes.is_empty(), "the data changed: {a2}, {a1}");
+        codes
+    };
+    let (status, codes, c, s, _) = city(app, key, json!({"city": "Argelia", "country": "CO"}));
+    assert_eq!(
+        (status, c.as_deref(), s.as_deref()),
+        (200, Some("Argelia"), Some("Cauca"))
+    );
+    assert_same(&codes, &municipio("Cauca", "Argelia"), "Argelia");
+    let (status, codes, ..) = city(
+        app,
+        key,
+        json!({"city": "Argelia", "state": "Antioquia", "country": "CO"}),
+    );
+    assert_eq!(status, 200);
+    assert_same(
+        &codes,
+        &municipio("Antioquia", "Argelia"),
+        "Argelia, Antioquia",
+    );
+    let (status, codes, ..) = city(
+        app,
+        key,
+        json!({"city": "Boyacá", "state": "Boyaca", "country": "CO"}),
+    );
+    assert_eq!(status, 200);
+    assert_same(&codes, &municipio("Boyaca", "Boyacá"), "Boyacá, Boyacá");
+    for (query, unit) in [
+        ("Pasig", "City of Pasig"),
+        ("Pasig City", "City of Pasig"),
+        ("City of Makati", "City of Makati"),
+        ("Makati", "City of Makati"),
+    ] {
+        let expected = codes_where(&app.db, "PH", "admin_name3 = ?2", &[unit]);
+        assert!(expected.len() > 10, "the data changed: {unit}");
+        let (status, codes, c, ..) = city(app, key, json!({"city": query, "country": "PH"}));
+        assert_eq!((status, c.as_deref()), (200, Some(unit)), "{query}");
+        assert_same(&codes, &expected, query);
+    }
 }
 
 /// A `state` as the country writes its region officially, bilingual forms and all

@@ -299,7 +299,7 @@ impl Builder {
             places.len() - 1
         });
         self.places[at].codes.push(code);
-        if matches!(self.country.as_str(), "JP" | "MX" | "TR") {
+        if matches!(self.country.as_str(), "JP" | "MX" | "TR" | "CO" | "PH") {
             self.add_to_municipalities(row, region, code);
         }
         let names = [row.admin_name1, row.admin_name2, row.admin_name3];

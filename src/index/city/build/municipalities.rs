@@ -1,6 +1,7 @@
-//! The municipalities as the cities of JP, MX and TR (issues 34, 52; docs/city.md, "Japan's
-//! municipalities", "Mexico's municipios and ciudades"): which municipality a record
-//! belongs to, the municipalities as places with their names, and their population.
+//! The municipalities as the cities of JP, MX, TR, CO and PH (issues 34, 52; docs/city.md,
+//! "Japan's municipalities", "Mexico's municipios and ciudades", "City search v5"): which
+//! municipality a record belongs to, the municipalities as places with their names, and
+//! their population.
 
 use std::collections::HashMap;
 
@@ -72,6 +73,18 @@ impl Builder {
             for unit in [(a2, String::new()), (String::new(), a3)] {
                 self.add_to_municipality(&a1, unit, region, code);
             }
+            return;
+        }
+        if self.country.as_str() == "CO" {
+            // The municipio (admin name2), as MX's: Colombia's city level (issue 52).
+            self.add_to_municipality(&a1, (a2, String::new()), region, code);
+            return;
+        }
+        if self.country.as_str() == "PH" {
+            // The city or municipality where the data names one (admin name3: Metro
+            // Manila's `Quezon City`, `City of Makati`); admin name2 is a province or a
+            // district of Metro Manila, no city (issue 52).
+            self.add_to_municipality(&a1, (String::new(), a3), region, code);
             return;
         }
         if self.country.as_str() == "TR" {
@@ -165,13 +178,13 @@ impl Builder {
         }
     }
 
-    /// JP, MX and TR: the municipalities are the cities (issues 34, 52; docs/city.md,
-    /// "Japan's municipalities", "Mexico's municipios and ciudades", "City search v5":
-    /// TR's districts and metropolitan provinces). Each becomes a place of
-    /// its own (`Kind::Municipality`) with every code its admin columns give it, and the
-    /// code of a place named like it in its prefecture that carries no admin columns (the
-    /// ward's own general code: `Fushimi Ku` 612-0000), when no other unit shares that
-    /// name there. It answers to its romaji (`Fushimi Ku`, `Fushimi-ku`), its romaji
+    /// JP, MX, TR, CO and PH: the municipalities are the cities (issues 34, 52;
+    /// docs/city.md, "Japan's municipalities", "Mexico's municipios and ciudades", "City
+    /// search v5": TR's districts and metropolitan provinces, CO's municipios, PH's
+    /// cities). Each becomes a place of its own (`Kind::Municipality`) with every code its
+    /// admin columns give it, and the code of a place named like it in its prefecture that
+    /// carries no admin columns (the ward's own general code: `Fushimi Ku` 612-0000), when
+    /// no other unit shares that name there. It answers to its romaji (`Fushimi Ku`, `Fushimi-ku`), its romaji
     /// without the suffix (`Fushimi`), and, in JP, its kanji (`京都市伏見区`, `伏見区`).
     pub(super) fn add_municipalities(&mut self) {
         if self.municipalities.is_empty() {
