@@ -452,6 +452,8 @@ fn the_posts_municipalities_are_the_cities() {
             let placed = offices_at_the_points_of(&app.db, "Kyoto Fu", "Kyoto Shi", name);
             assert!(!placed.is_empty());
             expected.extend(placed);
+            // And its codes without a ward that only its records name so (issue 52).
+            expected.extend(placed_by_their_name(&app.db, "Kyoto Shi", name));
             expected.sort();
             expected.dedup();
         }
@@ -470,6 +472,20 @@ fn the_posts_municipalities_are_the_cities() {
             assert_same(&codes, &expected, query);
         }
     }
+}
+
+/// JP: the ordinary codes of a city or district `a2` that the data leaves without their
+/// ward or town, whose place name the records of `ward` only carry there: the ward's by
+/// their name (`index::city`'s `place_jp_by_name`, written again here in SQL).
+pub(crate) fn placed_by_their_name(db: &std::path::Path, a2: &str, ward: &str) -> Vec<String> {
+    let same_name = "FROM postal_codes q WHERE q.country = 'JP' AND q.admin_name2 = ?2 \
+        AND lower(q.place_name) = lower(postal_codes.place_name)";
+    let condition = format!(
+        "admin_name2 = ?2 AND coalesce(admin_name3, '') = '' AND place_name NOT GLOB '*[^ -~]*' \
+         AND (SELECT count(DISTINCT q.admin_name3) {same_name} AND q.admin_name3 <> '') = 1 \
+         AND EXISTS (SELECT 1 {same_name} AND q.admin_name3 = ?3)"
+    );
+    codes_where(db, "JP", &condition, &[a2, ward])
 }
 
 /// JP: the office codes of a designated city (`a1`, `a2`) that neither a ward column nor

@@ -190,6 +190,13 @@ pub(super) struct Builder {
     jp_unplaced: Vec<JpOffice>,
     /// JP: each office code's municipality, as `/api/lookup` names it (by code id).
     office_cities: Vec<(u32, String)>,
+    /// JP: (admin name1, name2, folded place name) -> the admin name3 (ward or town) of the
+    /// ordinary records of a city or district so named (`place_jp_by_name`).
+    jp_names: HashMap<(String, String, String), Vec<String>>,
+    /// JP: ordinary codes of a city or district without their ward or town, placed by
+    /// their name once every record is read: admin name1, name2, folded place name,
+    /// region, code.
+    jp_unnamed: Vec<(String, String, String, u32, u32)>,
 }
 
 /// Where an ordinary JP record lies, and its admin name3 (its ward or town).
@@ -234,6 +241,8 @@ impl Builder {
             jp_points: HashMap::new(),
             jp_unplaced: Vec::new(),
             office_cities: Vec::new(),
+            jp_names: HashMap::new(),
+            jp_unnamed: Vec::new(),
         }
     }
 
@@ -609,6 +618,7 @@ impl Builder {
 
     pub fn finish(mut self, cities: &[GazetteerCity]) -> CountryCities {
         self.merge_districts();
+        self.place_jp_by_name();
         self.place_jp_offices();
         self.add_municipalities();
         self.join(cities);

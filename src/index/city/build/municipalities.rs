@@ -97,6 +97,20 @@ impl Builder {
             return;
         }
         let office = !row.place_name.is_ascii();
+        if !office && (a2.ends_with(" Shi") || a2.ends_with(" Gun")) {
+            let name = fold(row.place_name);
+            if a3.is_empty() {
+                self.jp_unnamed.push((a1, a2, name, region, code));
+                return;
+            }
+            let units = self
+                .jp_names
+                .entry((a1.clone(), a2.clone(), name))
+                .or_default();
+            if !units.contains(&a3) {
+                units.push(a3.clone());
+            }
+        }
         if !office && !a3.is_empty() {
             let point = (row.latitude, row.longitude);
             if let (Some(lat), Some(lon)) = point {
@@ -150,6 +164,23 @@ impl Builder {
             .or_insert((region, Vec::new()))
             .1
             .push(code);
+    }
+
+    /// JP: an ordinary code the data leaves without its ward or town (admin name3 empty
+    /// under a designated city or a district: 182 of Sapporo Chuo Ku's codes, written
+    /// `Kita1-Jonishi`, `Sapporo Shi`) lies in the ward or town whose records carry its
+    /// place name, when only one of its city or district does; else in its city only, as
+    /// before. Against Japan Post's list, 3,899 of the 4,035 codes so placed were right
+    /// (issue 52).
+    pub(super) fn place_jp_by_name(&mut self) {
+        for (a1, a2, name, region, code) in std::mem::take(&mut self.jp_unnamed) {
+            let a3 = match self.jp_names.get(&(a1.clone(), a2.clone(), name)) {
+                Some(units) if units.len() == 1 => units[0].clone(),
+                _ => String::new(),
+            };
+            self.add_to_jp_unit(&a1, &a2, &a3, region, code);
+        }
+        self.jp_names = HashMap::new();
     }
 
     /// JP: an office code that neither its admin columns nor its name place in a ward or
