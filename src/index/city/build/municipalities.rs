@@ -167,11 +167,10 @@ impl Builder {
     }
 
     /// JP: an ordinary code the data leaves without its ward or town (admin name3 empty
-    /// under a designated city or a district: 182 of Sapporo Chuo Ku's codes, written
-    /// `Kita1-Jonishi`, `Sapporo Shi`) lies in the ward or town whose records carry its
-    /// place name, when only one of its city or district does; else in its city only, as
-    /// before. Against Japan Post's list, 3,899 of the 4,035 codes so placed were right
-    /// (issue 52).
+    /// under a designated city or a district: `001-8521 Kita10-Jonishi`, `Sapporo Shi`)
+    /// lies in the ward or town whose records carry its place name, when only one of its
+    /// city or district does; else in its city only, as before. Against Japan Post's
+    /// list, 3,899 of the 4,035 codes so placed were right (issue 52).
     pub(super) fn place_jp_by_name(&mut self) {
         for (a1, a2, name, region, code) in std::mem::take(&mut self.jp_unnamed) {
             let a3 = match self.jp_names.get(&(a1.clone(), a2.clone(), name)) {
@@ -215,8 +214,9 @@ impl Builder {
     /// cities). Each becomes a place of its own (`Kind::Municipality`) with every code its
     /// admin columns give it, and the code of a place named like it in its prefecture that
     /// carries no admin columns (the ward's own general code: `Fushimi Ku` 612-0000), when
-    /// no other unit shares that name there. It answers to its romaji (`Fushimi Ku`, `Fushimi-ku`), its romaji
-    /// without the suffix (`Fushimi`), and, in JP, its kanji (`京都市伏見区`, `伏見区`).
+    /// no other unit shares that name there. It answers to its romaji (`Fushimi Ku`,
+    /// `Fushimi-ku`), its romaji without the suffix (`Fushimi`), and, in JP, its kanji
+    /// (`京都市伏見区`, `伏見区`).
     pub(super) fn add_municipalities(&mut self) {
         if self.municipalities.is_empty() {
             return;
