@@ -152,9 +152,9 @@ pub fn max_edits(query_len: usize, name_len: usize) -> usize {
 /// [`max_edits`] of what is left, or what is left is a short stretch typed otherwise (at
 /// most [`SHORT_STRETCH`] letters: `Cassano all'Ionio` is the data's `Cassano Allo Jonio`)
 /// or a stretch one side leaves out (`Pargny-et-Filain` is `Pargny Filain`, `Rodolfo
-/// Sánchez Taboada (Maneadero)` is `Rodolfo Sánchez T. (Maneadero)`). So `Calliano Monferrato` is not
-/// `Tagliolo Monferrato` (four edits in seven letters), nor `Gravedona ed Uniti` `Grandola
-/// Ed Uniti`; `Frankfrut am Mian` is Frankfurt am Main.
+/// Sánchez Taboada (Maneadero)` is `Rodolfo Sánchez T. (Maneadero)`). So `Calliano
+/// Monferrato` is not `Tagliolo Monferrato` (four edits in seven letters), nor `Gravedona
+/// ed Uniti` `Grandola Ed Uniti`; `Frankfrut am Mian` is Frankfurt am Main.
 pub fn edits_fit_the_difference(a: &[u8], b: &[u8], edits: usize) -> bool {
     let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
     let (a, b) = (&a[prefix..], &b[prefix..]);

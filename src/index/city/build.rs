@@ -308,9 +308,7 @@ impl Builder {
             places.len() - 1
         });
         self.places[at].codes.push(code);
-        if matches!(self.country.as_str(), "JP" | "MX" | "TR" | "CO" | "PH") {
-            self.add_to_municipalities(row, region, code);
-        }
+        self.add_to_municipalities(row, region, code);
         let names = [row.admin_name1, row.admin_name2, row.admin_name3];
         for level in self.levels {
             let Some(name) = names[*level as usize - 1].filter(|n| !n.trim().is_empty()) else {

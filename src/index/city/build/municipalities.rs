@@ -59,43 +59,67 @@ pub(super) fn jp_offices() -> HashMap<(String, String), Vec<(String, String)>> {
 }
 
 impl Builder {
-    /// The post's municipalities a record belongs to (`add_municipalities`): MX's municipio
-    /// (admin name2) and ciudad (admin name3, across municipios: `Ciudad de México`); JP's
-    /// unit (`jp_unit`, an office code placed by its name) and a ward's designated city.
+    /// The post's municipalities a record belongs to (`add_municipalities`), in the
+    /// countries whose cities they are: MX's municipio (admin name2) and ciudad (admin
+    /// name3, across municipios: `Ciudad de México`); CO's municipio; PH's city; TR's
+    /// district and metropolitan province; JP's unit (`add_to_jp_municipalities`).
     pub(super) fn add_to_municipalities(&mut self, row: &PlaceRow<'_>, region: u32, code: u32) {
         let column = |c: Option<&str>| c.unwrap_or("").trim().to_string();
-        let (a1, a2, mut a3) = (
-            column(row.admin_name1),
-            column(row.admin_name2),
-            column(row.admin_name3),
-        );
-        if self.country.as_str() == "MX" {
-            for unit in [(a2, String::new()), (String::new(), a3)] {
-                self.add_to_municipality(&a1, unit, region, code);
+        let columns = || {
+            (
+                column(row.admin_name1),
+                column(row.admin_name2),
+                column(row.admin_name3),
+            )
+        };
+        match self.country.as_str() {
+            "MX" => {
+                let (a1, a2, a3) = columns();
+                for unit in [(a2, String::new()), (String::new(), a3)] {
+                    self.add_to_municipality(&a1, unit, region, code);
+                }
             }
-            return;
-        }
-        if self.country.as_str() == "CO" {
-            // The municipio (admin name2), as MX's: Colombia's city level (issue 52).
-            self.add_to_municipality(&a1, (a2, String::new()), region, code);
-            return;
-        }
-        if self.country.as_str() == "PH" {
-            // The city or municipality where the data names one (admin name3: Metro
-            // Manila's `Quezon City`, `City of Makati`); admin name2 is a province or a
-            // district of Metro Manila, no city (issue 52).
-            self.add_to_municipality(&a1, (String::new(), a3), region, code);
-            return;
-        }
-        if self.country.as_str() == "TR" {
-            // Every district (ilçe), and a metropolitan province whole (issue 52).
-            let core = fold(&admin_core("TR", &a1));
-            if whole_province_city("TR", &core) {
-                self.add_to_municipality(&a1, (String::new(), a1.clone()), region, code);
+            "CO" => {
+                // The municipio (admin name2), as MX's: Colombia's city level (issue 52).
+                let (a1, a2, _) = columns();
+                self.add_to_municipality(&a1, (a2, String::new()), region, code);
             }
-            self.add_to_municipality(&a1, (a2, String::new()), region, code);
-            return;
+            "PH" => {
+                // The city or municipality where the data names one (admin name3: Metro
+                // Manila's `Quezon City`, `City of Makati`); admin name2 is a province or a
+                // district of Metro Manila, no city (issue 52).
+                let (a1, _, a3) = columns();
+                self.add_to_municipality(&a1, (String::new(), a3), region, code);
+            }
+            "TR" => {
+                // Every district (ilçe), and a metropolitan province whole (issue 52).
+                let (a1, a2, _) = columns();
+                let core = fold(&admin_core("TR", &a1));
+                if whole_province_city("TR", &core) {
+                    self.add_to_municipality(&a1, (String::new(), a1.clone()), region, code);
+                }
+                self.add_to_municipality(&a1, (a2, String::new()), region, code);
+            }
+            "JP" => {
+                let (a1, a2, a3) = columns();
+                self.add_to_jp_municipalities(row, a1, a2, a3, region, code);
+            }
+            _ => {}
         }
+    }
+
+    /// JP's unit of a record (`jp_unit`): an ordinary code without its ward or town waits
+    /// for `place_jp_by_name`, an office code is placed by its name or waits for
+    /// `place_jp_offices`.
+    fn add_to_jp_municipalities(
+        &mut self,
+        row: &PlaceRow<'_>,
+        a1: String,
+        a2: String,
+        mut a3: String,
+        region: u32,
+        code: u32,
+    ) {
         let office = !row.place_name.is_ascii();
         if !office && (a2.ends_with(" Shi") || a2.ends_with(" Gun")) {
             let name = fold(row.place_name);
@@ -173,10 +197,12 @@ impl Builder {
     /// list, 3,899 of the 4,035 codes so placed were right (issue 52).
     pub(super) fn place_jp_by_name(&mut self) {
         for (a1, a2, name, region, code) in std::mem::take(&mut self.jp_unnamed) {
-            let a3 = match self.jp_names.get(&(a1.clone(), a2.clone(), name)) {
+            let key = (a1, a2, name);
+            let a3 = match self.jp_names.get(&key) {
                 Some(units) if units.len() == 1 => units[0].clone(),
                 _ => String::new(),
             };
+            let (a1, a2, _) = key;
             self.add_to_jp_unit(&a1, &a2, &a3, region, code);
         }
         self.jp_names = HashMap::new();
