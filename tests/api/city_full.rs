@@ -478,14 +478,15 @@ fn the_posts_municipalities_are_the_cities() {
 /// ward or town, whose place name the records of `ward` only carry there: the ward's by
 /// their name (`index::city`'s `place_jp_by_name`, written again here in SQL).
 pub(crate) fn placed_by_their_name(db: &std::path::Path, a2: &str, ward: &str) -> Vec<String> {
-    let same_name = "FROM postal_codes q WHERE q.country = 'JP' AND q.admin_name2 = ?2 \
-        AND lower(q.place_name) = lower(postal_codes.place_name)";
-    let condition = format!(
-        "admin_name2 = ?2 AND coalesce(admin_name3, '') = '' AND place_name NOT GLOB '*[^ -~]*' \
-         AND (SELECT count(DISTINCT q.admin_name3) {same_name} AND q.admin_name3 <> '') = 1 \
-         AND EXISTS (SELECT 1 {same_name} AND q.admin_name3 = ?3)"
-    );
-    codes_where(db, "JP", &condition, &[a2, ward])
+    // The names that the records of one ward or town only carry, `ward`'s among them, in
+    // one pass over `a2`'s records (a subquery per row took 48 s of CPU on Sapporo).
+    let condition = "admin_name2 = ?2 AND coalesce(admin_name3, '') = '' \
+        AND place_name NOT GLOB '*[^ -~]*' \
+        AND lower(place_name) IN (SELECT lower(place_name) FROM postal_codes \
+            WHERE country = 'JP' AND admin_name2 = ?2 AND admin_name3 <> '' \
+            GROUP BY lower(place_name) \
+            HAVING count(DISTINCT admin_name3) = 1 AND max(admin_name3 = ?3))";
+    codes_where(db, "JP", condition, &[a2, ward])
 }
 
 /// JP: the office codes of a designated city (`a1`, `a2`) that neither a ward column nor
