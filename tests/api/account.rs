@@ -96,6 +96,7 @@ pub(crate) fn start_providers(config: &Value) -> Providers {
         .arg("providers.mjs")
         .arg(config.to_string())
         .current_dir(OIDC_DIR)
+        .env("OIDC_KEY_CACHE", testkit::scratch().join("oidc-keys"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -11,18 +11,41 @@
 // `idTokenSigningAlgValues`: the algorithms the discovery document lists).
 // Prints one line per issuer, `issuer http://127.0.0.1:PORT`, then `ready`; stops when
 // its stdin closes (the test ends).
+//
+// With OIDC_KEY_CACHE set (a directory: the tests give cargo's target/tmp), provider N's
+// signing key is generated once and kept there, `key-N.json`, for every later run of this
+// script: an RSA key costs 150-200 ms of CPU, and a test run starts about 50 of these
+// processes of three providers each. The providers of one process still sign with keys of
+// their own (key-1, key-2...).
+import fs from "node:fs";
 import http from "node:http";
+import path from "node:path";
 import { generateKeyPair, exportJWK } from "jose";
 import Provider from "oidc-provider";
 
 const config = JSON.parse(process.argv[2]);
 
+async function signingKey(index) {
+  const kid = `key-${index}`;
+  const cache = process.env.OIDC_KEY_CACHE;
+  const file = cache && path.join(cache, `${kid}.json`);
+  if (file && fs.existsSync(file)) return JSON.parse(fs.readFileSync(file, "utf8"));
+  const { privateKey } = await generateKeyPair("RS256", { extractable: true });
+  const jwk = { ...(await exportJWK(privateKey)), alg: "RS256", use: "sig", kid };
+  if (file) {
+    // Written whole, then renamed: a process starting beside this one reads no half.
+    fs.mkdirSync(cache, { recursive: true });
+    fs.writeFileSync(`${file}.${process.pid}`, JSON.stringify(jwk), { mode: 0o600 });
+    fs.renameSync(`${file}.${process.pid}`, file);
+  }
+  return jwk;
+}
+
 async function start(index) {
   const server = http.createServer();
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   const issuer = `http://127.0.0.1:${server.address().port}`;
-  const { privateKey } = await generateKeyPair("RS256", { extractable: true });
-  const jwk = { ...(await exportJWK(privateKey)), alg: "RS256", use: "sig", kid: `key-${index}` };
+  const jwk = await signingKey(index);
   const provider = new Provider(issuer, {
     clients: config.clients.map((c) => ({
       redirect_uris: config.redirectUris,
