@@ -12,7 +12,7 @@
 // Prints one line per issuer, `issuer http://127.0.0.1:PORT`, then `ready`; stops when
 // its stdin closes (the test ends).
 //
-// With OIDC_KEY_CACHE set (a directory: the tests give cargo's target/tmp), provider N's
+// With OIDC_KEY_CACHE set (a directory: the tests give target/tmp/oidc-keys), provider N's
 // signing key is generated once and kept there, `key-N.json`, for every later run of this
 // script: an RSA key costs 150-200 ms of CPU, and a test run starts about 50 of these
 // processes of three providers each. The providers of one process still sign with keys of
