@@ -17,8 +17,6 @@ mod codes;
 mod fuzzy;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -35,6 +33,13 @@ use crate::domain::regions;
 use crate::domain::text::written_in_latin;
 use build::{Builder, GazetteerCity};
 use codes::{CodeShape, code_text};
+
+/// The maps and sets of the city index, those every load builds (a few million entries on
+/// the full dataset) and those queries read: foldhash, randomly seeded, not SipHash, which
+/// took 4.7% of a server's start on the sample (perf; issue 53). Keys are the dataset's
+/// own names and ids, never a request's.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// A town: a gazetteer place of this many people (a district holding one is no city,
 /// `build::districts`; a typo may be taken for one anywhere, `fuzzy`).
@@ -246,7 +251,7 @@ impl CityIndex {
     /// Reads every record's place, region and code, country by country (rows of one name
     /// arrive together, in source order), and the gazetteer's cities of the country.
     pub fn load(conn: &Connection) -> Result<CityIndex> {
-        let mut countries = HashMap::new();
+        let mut countries = HashMap::default();
         for row in db::postal::loaded_countries(conn)? {
             let Some(country) = CountryCode::parse(&row.code) else {
                 continue;
@@ -360,7 +365,7 @@ impl CityIndex {
             filter.admits(cities.region(*id)) && cities.places[*id as usize].kind != Kind::Foreign
         };
         let mut starting: Vec<u32> = cities.prefix_range(prefix).filter(admitted).collect();
-        let mut chosen = cities.most_codes(&mut starting, limit, &HashSet::new());
+        let mut chosen = cities.most_codes(&mut starting, limit, &HashSet::default());
         if chosen.len() < limit && prefix.len() >= 3 {
             let seen: HashSet<(u32, u32)> = chosen.iter().map(|id| cities.unit(*id)).collect();
             let mut containing: Vec<u32> = cities

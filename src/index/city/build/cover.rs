@@ -1,8 +1,7 @@
 //! How well a unit of the postal data covers a gazetteer city (`Builder::join`): the
 //! points of its codes against the city's, and the codes around a city no unit holds.
 
-use std::collections::HashMap;
-
+use super::super::HashMap;
 use super::{
     AREA_MIN_KM, AREA_MIN_POPULATION, AREA_PEOPLE_PER_KM2, Builder, GazetteerCity, JOIN_FAR_KM,
     JOIN_NEAR_KM, JOIN_REACH_KM,
@@ -93,7 +92,7 @@ impl Builder {
                 })
             })
             .collect();
-        let mut counts: HashMap<u32, usize> = HashMap::new();
+        let mut counts: HashMap<u32, usize> = HashMap::default();
         for c in &codes {
             *counts.entry(code_regions[*c as usize]).or_default() += 1;
         }

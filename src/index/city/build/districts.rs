@@ -1,9 +1,7 @@
 //! Cities written as numbered districts (`Paris 01` .. `Paris 20`; docs/city.md,
 //! "Districts").
 
-use std::collections::{HashMap, HashSet};
-
-use super::super::TOWN_POPULATION;
+use super::super::{HashMap, HashSet, TOWN_POPULATION};
 use super::{Builder, GazetteerCity, JOIN_NEAR_KM, Kind, MIN_DISTRICTS, PlaceBuild};
 use crate::domain::city_match::admin_core;
 use crate::domain::geo::haversine_km;
@@ -14,7 +12,7 @@ impl Builder {
     /// [`MIN_DISTRICTS`] numbers in one region, where `<city>` is a place of that region or
     /// the districts' admin name2/3, add their codes to `<city>` (made when missing).
     pub(super) fn merge_districts(&mut self) {
-        let mut groups: HashMap<(String, u32), Vec<usize>> = HashMap::new();
+        let mut groups: HashMap<(String, u32), Vec<usize>> = HashMap::default();
         for (i, p) in self.places.iter().enumerate() {
             if let Some((base, number)) = p.folded.rsplit_once(' ')
                 && !base.is_empty()
@@ -99,7 +97,7 @@ impl Builder {
         if !self.admins_as_fallback {
             return held;
         }
-        let mut towns: HashMap<&str, Vec<&GazetteerCity>> = HashMap::new();
+        let mut towns: HashMap<&str, Vec<&GazetteerCity>> = HashMap::default();
         for city in cities.iter().filter(|c| c.population >= TOWN_POPULATION) {
             towns.entry(city.names[0].as_str()).or_default().push(city);
         }
@@ -117,7 +115,7 @@ impl Builder {
                 })
             })
         };
-        let mut town_places: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut town_places: HashMap<u32, Vec<usize>> = HashMap::default();
         for (i, p) in self.places.iter().enumerate() {
             if p.alias_of.is_none() && is_town(p) {
                 for code in &p.codes {

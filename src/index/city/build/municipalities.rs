@@ -3,8 +3,7 @@
 //! municipality a record belongs to, the municipalities as places with their names, and
 //! their population.
 
-use std::collections::HashMap;
-
+use super::super::HashMap;
 use super::{Builder, Kind, PlaceBuild};
 use crate::db::postal::PlaceRow;
 use crate::domain::city_match::{admin_core, whole_province_city};
@@ -43,7 +42,7 @@ fn office_city(a2: &str, a3: &str) -> String {
 
 /// `Builder::jp_offices` from the table.
 pub(super) fn jp_offices() -> HashMap<(String, String), Vec<(String, String)>> {
-    let mut offices: HashMap<(String, String), Vec<(String, String)>> = HashMap::new();
+    let mut offices: HashMap<(String, String), Vec<(String, String)>> = HashMap::default();
     for line in JP_MUNICIPALITIES.lines() {
         if let [a1, a2, a3, written] = line.split('\t').collect::<Vec<_>>()[..]
             && !a3.is_empty()
@@ -205,7 +204,7 @@ impl Builder {
             let (a1, a2, _) = key;
             self.add_to_jp_unit(&a1, &a2, &a3, region, code);
         }
-        self.jp_names = HashMap::new();
+        self.jp_names = HashMap::default();
     }
 
     /// JP: an office code that neither its admin columns nor its name place in a ward or
@@ -247,7 +246,7 @@ impl Builder {
         if self.municipalities.is_empty() {
             return;
         }
-        let mut kanji: HashMap<(&str, &str, &str), &str> = HashMap::new();
+        let mut kanji: HashMap<(&str, &str, &str), &str> = HashMap::default();
         let table = if self.country.as_str() == "JP" {
             JP_MUNICIPALITIES
         } else {
@@ -269,13 +268,13 @@ impl Builder {
                 a3.clone()
             }
         };
-        let mut same_name: HashMap<(String, String), usize> = HashMap::new();
+        let mut same_name: HashMap<(String, String), usize> = HashMap::default();
         for (key, _) in &units {
             *same_name
                 .entry((fold(&name_of(key)), key.0.clone()))
                 .or_default() += 1;
         }
-        let mut general: HashMap<(String, String), Vec<u32>> = HashMap::new();
+        let mut general: HashMap<(String, String), Vec<u32>> = HashMap::default();
         for p in &self.places {
             if p.alias_of.is_none() && p.parents.iter().all(String::is_empty) {
                 let region = self.regions[p.region as usize].name.trim().to_string();
@@ -331,7 +330,7 @@ impl Builder {
                 p.kind == Kind::Municipality && p.alias_of.is_none()
             })
             .collect();
-        let mut holders: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut holders: HashMap<u32, Vec<usize>> = HashMap::default();
         for i in &municipal {
             for c in &self.places[*i].codes {
                 holders.entry(*c).or_default().push(*i);
