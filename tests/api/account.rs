@@ -153,8 +153,8 @@ pub(crate) fn add_provider_to(
     assert!(!String::from_utf8_lossy(&output.stdout).contains(secret));
 }
 
-/// Two nodes serving copies of the template over one throwaway PostgreSQL ledger, the
-/// three providers added for both; `None` when PostgreSQL or Node.js is missing (skipped).
+/// Two nodes serving copies of the tiny fixture (their tests look up 90210 only) over one
+/// throwaway PostgreSQL ledger, the three providers added for both; `None` when PostgreSQL or Node.js is missing (skipped).
 /// Dropped in order: providers, nodes, then PostgreSQL.
 pub(crate) struct TwoNodes {
     pub(crate) a: String,
@@ -179,7 +179,7 @@ pub(crate) fn two_nodes_with(serve_args: &[&str]) -> Option<TwoNodes> {
     let nodes: Vec<testkit::Serve> = (0..2)
         .map(|i| {
             let db = testkit::template::copy(
-                crate::helpers::template(),
+                crate::helpers::tiny_template(),
                 &dir.path().join(format!("node{i}.db")),
             );
             let args: Vec<&str> = ["--ledger", url.as_str()]

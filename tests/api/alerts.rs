@@ -510,7 +510,7 @@ fn private_webhook_addresses_are_refused_without_the_flag() {
 #[test]
 fn a_crossing_before_a_kill_is_delivered_once_after_the_restart() {
     let dir = testkit::tempdir();
-    let db = testkit::template::copy(crate::helpers::template(), &dir.path().join("k.db"));
+    let db = testkit::template::copy(crate::helpers::tiny_template(), &dir.path().join("k.db"));
     let flags = [
         "--allow-private-webhooks",
         "--alert-retry-base-ms",

@@ -108,7 +108,7 @@ fn fifty_dashboard_clients_leave_lookups_and_readyz_alone_on_a_cluster_node() {
     let url = pg.url().replace("@127.0.0.1:", "@localhost:");
     assert!(url.contains("@localhost:"), "{url}");
     let dir = testkit::tempdir();
-    let db = testkit::template::copy(crate::helpers::template(), &dir.path().join("node.db"));
+    let db = testkit::template::copy(crate::helpers::tiny_template(), &dir.path().join("node.db"));
     // Fifty browsers from one address: far beyond the per-address limit's 120 a minute,
     // which this test is not about (tests/api/strangers.rs is).
     let node = testkit::Serve::start(

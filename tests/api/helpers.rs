@@ -15,6 +15,7 @@ const POSTAL_IMPORT: &str = env!("CARGO_BIN_EXE_postal-import");
 static SAMPLE: OnceLock<PathBuf> = OnceLock::new();
 static FULL: OnceLock<PathBuf> = OnceLock::new();
 static CITIES: OnceLock<PathBuf> = OnceLock::new();
+static TINY: OnceLock<PathBuf> = OnceLock::new();
 
 /// The sample (AD, CA, DE, GB, JP, LV, MD, MT, US) and hand-picked real lines of the
 /// countries it lacks (`extra-countries.txt`, the normalisation table), imported once per
@@ -36,6 +37,13 @@ pub fn template() -> &'static Path {
 /// dataset: the import `tests/import/full_dataset.rs` checks (one import per run).
 pub fn full_template() -> &'static Path {
     FULL.get_or_init(|| testkit::full_dataset(POSTAL_IMPORT))
+}
+
+/// The tiny fixture (147 US lines, 90210 among them; `testkit::tiny`), for the `postal
+/// serve` processes of tests that only look up 90210: such a server is ready in
+/// milliseconds, not after the 3 s of CPU that loading the sample takes in a debug build.
+pub fn tiny_template() -> &'static Path {
+    TINY.get_or_init(|| testkit::tiny_dataset(POSTAL_IMPORT))
 }
 
 /// The sample plus real lines of FR (Paris, Lyon and their districts) and IT (Milano,
@@ -618,13 +626,13 @@ fn parse_raw(bytes: &[u8]) -> Option<RawReply> {
     })
 }
 
-/// `postal serve`, the binary (not in process), on a copy of the sample database, run
+/// `postal serve`, the binary (not in process), on a copy of the tiny fixture, run
 /// through `wrapper` when it is not empty (`prlimit --nofile=1024:1024`); killed when
 /// dropped.
 pub struct ServeProcess {
     /// `host:port`.
     pub address: String,
-    /// The key of the account `postal serve` created (the sample database has none).
+    /// The key of the account `postal serve` created (the tiny database has none).
     pub api_key: String,
     _serve: testkit::Serve,
     _dir: tempfile::TempDir,
@@ -632,7 +640,7 @@ pub struct ServeProcess {
 
 pub fn spawn_postal_serve(wrapper: &[&str]) -> ServeProcess {
     let dir = testkit::tempdir();
-    let db = testkit::template::copy(template(), &dir.path().join("postal.db"));
+    let db = testkit::template::copy(tiny_template(), &dir.path().join("postal.db"));
     let args = testkit::serve::args(&db, &[]);
     let command = match wrapper {
         [] => testkit::serve::command(POSTAL, &args),

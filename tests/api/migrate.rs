@@ -75,8 +75,10 @@ fn a_file_deployment_moves_to_a_ledger_with_its_customers_signed_in_as_before() 
     };
     let url = pg.url();
     let dir = testkit::tempdir();
-    let file = testkit::template::copy(crate::helpers::template(), &dir.path().join("file.db"));
-    let node_db = testkit::template::copy(crate::helpers::template(), &dir.path().join("node.db"));
+    let file =
+        testkit::template::copy(crate::helpers::tiny_template(), &dir.path().join("file.db"));
+    let node_db =
+        testkit::template::copy(crate::helpers::tiny_template(), &dir.path().join("node.db"));
     let on_file = ["--db", file.to_str().unwrap()];
     let on_ledger = ["--ledger", url.as_str()];
     let (file_port, node_port) = (testkit::free_port(), testkit::free_port());

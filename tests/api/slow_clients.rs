@@ -23,7 +23,7 @@ const BODY: Duration = Duration::from_secs(10);
 /// Room for a loaded machine on top of a timeout.
 const SLACK: Duration = Duration::from_secs(3);
 
-/// `prlimit --nofile=1024:1024 postal serve` on a copy of the sample database.
+/// `prlimit --nofile=1024:1024 postal serve` on a copy of the tiny fixture (it looks up 90210).
 fn spawn_limited_server() -> ServeProcess {
     spawn_postal_serve(&["prlimit", "--nofile=1024:1024"])
 }
